@@ -1,0 +1,147 @@
+//! The command line: argument parsing and dispatch. One file per command; each calls into the
+//! library and maps failures to the documented exit codes.
+
+mod graph;
+mod plan;
+mod recipes;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::recipe::{pick_stack, RecipeTree, Stack, StackError};
+use crate::target::TargetSet;
+
+/// Exit codes, documented in `rocmforge --help` and README.md.
+pub mod exit {
+    /// Success.
+    pub const OK: u8 = 0;
+    /// The operation failed (a fetch, a patch, a build step).
+    pub const FAILED: u8 = 1;
+    /// Bad usage: unknown flag, recipe, stack or GPU target.
+    pub const USAGE: u8 = 2;
+    /// The recipe tree is invalid (every problem is listed).
+    pub const INVALID_RECIPES: u8 = 3;
+}
+
+const AFTER_HELP: &str = "\
+Exit codes: 0 success, 1 operation failed, 2 bad usage (unknown flag, recipe, stack or target),
+3 invalid recipe tree.
+
+Recipes are embedded in the binary; --recipes DIR (or ROCMFORGE_RECIPES) uses a tree holding
+recipes/ and patches/ side by side instead.";
+
+#[derive(Debug, Parser)]
+#[command(name = "rocmforge", version, about = "Build a patched ROCm stack and PyTorch from source for your GPU (gfx1010 and friends)", after_help = AFTER_HELP)]
+pub struct Cli {
+    /// Directory holding `recipes/` and `patches/` (default: the recipes embedded in rocmforge).
+    #[arg(long = "recipes", id = "recipes_dir", global = true, env = "ROCMFORGE_RECIPES", value_name = "DIR")]
+    pub recipes: Option<PathBuf>,
+
+    /// Stack to use (a folder of recipes/); default: the stack marked default.
+    #[arg(long, global = true, env = "ROCMFORGE_STACK", value_name = "NAME")]
+    pub stack: Option<String>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show what would be built, in order, from what, for which targets, and why.
+    Plan(plan::Args),
+    /// Print the dependency graph of recipes (dot or json).
+    Graph(graph::Args),
+    /// List, show and check recipes.
+    #[command(subcommand)]
+    Recipes(recipes::Cmd),
+}
+
+/// A failure with its exit code; `main` prints the error chain.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    pub error: anyhow::Error,
+}
+
+impl Failure {
+    pub fn new(code: u8, error: impl Into<anyhow::Error>) -> Failure {
+        Failure { code, error: error.into() }
+    }
+    pub fn usage(error: impl Into<anyhow::Error>) -> Failure {
+        Failure::new(exit::USAGE, error)
+    }
+    pub fn failed(error: impl Into<anyhow::Error>) -> Failure {
+        Failure::new(exit::FAILED, error)
+    }
+}
+
+pub type CliResult = Result<(), Failure>;
+
+/// What every command needs: the recipe tree and the global options.
+pub struct Context {
+    pub cli_recipes: Option<PathBuf>,
+    pub cli_stack: Option<String>,
+}
+
+impl Context {
+    pub fn tree(&self) -> Result<RecipeTree, Failure> {
+        match &self.cli_recipes {
+            None => Ok(RecipeTree::embedded()),
+            Some(dir) => RecipeTree::from_dir(dir).map_err(Failure::usage),
+        }
+    }
+
+    pub fn stack(&self, tree: &RecipeTree) -> Result<Stack, Failure> {
+        pick_stack(tree, self.cli_stack.as_deref()).map_err(|e| match e {
+            StackError::Invalid(_) => Failure::new(exit::INVALID_RECIPES, e),
+            _ => Failure::usage(e),
+        })
+    }
+
+    /// `--target` if given, else the stack's default targets.
+    pub fn targets(&self, stack: &Stack, spec: Option<&str>) -> Result<TargetSet, Failure> {
+        match spec {
+            Some(s) => TargetSet::parse(s).map_err(Failure::usage),
+            None => Ok(stack.default_targets.clone()),
+        }
+    }
+}
+
+pub fn run(cli: Cli) -> CliResult {
+    let ctx = Context { cli_recipes: cli.recipes, cli_stack: cli.stack };
+    match cli.command {
+        Command::Plan(a) => plan::run(&ctx, a),
+        Command::Graph(a) => graph::run(&ctx, a),
+        Command::Recipes(c) => recipes::run(&ctx, c),
+    }
+}
+
+/// Renders a failure as cargo does: the error, then each cause on its own line.
+pub fn render_failure(f: &Failure) -> String {
+    let mut s = String::new();
+    let top = f.error.to_string();
+    // Recipe diagnostics already carry their own `error:` headings.
+    if top.starts_with("error: ") {
+        s.push_str(&top);
+        s.push('\n');
+    } else {
+        s.push_str(&format!("error: {top}\n"));
+    }
+    for cause in f.error.chain().skip(1) {
+        s.push_str(&format!("  caused by: {cause}\n"));
+    }
+    s
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::from(exit::OK),
+        Err(f) => {
+            eprint!("{}", render_failure(&f));
+            ExitCode::from(f.code)
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! User configuration: where the cache, work and state dirs live (XDG defaults, each overridable
+//! by config file, environment and flag) and URL rewrites (git's `insteadOf`, for mirrors).
+//!
+//! The file is `$ROCMFORGE_CONFIG`, else `$XDG_CONFIG_HOME/rocmforge/config.toml`:
+//!
+//! ```toml
+//! cache-dir = "/big/disk/rocmforge/cache"
+//! work-dir = "/big/disk/rocmforge/work"
+//! state-dir = "/home/me/.local/state/rocmforge"
+//! prefix = "/opt/rocmforge"
+//! rocm-path = "/opt/rocm"
+//!
+//! [url-rewrite]
+//! "https://github.com/" = "file:///srv/git/"
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawConfig {
+    cache_dir: Option<PathBuf>,
+    work_dir: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
+    prefix: Option<PathBuf>,
+    rocm_path: Option<PathBuf>,
+    #[serde(default)]
+    url_rewrite: BTreeMap<String, String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file `{path}`")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{0}")]
+    Invalid(crate::diagnostic::Diagnostic),
+}
+
+/// The resolved configuration every command works with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Content-addressed artifacts, git mirrors, downloads.
+    pub cache_dir: PathBuf,
+    /// Per-recipe source and build trees (large: a real stack needs ~100 GB).
+    pub work_dir: PathBuf,
+    /// Build state, locks of the embedded recipes, the running build's status.
+    pub state_dir: PathBuf,
+    /// Where the stack is deployed; `None`: `<state>/prefix/<stack>`.
+    pub prefix: Option<PathBuf>,
+    /// An installed ROCm whose components are used instead of building them.
+    pub rocm_path: Option<PathBuf>,
+    /// URL prefix rewrites, longest prefix first.
+    pub url_rewrites: Vec<(String, String)>,
+    /// Use only what is cached.
+    pub offline: bool,
+    /// The file this came from, if any.
+    pub file: Option<PathBuf>,
+}
+
+fn env_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+fn home() -> PathBuf {
+    dirs::home_dir().unwrap_or_else(|| PathBuf::from("/"))
+}
+
+impl Config {
+    /// The config file path: `$ROCMFORGE_CONFIG`, else `$XDG_CONFIG_HOME/rocmforge/config.toml`.
+    pub fn default_file() -> PathBuf {
+        env_path("ROCMFORGE_CONFIG").unwrap_or_else(|| {
+            env_path("XDG_CONFIG_HOME").unwrap_or_else(|| home().join(".config")).join("rocmforge/config.toml")
+        })
+    }
+
+    /// Loads the config file (if it exists) and applies environment overrides
+    /// (`ROCMFORGE_CACHE_DIR`, `ROCMFORGE_WORK_DIR`, `ROCMFORGE_STATE_DIR`, `ROCMFORGE_PREFIX`,
+    /// `ROCMFORGE_ROCM_PATH`). Flags are applied by the caller on top.
+    pub fn load() -> Result<Config, ConfigError> {
+        Self::load_from(&Self::default_file())
+    }
+
+    pub fn load_from(path: &Path) -> Result<Config, ConfigError> {
+        let (raw, file) = match std::fs::read_to_string(path) {
+            Ok(text) => {
+                let raw: RawConfig = toml::from_str(&text).map_err(|e| {
+                    let shown = path.display().to_string();
+                    ConfigError::Invalid(match e.span() {
+                        Some(span) => crate::diagnostic::Diagnostic::at(&shown, &text, span, e.message().trim_end()),
+                        None => crate::diagnostic::Diagnostic::file(&shown, e.message().trim_end()),
+                    })
+                })?;
+                (raw, Some(path.to_path_buf()))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (RawConfig::default(), None),
+            Err(source) => return Err(ConfigError::Read { path: path.to_path_buf(), source }),
+        };
+        let xdg_cache = env_path("XDG_CACHE_HOME").unwrap_or_else(|| home().join(".cache"));
+        let xdg_state = env_path("XDG_STATE_HOME").unwrap_or_else(|| home().join(".local/state"));
+        let mut rewrites: Vec<(String, String)> = raw.url_rewrite.into_iter().collect();
+        rewrites.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
+        Ok(Config {
+            cache_dir: env_path("ROCMFORGE_CACHE_DIR").or(raw.cache_dir).unwrap_or_else(|| xdg_cache.join("rocmforge")),
+            work_dir: env_path("ROCMFORGE_WORK_DIR").or(raw.work_dir).unwrap_or_else(|| xdg_cache.join("rocmforge/work")),
+            state_dir: env_path("ROCMFORGE_STATE_DIR").or(raw.state_dir).unwrap_or_else(|| xdg_state.join("rocmforge")),
+            prefix: env_path("ROCMFORGE_PREFIX").or(raw.prefix),
+            rocm_path: env_path("ROCMFORGE_ROCM_PATH").or(raw.rocm_path),
+            url_rewrites: rewrites,
+            offline: false,
+            file,
+        })
+    }
+
+    /// Applies the longest matching URL rewrite (like git's `url.<base>.insteadOf`).
+    pub fn rewrite_url(&self, url: &str) -> String {
+        for (from, to) in &self.url_rewrites {
+            if let Some(rest) = url.strip_prefix(from.as_str()) {
+                return format!("{to}{rest}");
+            }
+        }
+        url.to_string()
+    }
+
+    /// The deploy prefix of a stack.
+    pub fn prefix_for(&self, stack: &str) -> PathBuf {
+        self.prefix.clone().unwrap_or_else(|| self.state_dir.join("prefix").join(stack))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn longest_rewrite_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(
+            &f,
+            "[url-rewrite]\n\"https://github.com/\" = \"file:///srv/git/\"\n\"https://github.com/ROCm/\" = \"git://127.0.0.1/rocm/\"\n",
+        )
+        .unwrap();
+        let c = Config::load_from(&f).unwrap();
+        assert_eq!(c.rewrite_url("https://github.com/ROCm/clr.git"), "git://127.0.0.1/rocm/clr.git");
+        assert_eq!(c.rewrite_url("https://github.com/pytorch/vision.git"), "file:///srv/git/pytorch/vision.git");
+        assert_eq!(c.rewrite_url("https://example.org/x"), "https://example.org/x");
+    }
+
+    #[test]
+    fn bad_config_names_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(&f, "cache-dir = \"/x\"\ncahce-dir = 3\n").unwrap();
+        let e = Config::load_from(&f).unwrap_err().to_string();
+        assert!(e.contains("c.toml:2:1"), "{e}");
+        assert!(e.contains("unknown field `cahce-dir`"), "{e}");
+    }
+}

@@ -1,0 +1,240 @@
+//! The dependency graph (petgraph): the closure of what was asked for, a deterministic
+//! topological order, the waves of recipes that can build side by side, and cycle finding.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::Direction;
+
+use crate::recipe::{Recipe, Stack};
+
+#[derive(Debug, thiserror::Error)]
+pub enum GraphError {
+    #[error("no recipe named `{name}` in stack `{stack}`{hint}\nrun `rocmforge recipes list --stack {stack}` to see them all")]
+    UnknownRecipe { name: String, stack: String, hint: String },
+}
+
+/// The closure of the requested recipes, with edges dependency -> dependent.
+#[derive(Debug)]
+pub struct BuildGraph {
+    graph: DiGraph<String, ()>,
+    index: BTreeMap<String, NodeIndex>,
+    requested: Vec<String>,
+}
+
+impl BuildGraph {
+    /// Everything `roots` need, transitively. The stack is already validated (no cycles).
+    pub fn closure(stack: &Stack, roots: &[String]) -> Result<BuildGraph, GraphError> {
+        let mut graph = DiGraph::new();
+        let mut index = BTreeMap::new();
+        let mut todo: Vec<String> = Vec::new();
+        for r in roots {
+            if stack.recipe(r).is_none() {
+                let close = crate::recipe::load_closest(r, stack.recipes.keys().map(String::as_str));
+                return Err(GraphError::UnknownRecipe {
+                    name: r.clone(),
+                    stack: stack.name.clone(),
+                    hint: close.first().map(|c| format!(" (did you mean `{c}`?)")).unwrap_or_default(),
+                });
+            }
+            todo.push(r.clone());
+        }
+        let mut seen = BTreeSet::new();
+        while let Some(name) = todo.pop() {
+            if !seen.insert(name.clone()) {
+                continue;
+            }
+            let recipe = &stack.recipes[&name];
+            for dep in recipe.all_deps() {
+                todo.push(dep.to_string());
+            }
+        }
+        for name in &seen {
+            index.insert(name.clone(), graph.add_node(name.clone()));
+        }
+        for name in &seen {
+            for dep in stack.recipes[name].all_deps() {
+                graph.update_edge(index[dep], index[name], ());
+            }
+        }
+        Ok(BuildGraph { graph, index, requested: roots.to_vec() })
+    }
+
+    pub fn requested(&self) -> &[String] {
+        &self.requested
+    }
+
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.index.contains_key(name)
+    }
+
+    /// Direct dependencies of `name` inside the closure, sorted.
+    pub fn deps_of(&self, name: &str) -> Vec<&str> {
+        let mut v: Vec<&str> = self
+            .graph
+            .neighbors_directed(self.index[name], Direction::Incoming)
+            .map(|n| self.graph[n].as_str())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Direct dependents of `name` inside the closure, sorted.
+    pub fn dependents_of(&self, name: &str) -> Vec<&str> {
+        let mut v: Vec<&str> = self
+            .graph
+            .neighbors_directed(self.index[name], Direction::Outgoing)
+            .map(|n| self.graph[n].as_str())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Waves: wave 0 has no dependencies; every recipe of wave n depends only on waves < n, so
+    /// the recipes of one wave can build side by side. Within a wave, names are sorted.
+    pub fn waves(&self) -> Vec<Vec<&str>> {
+        let mut depth: BTreeMap<&str, usize> = BTreeMap::new();
+        for name in self.order() {
+            let d = self.deps_of(name).iter().map(|dep| depth[dep] + 1).max().unwrap_or(0);
+            depth.insert(name, d);
+        }
+        let mut waves: Vec<Vec<&str>> = Vec::new();
+        for (name, d) in depth {
+            if waves.len() <= d {
+                waves.resize(d + 1, Vec::new());
+            }
+            waves[d].push(name);
+        }
+        waves
+    }
+
+    /// A deterministic topological order: Kahn's algorithm taking the alphabetically smallest
+    /// ready recipe each time, so the same graph always gives the same order.
+    pub fn order(&self) -> Vec<&str> {
+        let mut indeg: BTreeMap<&str, usize> =
+            self.index.iter().map(|(n, &i)| (n.as_str(), self.graph.neighbors_directed(i, Direction::Incoming).count())).collect();
+        let mut ready: BTreeSet<&str> = indeg.iter().filter(|(_, d)| **d == 0).map(|(n, _)| *n).collect();
+        let mut out = Vec::with_capacity(indeg.len());
+        while let Some(n) = ready.pop_first() {
+            out.push(n);
+            for m in self.dependents_of(n) {
+                let d = indeg.get_mut(m).expect("node is in graph");
+                *d -= 1;
+                if *d == 0 {
+                    ready.insert(m);
+                }
+            }
+        }
+        out
+    }
+
+    /// Everything downstream of `name` (not including it).
+    pub fn downstream_of(&self, name: &str) -> BTreeSet<&str> {
+        let mut out = BTreeSet::new();
+        let mut todo = vec![name];
+        while let Some(n) = todo.pop() {
+            for m in self.dependents_of(n) {
+                if out.insert(m) {
+                    todo.push(m);
+                }
+            }
+        }
+        out
+    }
+
+    /// Graphviz text.
+    pub fn to_dot(&self) -> String {
+        let mut s = String::from("digraph rocmforge {\n  rankdir=LR;\n  node [shape=box];\n");
+        for n in self.order() {
+            s.push_str(&format!("  \"{n}\";\n"));
+        }
+        for n in self.order() {
+            for d in self.deps_of(n) {
+                s.push_str(&format!("  \"{d}\" -> \"{n}\";\n"));
+            }
+        }
+        s.push_str("}\n");
+        s
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        let nodes: Vec<serde_json::Value> = self
+            .order()
+            .into_iter()
+            .map(|n| serde_json::json!({ "name": n, "deps": self.deps_of(n) }))
+            .collect();
+        let edges: Vec<serde_json::Value> = self
+            .order()
+            .into_iter()
+            .flat_map(|n| self.deps_of(n).into_iter().map(move |d| serde_json::json!({ "from": d, "to": n })))
+            .collect();
+        serde_json::json!({ "requested": self.requested, "nodes": nodes, "edges": edges, "waves": self.waves() })
+    }
+}
+
+/// Every cycle among `recipes` (one per strongly connected component), each as a path that
+/// starts and ends at the alphabetically first member: `["a", "b", "c", "a"]`.
+/// Dependencies on missing recipes are ignored here (reported elsewhere).
+pub fn find_cycles(recipes: &BTreeMap<String, Recipe>) -> Vec<Vec<String>> {
+    let mut graph: DiGraph<&str, ()> = DiGraph::new();
+    let idx: BTreeMap<&str, NodeIndex> = recipes.keys().map(|n| (n.as_str(), graph.add_node(n.as_str()))).collect();
+    // Edge recipe -> dependency, so following edges walks "a needs b needs c".
+    for (name, r) in recipes {
+        for dep in r.all_deps() {
+            if dep != name {
+                if let Some(&d) = idx.get(dep) {
+                    graph.update_edge(idx[name.as_str()], d, ());
+                }
+            }
+        }
+    }
+    let mut cycles = Vec::new();
+    for scc in petgraph::algo::tarjan_scc(&graph) {
+        if scc.len() < 2 {
+            continue;
+        }
+        let members: BTreeSet<&str> = scc.iter().map(|i| graph[*i]).collect();
+        let start = *members.iter().next().expect("non-empty");
+        // Shortest path back to start inside the component (BFS, neighbours in name order).
+        let mut prev: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut queue = std::collections::VecDeque::from([start]);
+        let mut found = None;
+        'bfs: while let Some(n) = queue.pop_front() {
+            let mut next: Vec<&str> = graph.neighbors(idx[n]).map(|i| graph[i]).filter(|m| members.contains(m)).collect();
+            next.sort();
+            for m in next {
+                if m == start {
+                    found = Some(n);
+                    break 'bfs;
+                }
+                if !prev.contains_key(m) {
+                    prev.insert(m, n);
+                    queue.push_back(m);
+                }
+            }
+        }
+        let Some(mut last) = found else { continue };
+        let mut path = vec![start.to_string()];
+        let mut back = vec![last];
+        while last != start {
+            last = prev[last];
+            if last != start {
+                back.push(last);
+            }
+        }
+        back.reverse();
+        path.extend(back.into_iter().map(String::from));
+        path.push(start.to_string());
+        cycles.push(path);
+    }
+    cycles.sort();
+    cycles
+}

@@ -1,0 +1,12 @@
+//! rocmforge: a from-source build orchestrator for a patched ROCm stack.
+//!
+//! Data flows one way: recipe (TOML -> typed model) -> graph -> plan -> ... Each module owns one
+//! concept; see DESIGN notes in README.md.
+
+pub mod cli;
+pub mod config;
+pub mod diagnostic;
+pub mod graph;
+pub mod plan;
+pub mod recipe;
+pub mod target;

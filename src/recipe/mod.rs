@@ -1,0 +1,245 @@
+//! The recipe model: typed stacks and recipes, built from TOML by `load`, which reports every
+//! problem of a tree with its file, line and column.
+
+mod load;
+pub mod tree;
+
+pub use load::{closest as load_closest, load_all, load_stack, pick_stack, StackError};
+pub use tree::{Origin, RecipeTree};
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::target::TargetSet;
+
+/// A folder `recipes/<stack>/`: a consistent set of components (one ROCm release, say).
+#[derive(Debug, Clone)]
+pub struct Stack {
+    pub name: String,
+    pub rocm_version: String,
+    pub summary: String,
+    pub default_targets: TargetSet,
+    pub is_default: bool,
+    pub python: Option<String>,
+    pub recipes: BTreeMap<String, Recipe>,
+}
+
+impl Stack {
+    pub fn recipe(&self, name: &str) -> Option<&Recipe> {
+        self.recipes.get(name)
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Recipe {
+    pub name: String,
+    pub version: String,
+    pub summary: String,
+    /// Path of the recipe file inside the tree (`recipes/<stack>/<name>.toml`).
+    pub file: String,
+    pub source: SourceSpec,
+    pub patches: Vec<PatchRef>,
+    /// Recipes built and deployed before this one.
+    pub build_deps: Vec<String>,
+    /// Source-only recipes whose trees this one reads (`{src:<name>}`), including `from`.
+    pub source_deps: Vec<String>,
+    pub build: BuildSpec,
+    pub targets: TargetPolicy,
+    pub external: Option<ExternalSpec>,
+    /// The recipe's parsed content, serialised canonically (keys sorted): the cache key's input,
+    /// immune to comments, whitespace and key order.
+    #[serde(skip)]
+    pub canonical: String,
+}
+
+impl Recipe {
+    /// Every recipe that must be ready before this one (build and source dependencies).
+    pub fn all_deps(&self) -> impl Iterator<Item = &str> {
+        self.build_deps.iter().chain(self.source_deps.iter()).map(String::as_str)
+    }
+
+    pub fn is_source_only(&self) -> bool {
+        self.build.system == BuildSystem::SourceOnly
+    }
+}
+
+/// A 40-hex git commit id.
+pub type CommitId = String;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum SourceSpec {
+    /// A git repository pinned to a commit; `rev: None` means unlocked (tag only, not yet resolved).
+    Git { url: String, tag: Option<String>, rev: Option<CommitId>, submodules: bool, subdir: Option<String> },
+    /// A tarball or file, verified by sha256.
+    Url { url: String, sha256: String, strip_components: u32, subdir: Option<String> },
+    /// The checked-out tree of another recipe (one repository, several recipes).
+    From { recipe: String, subdir: Option<String> },
+    /// No source (a script that needs none).
+    None,
+}
+
+impl SourceSpec {
+    pub fn is_unlocked(&self) -> bool {
+        matches!(self, SourceSpec::Git { rev: None, .. })
+    }
+
+    /// One line for people: `https://x.git @ rocm-6.2.4 (0123abcd...)`.
+    pub fn describe(&self) -> String {
+        match self {
+            SourceSpec::Git { url, tag, rev, .. } => {
+                let tag = tag.as_deref().map(|t| format!(" @ {t}")).unwrap_or_default();
+                match rev {
+                    Some(r) => format!("{url}{tag} ({})", &r[..12]),
+                    None => format!("{url}{tag} (unlocked: run `rocmforge lock`)"),
+                }
+            }
+            SourceSpec::Url { url, sha256, .. } => format!("{url} (sha256 {})", &sha256[..12]),
+            SourceSpec::From { recipe, subdir } => match subdir {
+                Some(s) => format!("tree of {recipe}, {s}/"),
+                None => format!("tree of {recipe}"),
+            },
+            SourceSpec::None => "none".to_string(),
+        }
+    }
+}
+
+/// One patch of a recipe's series.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PatchRef {
+    /// File name as written in the series (`0001-x.patch`).
+    pub name: String,
+    /// Path inside the tree (`patches/<stack>/<recipe>/0001-x.patch`).
+    pub path: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BuildSystem {
+    Cmake,
+    PythonWheel,
+    Script,
+    PrebuiltWheel,
+    SourceOnly,
+}
+
+impl BuildSystem {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BuildSystem::Cmake => "cmake",
+            BuildSystem::PythonWheel => "python-wheel",
+            BuildSystem::Script => "script",
+            BuildSystem::PrebuiltWheel => "prebuilt-wheel",
+            BuildSystem::SourceOnly => "source-only",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BuildSpec {
+    pub system: BuildSystem,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub steps: Vec<String>,
+    pub memory_per_job_gb: f64,
+    pub requirements: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WhenUnsupported {
+    Error,
+    Skip,
+    Substitute,
+}
+
+/// Which GPU targets a component can be built for, and what happens when none requested is.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TargetPolicy {
+    pub gpu: bool,
+    /// `None`: every known target.
+    pub supported: Option<TargetSet>,
+    pub when_unsupported: WhenUnsupported,
+    pub substitute: TargetSet,
+    pub reason: Option<String>,
+}
+
+/// What a component will really be built for, given the requested targets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "decision", rename_all = "kebab-case")]
+pub enum TargetDecision {
+    /// Host code only: targets do not apply.
+    HostOnly,
+    /// A source tree only: nothing is compiled.
+    SourceOnly,
+    /// Built for these; `dropped` were requested but are not supported.
+    Build { targets: TargetSet, dropped: TargetSet },
+    /// None requested is supported: built for other targets so dependents can link.
+    Substitute { targets: TargetSet, reason: String },
+    /// None requested is supported: not built.
+    Skip { reason: String },
+    /// None requested is supported and the recipe has no fallback.
+    Unsupported { reason: String },
+}
+
+impl Serialize for TargetSet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.names().serialize(s)
+    }
+}
+
+impl TargetPolicy {
+    pub fn decide(&self, requested: &TargetSet) -> TargetDecision {
+        if !self.gpu {
+            return TargetDecision::HostOnly;
+        }
+        let Some(supported) = &self.supported else {
+            return TargetDecision::Build { targets: requested.clone(), dropped: TargetSet::default() };
+        };
+        let targets = requested.intersection(supported);
+        if !targets.is_empty() {
+            let dropped = TargetSet::from_targets(requested.iter().filter(|t| !targets.contains(*t)));
+            return TargetDecision::Build { targets, dropped };
+        }
+        let reason = self.reason.clone().unwrap_or_else(|| {
+            format!("supports only {}", supported.comma_list())
+        });
+        match self.when_unsupported {
+            WhenUnsupported::Error => TargetDecision::Unsupported { reason },
+            WhenUnsupported::Skip => TargetDecision::Skip { reason },
+            WhenUnsupported::Substitute => TargetDecision::Substitute { targets: self.substitute.clone(), reason },
+        }
+    }
+}
+
+impl TargetDecision {
+    /// The targets compiled for, if any.
+    pub fn targets(&self) -> Option<&TargetSet> {
+        match self {
+            TargetDecision::Build { targets, .. } | TargetDecision::Substitute { targets, .. } => Some(targets),
+            _ => None,
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            TargetDecision::HostOnly => "host only".into(),
+            TargetDecision::SourceOnly => "none (source tree only)".into(),
+            TargetDecision::Build { targets, dropped } if dropped.is_empty() => targets.comma_list(),
+            TargetDecision::Build { targets, dropped } => {
+                format!("{} (not {}: unsupported)", targets.comma_list(), dropped.comma_list())
+            }
+            TargetDecision::Substitute { targets, reason } => format!("{} instead ({reason})", targets.comma_list()),
+            TargetDecision::Skip { reason } => format!("skipped ({reason})"),
+            TargetDecision::Unsupported { reason } => format!("UNSUPPORTED ({reason})"),
+        }
+    }
+}
+
+/// How to recognise this component in an installed ROCm (`--rocm-path`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExternalSpec {
+    pub cmake_package: Option<String>,
+    pub files: Vec<String>,
+}

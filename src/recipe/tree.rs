@@ -1,0 +1,130 @@
+//! Where recipes come from: the tree embedded in the binary, or a directory given with
+//! `--recipes DIR` / `ROCMFORGE_RECIPES` holding `recipes/` and `patches/` side by side.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use include_dir::{include_dir, Dir};
+
+static EMBEDDED_RECIPES: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/recipes");
+static EMBEDDED_PATCHES: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/patches");
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    Embedded,
+    Dir(PathBuf),
+}
+
+/// All files of a recipe tree, by path relative to the tree root (`recipes/<stack>/x.toml`,
+/// `patches/<stack>/<recipe>/0001-x.patch`). Recipe trees are small, so they are read once.
+#[derive(Debug, Clone)]
+pub struct RecipeTree {
+    pub origin: Origin,
+    files: BTreeMap<String, Vec<u8>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TreeError {
+    #[error("recipe tree `{0}` has no `recipes/` folder: point --recipes (or ROCMFORGE_RECIPES) at a directory holding `recipes/` and `patches/` side by side")]
+    NoRecipes(PathBuf),
+    #[error("cannot read `{path}`")]
+    Read { path: PathBuf, source: std::io::Error },
+}
+
+impl RecipeTree {
+    pub fn embedded() -> RecipeTree {
+        let mut files = BTreeMap::new();
+        fn walk(dir: &Dir<'static>, prefix: &str, out: &mut BTreeMap<String, Vec<u8>>) {
+            for f in dir.files() {
+                out.insert(format!("{prefix}/{}", f.path().display()), f.contents().to_vec());
+            }
+            for d in dir.dirs() {
+                walk(d, prefix, out);
+            }
+        }
+        walk(&EMBEDDED_RECIPES, "recipes", &mut files);
+        walk(&EMBEDDED_PATCHES, "patches", &mut files);
+        RecipeTree { origin: Origin::Embedded, files }
+    }
+
+    pub fn from_dir(root: &Path) -> Result<RecipeTree, TreeError> {
+        let root = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
+        if !root.join("recipes").is_dir() {
+            return Err(TreeError::NoRecipes(root));
+        }
+        let mut files = BTreeMap::new();
+        for top in ["recipes", "patches"] {
+            let base = root.join(top);
+            if !base.is_dir() {
+                continue;
+            }
+            for entry in walkdir::WalkDir::new(&base).sort_by_file_name() {
+                let entry = entry.map_err(|e| TreeError::Read {
+                    path: e.path().map(Path::to_path_buf).unwrap_or_else(|| base.clone()),
+                    source: e.into_io_error().unwrap_or_else(|| std::io::Error::other("walk failed")),
+                })?;
+                if !entry.file_type().is_file() {
+                    continue;
+                }
+                let rel = entry.path().strip_prefix(&root).expect("walk stays under root");
+                let bytes = std::fs::read(entry.path())
+                    .map_err(|source| TreeError::Read { path: entry.path().to_path_buf(), source })?;
+                files.insert(rel.to_string_lossy().replace('\\', "/"), bytes);
+            }
+        }
+        Ok(RecipeTree { origin: Origin::Dir(root), files })
+    }
+
+    /// For tests and tools: a tree from in-memory files.
+    pub fn from_files(origin: Origin, files: BTreeMap<String, Vec<u8>>) -> RecipeTree {
+        RecipeTree { origin, files }
+    }
+
+    /// How a user should read the path of `rel` in messages.
+    pub fn display_path(&self, rel: &str) -> String {
+        match &self.origin {
+            Origin::Embedded => format!("<embedded>/{rel}"),
+            Origin::Dir(root) => root.join(rel).display().to_string(),
+        }
+    }
+
+    /// The on-disk root, if the tree is a directory (the lock file lives beside it).
+    pub fn root(&self) -> Option<&Path> {
+        match &self.origin {
+            Origin::Embedded => None,
+            Origin::Dir(p) => Some(p),
+        }
+    }
+
+    pub fn get(&self, rel: &str) -> Option<&[u8]> {
+        self.files.get(rel).map(Vec::as_slice)
+    }
+
+    pub fn contains(&self, rel: &str) -> bool {
+        self.files.contains_key(rel)
+    }
+
+    /// Stack folder names: every `recipes/<stack>/` that holds a file.
+    pub fn stack_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .files
+            .keys()
+            .filter_map(|k| k.strip_prefix("recipes/"))
+            .filter_map(|k| k.split_once('/').map(|(s, _)| s.to_string()))
+            .collect();
+        names.dedup();
+        names
+    }
+
+    /// `(relative path, text)` of every `.toml` directly in `recipes/<stack>/`.
+    pub fn stack_files(&self, stack: &str) -> Vec<(&str, &[u8])> {
+        let prefix = format!("recipes/{stack}/");
+        self.files
+            .iter()
+            .filter(|(k, _)| {
+                k.strip_prefix(&prefix).is_some_and(|rest| !rest.contains('/') && rest.ends_with(".toml"))
+            })
+            .map(|(k, v)| (k.as_str(), v.as_slice()))
+            .collect()
+    }
+}

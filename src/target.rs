@@ -1,0 +1,212 @@
+//! GPU targets: the one table of known gfx names, parsing `--target`, and the one place that
+//! renders a target set into each build system's spelling.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// A known AMD GPU architecture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GpuTarget(&'static str);
+
+/// (name, family, cards) — gfx1010/1011/1012 (RDNA1) are what this project exists for.
+const KNOWN: &[(&str, &str, &str)] = &[
+    ("gfx803", "GCN3", "Fiji / Polaris (RX 470-590)"),
+    ("gfx900", "GCN5", "Vega 10 (RX Vega 56/64)"),
+    ("gfx902", "GCN5", "Raven Ridge APU"),
+    ("gfx904", "GCN5", "Vega 12"),
+    ("gfx906", "GCN5", "Vega 20 (Radeon VII, MI50/60)"),
+    ("gfx908", "CDNA1", "MI100"),
+    ("gfx909", "GCN5", "Raven 2 APU"),
+    ("gfx90a", "CDNA2", "MI200"),
+    ("gfx90c", "GCN5", "Renoir APU"),
+    ("gfx940", "CDNA3", "MI300"),
+    ("gfx941", "CDNA3", "MI300"),
+    ("gfx942", "CDNA3", "MI300X/A"),
+    ("gfx1010", "RDNA1", "Navi 10 (RX 5600/5700, W5700)"),
+    ("gfx1011", "RDNA1", "Navi 12 (Pro 5600M)"),
+    ("gfx1012", "RDNA1", "Navi 14 (RX 5500)"),
+    ("gfx1013", "RDNA1", "Cyan Skillfish APU"),
+    ("gfx1030", "RDNA2", "Navi 21 (RX 6800/6900)"),
+    ("gfx1031", "RDNA2", "Navi 22 (RX 6700)"),
+    ("gfx1032", "RDNA2", "Navi 23 (RX 6600)"),
+    ("gfx1033", "RDNA2", "Van Gogh APU"),
+    ("gfx1034", "RDNA2", "Navi 24 (RX 6500)"),
+    ("gfx1035", "RDNA2", "Rembrandt APU"),
+    ("gfx1036", "RDNA2", "Raphael iGPU"),
+    ("gfx1100", "RDNA3", "Navi 31 (RX 7900)"),
+    ("gfx1101", "RDNA3", "Navi 32 (RX 7800/7700)"),
+    ("gfx1102", "RDNA3", "Navi 33 (RX 7600)"),
+    ("gfx1103", "RDNA3", "Phoenix APU"),
+    ("gfx1150", "RDNA3.5", "Strix Point APU"),
+    ("gfx1151", "RDNA3.5", "Strix Halo APU"),
+    ("gfx1200", "RDNA4", "Navi 44 (RX 9060)"),
+    ("gfx1201", "RDNA4", "Navi 48 (RX 9070)"),
+];
+
+impl GpuTarget {
+    pub fn name(self) -> &'static str {
+        self.0
+    }
+    pub fn family(self) -> &'static str {
+        KNOWN.iter().find(|k| k.0 == self.0).map(|k| k.1).unwrap_or("")
+    }
+    pub fn cards(self) -> &'static str {
+        KNOWN.iter().find(|k| k.0 == self.0).map(|k| k.2).unwrap_or("")
+    }
+    /// Every known target, in table order.
+    pub fn all() -> impl Iterator<Item = GpuTarget> {
+        KNOWN.iter().map(|k| GpuTarget(k.0))
+    }
+    pub fn lookup(name: &str) -> Option<GpuTarget> {
+        let name = name.trim().to_ascii_lowercase();
+        KNOWN.iter().find(|k| k.0 == name).map(|k| GpuTarget(k.0))
+    }
+}
+
+impl fmt::Display for GpuTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TargetError {
+    #[error("unknown GPU target `{name}`{hint}\nknown targets: {known}")]
+    Unknown { name: String, hint: String, known: String },
+    #[error("no GPU target given: pass --target, e.g. --target gfx1010")]
+    Empty,
+}
+
+fn known_list() -> String {
+    KNOWN.iter().map(|k| k.0).collect::<Vec<_>>().join(", ")
+}
+
+/// An ordered, duplicate-free set of targets.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct TargetSet(BTreeSet<GpuTarget>);
+
+impl TargetSet {
+    /// Parses `gfx1010,gfx1012` (also `;` or space separated, as PYTORCH_ROCM_ARCH users type it).
+    pub fn parse(spec: &str) -> Result<TargetSet, TargetError> {
+        let mut set = BTreeSet::new();
+        for raw in spec.split([',', ';', ' ']).map(str::trim).filter(|s| !s.is_empty()) {
+            match GpuTarget::lookup(raw) {
+                Some(t) => {
+                    set.insert(t);
+                }
+                None => {
+                    let best = GpuTarget::all()
+                        .map(|t| (strsim::levenshtein(raw, t.name()), t))
+                        .min_by_key(|(d, _)| *d)
+                        .filter(|(d, _)| *d <= 2)
+                        .map(|(_, t)| format!(" (did you mean `{t}`?)"))
+                        .unwrap_or_default();
+                    return Err(TargetError::Unknown {
+                        name: raw.to_string(),
+                        hint: best,
+                        known: known_list(),
+                    });
+                }
+            }
+        }
+        if set.is_empty() {
+            return Err(TargetError::Empty);
+        }
+        Ok(TargetSet(set))
+    }
+
+    pub fn from_targets(ts: impl IntoIterator<Item = GpuTarget>) -> TargetSet {
+        TargetSet(ts.into_iter().collect())
+    }
+    pub fn iter(&self) -> impl Iterator<Item = GpuTarget> + '_ {
+        self.0.iter().copied()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub fn contains(&self, t: GpuTarget) -> bool {
+        self.0.contains(&t)
+    }
+    pub fn intersection(&self, other: &TargetSet) -> TargetSet {
+        TargetSet(self.0.intersection(&other.0).copied().collect())
+    }
+    pub fn names(&self) -> Vec<&'static str> {
+        self.0.iter().map(|t| t.name()).collect()
+    }
+
+    /// `gfx1010;gfx1012`: CMake lists (`GPU_TARGETS`, `AMDGPU_TARGETS`,
+    /// `CMAKE_HIP_ARCHITECTURES`) and `PYTORCH_ROCM_ARCH`.
+    pub fn cmake_list(&self) -> String {
+        self.names().join(";")
+    }
+    /// `gfx1010,gfx1012`, as some tools (Tensile's `--architecture`) want it.
+    pub fn comma_list(&self) -> String {
+        self.names().join(",")
+    }
+    /// `--offload-arch=gfx1010 --offload-arch=gfx1012` for hipcc/clang.
+    pub fn offload_arch_flags(&self) -> String {
+        self.names().iter().map(|n| format!("--offload-arch={n}")).collect::<Vec<_>>().join(" ")
+    }
+
+    /// Every build-system form of this set, by the variable name each tool reads.
+    pub fn build_variables(&self) -> Vec<(&'static str, String)> {
+        let list = self.cmake_list();
+        vec![
+            ("GPU_TARGETS", list.clone()),
+            ("AMDGPU_TARGETS", list.clone()),
+            ("CMAKE_HIP_ARCHITECTURES", list.clone()),
+            ("PYTORCH_ROCM_ARCH", list),
+        ]
+    }
+}
+
+impl fmt::Display for TargetSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.comma_list())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_sorts_and_dedups() {
+        let t = TargetSet::parse("gfx1012, gfx1010,gfx1012").unwrap();
+        assert_eq!(t.names(), vec!["gfx1010", "gfx1012"]);
+        assert_eq!(t.cmake_list(), "gfx1010;gfx1012");
+        assert_eq!(t.comma_list(), "gfx1010,gfx1012");
+        assert_eq!(t.offload_arch_flags(), "--offload-arch=gfx1010 --offload-arch=gfx1012");
+        let vars = t.build_variables();
+        assert!(vars.contains(&("PYTORCH_ROCM_ARCH", "gfx1010;gfx1012".to_string())));
+        assert!(vars.contains(&("CMAKE_HIP_ARCHITECTURES", "gfx1010;gfx1012".to_string())));
+    }
+
+    #[test]
+    fn semicolon_form_is_accepted() {
+        assert_eq!(TargetSet::parse("gfx1010;gfx1030").unwrap().names(), vec!["gfx1010", "gfx1030"]);
+    }
+
+    #[test]
+    fn unknown_is_refused_with_list_and_hint() {
+        let e = TargetSet::parse("gfx1010,gfx9999").unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.starts_with("unknown GPU target `gfx9999`"), "{msg}");
+        assert!(msg.contains("gfx1010, gfx1011, gfx1012"), "{msg}");
+        let e = TargetSet::parse("gfx101").unwrap_err().to_string();
+        assert!(e.contains("did you mean `gfx1010`?") || e.contains("did you mean `gfx1011`?"), "{e}");
+    }
+
+    #[test]
+    fn empty_is_refused() {
+        assert_eq!(TargetSet::parse(" , ").unwrap_err(), TargetError::Empty);
+    }
+
+    #[test]
+    fn table_has_rdna1_and_gfx12() {
+        for n in ["gfx803", "gfx1010", "gfx1011", "gfx1012", "gfx1200", "gfx1201"] {
+            assert!(GpuTarget::lookup(n).is_some(), "{n}");
+        }
+        assert_eq!(GpuTarget::lookup("GFX1010").unwrap().family(), "RDNA1");
+    }
+}

@@ -1,0 +1,313 @@
+//! The recipe model, validation messages, graph, targets and the CLI (issue: the foundation).
+
+use std::path::Path;
+
+use predicates::prelude::*;
+use serde_json::Value;
+
+use crate::support::{copy_tree, fixture_tree, rocmforge, scrub};
+
+/// A copy of the fixture tree with `edit` applied; returns (tempdir, root).
+fn broken_tree(edit: impl FnOnce(&Path)) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&fixture_tree(), dir.path());
+    edit(dir.path());
+    dir
+}
+
+fn replace_in(root: &Path, rel: &str, from: &str, to: &str) {
+    let p = root.join(rel);
+    let text = std::fs::read_to_string(&p).unwrap();
+    assert!(text.contains(from), "{rel} does not contain {from:?}");
+    std::fs::write(&p, text.replacen(from, to, 1)).unwrap();
+}
+
+/// Runs `recipes check` on a broken tree; returns the scrubbed stderr, asserting exit code 3.
+fn check_errors(edit: impl FnOnce(&Path)) -> String {
+    let dir = broken_tree(edit);
+    let home = tempfile::tempdir().unwrap();
+    let out = rocmforge(home.path()).arg("--recipes").arg(dir.path()).args(["recipes", "check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "stdout: {}", String::from_utf8_lossy(&out.stdout));
+    scrub(&String::from_utf8(out.stderr).unwrap(), dir.path())
+}
+
+const F: &str = "recipes/fixture";
+
+#[test]
+fn fixture_tree_is_valid() {
+    let home = tempfile::tempdir().unwrap();
+    rocmforge(home.path())
+        .arg("--recipes")
+        .arg(fixture_tree())
+        .args(["recipes", "check"])
+        .assert()
+        .success()
+        .stdout("ok: 1 stack(s), 11 recipes, no problems\n");
+}
+
+#[test]
+fn error_toml_syntax() {
+    let e = check_errors(|r| replace_in(r, &format!("{F}/rocblas.toml"), "version = \"4.2.4\"", "version = \"4.2.4"));
+    insta::assert_snapshot!(e);
+}
+
+#[test]
+fn error_unknown_field() {
+    let e = check_errors(|r| replace_in(r, &format!("{F}/rocblas.toml"), "summary = \"BLAS\"", "sumary = \"BLAS\""));
+    insta::assert_snapshot!(e);
+}
+
+#[test]
+fn error_missing_field() {
+    let e = check_errors(|r| replace_in(r, &format!("{F}/rocblas.toml"), "version = \"4.2.4\"\n", ""));
+    insta::assert_snapshot!(e);
+}
+
+#[test]
+fn error_wrong_type() {
+    let e = check_errors(|r| replace_in(r, &format!("{F}/rocblas.toml"), "memory-per-job-gb = 3", "memory-per-job-gb = \"three\""));
+    insta::assert_snapshot!(e);
+}
+
+#[test]
+fn error_unknown_build_system() {
+    let e = check_errors(|r| replace_in(r, &format!("{F}/rocblas.toml"), "system = \"cmake\"", "system = \"meson\""));
+    insta::assert_snapshot!(e);
+}
+
+#[test]
+fn error_missing_dependency_suggests_closest() {
+    let e = check_errors(|r| replace_in(r, &format!("{F}/miopen.toml"), "build = [\"clr\", \"rocblas\"]", "build = [\"clr\", \"rocblsa\"]"));
+    assert!(e.contains("did you mean `rocblas`?"), "{e}");
+    insta::assert_snapshot!(e);
+}
+
+#[test]
+fn error_duplicate_name() {
+    let e = check_errors(|r| {
+        let text = std::fs::read_to_string(r.join(format!("{F}/miopen.toml"))).unwrap();
+        // A second file that claims the same name (its file name differs, which is reported too).
+        std::fs::write(r.join(format!("{F}/miopen2.toml")), text).unwrap();
+    });
+    assert!(e.contains("duplicate recipe name `miopen`"), "{e}");
+    insta::assert_snapshot!(e);
+}
+
+#[test]
+fn error_cycle_prints_the_cycle() {
+    let e = check_errors(|r| {
+        replace_in(r, &format!("{F}/llvm.toml"), "[build]", "[dependencies]\nbuild = [\"clr\"]\n\n[build]");
+    });
+    assert!(e.contains("dependency cycle: clr -> comgr -> device-libs -> llvm -> clr"), "{e}");
+    insta::assert_snapshot!(e);
+}
+
+#[test]
+fn error_missing_patch() {
+    let e = check_errors(|r| std::fs::remove_file(r.join("patches/fixture/miopen/0001-batchnorm-gfx101x.patch")).unwrap());
+    insta::assert_snapshot!(e);
+}
+
+#[test]
+fn error_malformed_rev_and_sha256() {
+    let e = check_errors(|r| {
+        replace_in(r, &format!("{F}/clr.toml"), "65d174c3e35423bf25c9c369513780c9d9ca760c", "65d174c3e354");
+        replace_in(r, &format!("{F}/rocblas.toml"), "sha256 = \"aaaa", "sha256 = \"zzzz");
+    });
+    assert!(e.contains("2 problems found"), "{e}");
+    insta::assert_snapshot!(e);
+}
+
+#[test]
+fn error_source_without_git_or_url() {
+    let e = check_errors(|r| replace_in(r, &format!("{F}/hipblaslt.toml"), "git = \"https://github.com/ROCm/hipBLASLt.git\"\n", ""));
+    insta::assert_snapshot!(e);
+}
+
+#[test]
+fn error_unknown_target_in_recipe() {
+    let e = check_errors(|r| replace_in(r, &format!("{F}/rocblas.toml"), "\"gfx906\"", "\"gfx907\""));
+    insta::assert_snapshot!(e);
+}
+
+#[test]
+fn all_problems_are_reported_in_one_run() {
+    let e = check_errors(|r| {
+        replace_in(r, &format!("{F}/rocblas.toml"), "summary = \"BLAS\"", "sumary = \"BLAS\"");
+        replace_in(r, &format!("{F}/miopen.toml"), "\"rocblas\"]", "\"rocblsa\"]");
+        replace_in(r, &format!("{F}/clr.toml"), "65d174c3e35423bf25c9c369513780c9d9ca760c", "nothex");
+        std::fs::remove_file(r.join("patches/fixture/miopen/0001-batchnorm-gfx101x.patch")).unwrap();
+    });
+    assert!(e.contains("4 problems found in the recipe tree"), "{e}");
+    for needle in ["unknown field `sumary`", "dependency `rocblsa` does not exist", "`rev` must be a full 40-character", "patch `0001-batchnorm-gfx101x.patch` does not exist"] {
+        assert!(e.contains(needle), "missing {needle:?} in {e}");
+    }
+}
+
+fn plan_json(args: &[&str]) -> Value {
+    let home = tempfile::tempdir().unwrap();
+    let out = rocmforge(home.path()).arg("--recipes").arg(fixture_tree()).arg("plan").args(args).arg("--json").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn plan_json_order_respects_every_edge_and_closure_is_exact() {
+    let plan = plan_json(&["torch", "--target", "gfx1010"]);
+    let recipes = plan["recipes"].as_array().unwrap();
+    let order: Vec<&str> = recipes.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(order.len(), 11);
+    for r in recipes {
+        let me = order.iter().position(|n| *n == r["name"].as_str().unwrap()).unwrap();
+        for d in r["deps"].as_array().unwrap() {
+            let dep = order.iter().position(|n| *n == d.as_str().unwrap()).expect("dep in closure");
+            assert!(dep < me, "{} comes before its dependency {}", order[me], order[dep]);
+        }
+        let want = if r["name"] == "hip" { "blocked" } else { "not-built" };
+        assert_eq!(r["state"], want, "{}", r["name"]);
+    }
+    // Deterministic: the same order every time, alphabetical among ready recipes.
+    assert_eq!(
+        order,
+        ["hip", "llvm-project", "llvm", "device-libs", "comgr", "hipcc", "clr", "hipblaslt", "rocblas", "miopen", "torch"]
+    );
+    // A smaller closure holds exactly what is needed.
+    let plan = plan_json(&["comgr"]);
+    let names: Vec<&str> = plan["recipes"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["llvm-project", "llvm", "device-libs", "comgr"]);
+}
+
+#[test]
+fn plan_shows_target_decisions() {
+    let plan = plan_json(&["torch", "--target", "gfx1010,gfx1012"]);
+    let by_name = |n: &str| plan["recipes"].as_array().unwrap().iter().find(|r| r["name"] == n).unwrap().clone();
+    assert_eq!(by_name("rocblas")["targets"]["targets"], serde_json::json!(["gfx1010", "gfx1012"]));
+    assert_eq!(by_name("hipblaslt")["targets"]["decision"], "substitute");
+    assert_eq!(by_name("hipblaslt")["targets"]["targets"], serde_json::json!(["gfx90a"]));
+    assert_eq!(by_name("clr")["targets"]["decision"], "host-only");
+    assert_eq!(by_name("hip")["state"], "blocked");
+    assert_eq!(by_name("hip")["locked"], false);
+    assert_eq!(by_name("miopen")["patches"], serde_json::json!(["0001-batchnorm-gfx101x.patch"]));
+    // Only some targets supported: built for those, the rest named.
+    let plan = plan_json(&["rocblas", "--target", "gfx1010,gfx1011"]);
+    let r = plan["recipes"].as_array().unwrap().iter().find(|r| r["name"] == "rocblas").unwrap().clone();
+    assert_eq!(r["targets"]["targets"], serde_json::json!(["gfx1010"]));
+    assert_eq!(r["targets"]["dropped"], serde_json::json!(["gfx1011"]));
+}
+
+#[test]
+fn plan_text_snapshot() {
+    let home = tempfile::tempdir().unwrap();
+    let out = rocmforge(home.path()).arg("--recipes").arg(fixture_tree()).args(["plan", "miopen", "--target", "gfx1010"]).output().unwrap();
+    assert!(out.status.success());
+    insta::assert_snapshot!(String::from_utf8(out.stdout).unwrap());
+}
+
+#[test]
+fn waves_group_independent_recipes() {
+    let home = tempfile::tempdir().unwrap();
+    let out = rocmforge(home.path()).arg("--recipes").arg(fixture_tree()).args(["graph", "torch", "--format", "json"]).output().unwrap();
+    assert!(out.status.success());
+    let g: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let waves = g["waves"].as_array().unwrap();
+    assert_eq!(waves[0], serde_json::json!(["hip", "llvm-project"]));
+    assert!(waves.iter().any(|w| w == &serde_json::json!(["hipblaslt", "rocblas"])), "{waves:?}");
+    assert_eq!(g["edges"].as_array().unwrap().iter().filter(|e| e["to"] == "clr").count(), 3);
+}
+
+#[test]
+fn graph_dot() {
+    let home = tempfile::tempdir().unwrap();
+    rocmforge(home.path())
+        .arg("--recipes")
+        .arg(fixture_tree())
+        .args(["graph", "clr"])
+        .assert()
+        .success()
+        .stdout(predicate::str::starts_with("digraph rocmforge {"))
+        .stdout(predicate::str::contains("\"hip\" -> \"clr\";"))
+        .stdout(predicate::str::contains("\"llvm\" -> \"comgr\";"));
+}
+
+#[test]
+fn unknown_target_is_refused_with_the_list() {
+    let home = tempfile::tempdir().unwrap();
+    rocmforge(home.path())
+        .arg("--recipes")
+        .arg(fixture_tree())
+        .args(["plan", "torch", "--target", "gfx9999", "--json"])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::contains("error: unknown GPU target `gfx9999`"))
+        .stderr(predicate::str::contains("known targets: gfx803, gfx900"))
+        .stderr(predicate::str::contains("gfx1010, gfx1011, gfx1012"));
+}
+
+#[test]
+fn unknown_recipe_and_stack_suggest() {
+    let home = tempfile::tempdir().unwrap();
+    rocmforge(home.path())
+        .arg("--recipes")
+        .arg(fixture_tree())
+        .args(["plan", "miopn"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no recipe named `miopen`").not())
+        .stderr(predicate::str::contains("no recipe named `miopn` in stack `fixture` (did you mean `miopen`?)"));
+    rocmforge(home.path())
+        .arg("--recipes")
+        .arg(fixture_tree())
+        .args(["--stack", "fixtur", "plan", "miopen"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no stack named `fixtur`"))
+        .stderr(predicate::str::contains("(did you mean `fixture`?)"));
+}
+
+#[test]
+fn recipes_dir_from_environment_and_list_show() {
+    let home = tempfile::tempdir().unwrap();
+    rocmforge(home.path())
+        .env("ROCMFORGE_RECIPES", fixture_tree())
+        .args(["recipes", "list"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("fixture (default)  ROCm 6.2.4  default targets gfx1010  (11 recipes)"))
+        .stdout(predicate::str::contains("hip ").and(predicate::str::contains("[unlocked]")));
+    rocmforge(home.path())
+        .env("ROCMFORGE_RECIPES", fixture_tree())
+        .args(["recipes", "show", "hipblaslt"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("targets:  gfx90a, gfx940, gfx941, gfx942, gfx1100"))
+        .stdout(predicate::str::contains("note  no gfx10 kernels"));
+}
+
+#[test]
+fn embedded_recipes_work_from_any_directory() {
+    let home = tempfile::tempdir().unwrap();
+    let out = rocmforge(home.path()).current_dir(home.path()).args(["recipes", "list"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("example"), "{text}");
+}
+
+#[test]
+fn not_a_recipe_tree_is_a_clear_error() {
+    let home = tempfile::tempdir().unwrap();
+    rocmforge(home.path())
+        .args(["--recipes", "/nonexistent/tree", "recipes", "list"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("has no `recipes/` folder"));
+}
+
+#[test]
+fn help_on_every_command() {
+    let home = tempfile::tempdir().unwrap();
+    for cmd in [&["--help"][..], &["plan", "--help"], &["graph", "--help"], &["recipes", "--help"], &["recipes", "list", "--help"], &["recipes", "show", "--help"]] {
+        rocmforge(home.path()).args(cmd).assert().success().stdout(predicate::str::contains("Usage: rocmforge"));
+    }
+    rocmforge(home.path()).arg("--help").assert().stdout(predicate::str::contains("Exit codes: 0 success"));
+}

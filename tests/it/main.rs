@@ -1,0 +1,6 @@
+//! The one integration-test binary: every test of the `rocmforge` binary and of real parts
+//! (git daemon, HTTP servers, cmake, hipcc, pip) lives in a module here.
+
+mod support;
+
+mod foundation;

@@ -1,0 +1,48 @@
+//! Shared test helpers: running the binary, fixture trees, path scrubbing.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The fixture recipe tree (11 recipes shaped like the real stack).
+pub fn fixture_tree() -> PathBuf {
+    repo_root().join("tests/fixtures/tree")
+}
+
+/// `rocmforge` with a clean environment: no user config, dirs inside `home`.
+pub fn rocmforge(home: &Path) -> Command {
+    let mut c = Command::cargo_bin("rocmforge").expect("binary built");
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env("XDG_STATE_HOME", home.join("state"))
+        .env("NO_COLOR", "1");
+    c
+}
+
+/// Copies a directory tree (for tests that edit a fixture).
+pub fn copy_tree(from: &Path, to: &Path) {
+    for e in walkdir::WalkDir::new(from) {
+        let e = e.unwrap();
+        let rel = e.path().strip_prefix(from).unwrap();
+        let dst = to.join(rel);
+        if e.file_type().is_dir() {
+            std::fs::create_dir_all(&dst).unwrap();
+        } else {
+            std::fs::copy(e.path(), &dst).unwrap();
+        }
+    }
+}
+
+/// Replaces `path` in `text` with `[ROOT]`, for snapshots.
+pub fn scrub(text: &str, path: &Path) -> String {
+    text.replace(&path.display().to_string(), "[ROOT]")
+}
