@@ -8,5 +8,6 @@ pub mod config;
 pub mod diagnostic;
 pub mod graph;
 pub mod plan;
+pub mod progress;
 pub mod recipe;
 pub mod target;
