@@ -66,9 +66,10 @@ impl Prefix {
     }
 
     /// Lays `artifact` into the prefix, replacing whatever `recipe` had deployed before.
-    pub fn deploy(&self, recipe: &str, artifact: &Artifact) -> Result<DeployOutcome, DeployError> {
+    /// With `force`, files are laid again even if this key is deployed (a forced rebuild).
+    pub fn deploy(&self, recipe: &str, artifact: &Artifact, force: bool) -> Result<DeployOutcome, DeployError> {
         let key = artifact.key.as_str();
-        if self.is_deployed(recipe, key) {
+        if !force && self.is_deployed(recipe, key) {
             return Ok(DeployOutcome::AlreadyDeployed);
         }
         let entries = artifact.files()?;

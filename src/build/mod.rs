@@ -197,6 +197,7 @@ impl<'a> Engine<'a> {
             return Err(BuildError::Unsupported(unsupported));
         }
         let prefix = Prefix::new(&self.opts.prefix);
+        std::fs::create_dir_all(&self.opts.prefix).map_err(io_err("cannot create prefix", &self.opts.prefix))?;
         let keys: BTreeMap<&str, &CacheKey> = decisions.iter().map(|d| (d.name.as_str(), &d.key)).collect();
         let mut outcomes = Vec::new();
         for d in &decisions {
@@ -209,7 +210,7 @@ impl<'a> Engine<'a> {
                 }
                 Status::Cached => {
                     let a = self.cache.get(&d.key).expect("decided cached");
-                    if let DeployOutcome::Deployed { files } = prefix.deploy(&d.name, &a)? {
+                    if let DeployOutcome::Deployed { files } = prefix.deploy(&d.name, &a, false)? {
                         self.progress.message(&d.name, &format!("cached ({}), deployed {files} files", d.key.short()));
                     }
                     self.remember(d)?;
@@ -238,15 +239,13 @@ impl<'a> Engine<'a> {
 
     fn build_one(&self, r: &Recipe, d: &Decision, keys: &BTreeMap<&str, &CacheKey>, prefix: &Prefix) -> Result<(), BuildError> {
         let _lock = self.cache.lock(&d.key)?;
-        let forced = self.opts.rebuild.iter().any(|f| f == &r.name) || matches!(&d.status, Status::Build(w) if w.iter().any(|x| x.starts_with("--rebuild")));
+        let forced = matches!(&d.status, Status::Build(w) if w.iter().any(|x| x.starts_with("--rebuild")));
         let wd = self.work_dir(&r.name);
         if forced {
-            if let Some(a) = self.cache.get(&d.key) {
-                self.cache.remove(&a.dir)?;
-            }
+            // Start the work dir afresh; the cached artifact stays until the new one is stored.
             let _ = std::fs::remove_file(wd.root.join("state.json"));
         }
-        if self.cache.get(&d.key).is_none() {
+        if forced || self.cache.get(&d.key).is_none() {
             let dirs = StepDirs { scripts: wd.steps(), logs: wd.logs(), running: wd.root.join("running.pid") };
             step::reap_orphan(&dirs);
             let mut state = wd.begin(d.key.as_str()).map_err(io_err("cannot prepare work dir", &wd.root))?;
@@ -270,13 +269,16 @@ impl<'a> Engine<'a> {
                 _ => stage.clone(),
             };
             std::fs::create_dir_all(&produced).map_err(io_err("cannot create", &produced))?;
+            if let Some(old) = self.cache.get(&d.key).filter(|_| forced) {
+                self.cache.remove(&old.dir)?;
+            }
             self.cache.store(&d.key, &d.inputs, &produced)?;
             crate::fsutil::remove_dir_all_if_exists(&stage).map_err(io_err("cannot clean", &stage))?;
             state.stored = true;
             wd.save(&state).map_err(io_err("cannot record step in", &wd.root))?;
         }
         let a = self.cache.get(&d.key).expect("just stored");
-        prefix.deploy(&r.name, &a)?;
+        prefix.deploy(&r.name, &a, forced)?;
         self.remember(d)?;
         self.progress.message(&r.name, &format!("built and deployed ({})", d.key.short()));
         Ok(())

@@ -1,6 +1,8 @@
 //! The command line: argument parsing and dispatch. One file per command; each calls into the
 //! library and maps failures to the documented exit codes.
 
+mod build;
+mod cache;
 mod graph;
 mod plan;
 mod recipes;
@@ -43,12 +45,23 @@ pub struct Cli {
     #[arg(long, global = true, env = "ROCMFORGE_STACK", value_name = "NAME")]
     pub stack: Option<String>,
 
+    /// Use only what is already cached; fail listing every source that would need the network.
+    #[arg(long, global = true, env = "ROCMFORGE_OFFLINE")]
+    pub offline: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Build recipes and what they need: cached artifacts are reused, interrupted builds resume.
+    Build(build::Args),
+    /// Inspect and maintain the artifact cache.
+    #[command(subcommand)]
+    Cache(cache::Cmd),
+    /// Remove work dirs (sources, build trees) of recipes whose artifacts are stored.
+    Clean(cache::CleanArgs),
     /// Show what would be built, in order, from what, for which targets, and why.
     Plan(plan::Args),
     /// Print the dependency graph of recipes (dot or json).
@@ -83,6 +96,7 @@ pub type CliResult = Result<(), Failure>;
 pub struct Context {
     pub cli_recipes: Option<PathBuf>,
     pub cli_stack: Option<String>,
+    pub offline: bool,
 }
 
 impl Context {
@@ -100,6 +114,13 @@ impl Context {
         })
     }
 
+    /// The user configuration (file, environment), with global flags applied.
+    pub fn config(&self) -> Result<crate::config::Config, Failure> {
+        let mut cfg = crate::config::Config::load().map_err(Failure::usage)?;
+        cfg.offline |= self.offline;
+        Ok(cfg)
+    }
+
     /// `--target` if given, else the stack's default targets.
     pub fn targets(&self, stack: &Stack, spec: Option<&str>) -> Result<TargetSet, Failure> {
         match spec {
@@ -110,9 +131,12 @@ impl Context {
 }
 
 pub fn run(cli: Cli) -> CliResult {
-    let ctx = Context { cli_recipes: cli.recipes, cli_stack: cli.stack };
+    let ctx = Context { cli_recipes: cli.recipes, cli_stack: cli.stack, offline: cli.offline };
     match cli.command {
+        Command::Build(a) => build::run(&ctx, a),
         Command::Plan(a) => plan::run(&ctx, a),
+        Command::Cache(c) => cache::run(&ctx, c),
+        Command::Clean(a) => cache::clean(&ctx, a),
         Command::Graph(a) => graph::run(&ctx, a),
         Command::Recipes(c) => recipes::run(&ctx, c),
     }
