@@ -89,6 +89,17 @@ pub enum Outcome {
     Skipped,
 }
 
+impl Outcome {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Outcome::Built => "built",
+            Outcome::Cached => "cached",
+            Outcome::SourceOnly => "source",
+            Outcome::Skipped => "skipped",
+        }
+    }
+}
+
 pub struct Engine<'a> {
     pub cfg: &'a Config,
     pub tree: &'a RecipeTree,
@@ -200,8 +211,22 @@ impl<'a> Engine<'a> {
         std::fs::create_dir_all(&self.opts.prefix).map_err(io_err("cannot create prefix", &self.opts.prefix))?;
         let keys: BTreeMap<&str, &CacheKey> = decisions.iter().map(|d| (d.name.as_str(), &d.key)).collect();
         let mut outcomes = Vec::new();
-        for d in &decisions {
+        self.progress.build_started(&decisions.iter().map(|d| d.name.clone()).collect::<Vec<_>>());
+        let result = self.build_all(&decisions, &keys, &prefix, &mut outcomes);
+        self.progress.build_finished(result.is_ok());
+        result.map(|()| outcomes)
+    }
+
+    fn build_all(
+        &self,
+        decisions: &[Decision],
+        keys: &BTreeMap<&str, &CacheKey>,
+        prefix: &Prefix,
+        outcomes: &mut Vec<(String, Outcome)>,
+    ) -> Result<(), BuildError> {
+        for d in decisions {
             let r = &self.stack.recipes[&d.name];
+            self.progress.recipe_started(&d.name, d.status == Status::Cached);
             let outcome = match &d.status {
                 Status::SourceOnly => Outcome::SourceOnly,
                 Status::Skipped(reason) => {
@@ -219,13 +244,17 @@ impl<'a> Engine<'a> {
                 Status::Build(why) => {
                     let why = if why.is_empty() { "not built before".to_string() } else { why.join(", ") };
                     self.progress.message(&d.name, &format!("building ({why})"));
-                    self.build_one(r, d, &keys, &prefix)?;
+                    if let Err(e) = self.build_one(r, d, keys, prefix) {
+                        self.progress.recipe_finished(&d.name, "failed");
+                        return Err(e);
+                    }
                     Outcome::Built
                 }
             };
+            self.progress.recipe_finished(&d.name, outcome.as_str());
             outcomes.push((d.name.clone(), outcome));
         }
-        Ok(outcomes)
+        Ok(())
     }
 
     fn remember(&self, d: &Decision) -> Result<(), BuildError> {
@@ -259,7 +288,10 @@ impl<'a> Engine<'a> {
                     continue;
                 }
                 self.progress.message(&r.name, &format!("{} ({} jobs)", s.name, vars.jobs));
-                step::run(&r.name, i, s, &dirs)?;
+                self.progress.step_started(&r.name, &s.name, &dirs.logs.join(format!("{}.log", s.name)));
+                let result = step::run(&r.name, i, s, &dirs);
+                self.progress.step_finished(&r.name, &s.name, result.is_ok());
+                result?;
                 state.steps_done.push(s.name.clone());
                 wd.save(&state).map_err(io_err("cannot record step in", &wd.root))?;
             }
