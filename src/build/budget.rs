@@ -26,6 +26,15 @@ fn cgroup_limit() -> Option<u64> {
     Some(max.saturating_sub(current))
 }
 
+/// The cgroup's count of OOM kills (`memory.events`), to tell a memory kill from a crash.
+pub fn oom_kills() -> Option<u64> {
+    let rel = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = rel.lines().find_map(|l| l.strip_prefix("0::"))?.trim();
+    let dir = std::path::Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/'));
+    let events = fs::read_to_string(dir.join("memory.events")).ok()?;
+    events.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|v| v.trim().parse().ok())
+}
+
 pub fn default_jobs() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }

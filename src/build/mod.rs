@@ -30,6 +30,8 @@ pub enum BuildError {
     Unsupported(Vec<String>),
     #[error(transparent)]
     Step(#[from] StepError),
+    #[error("{} recipe(s) failed: {}\n{}{}", failed.len(), failed.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", "), failed.iter().map(|(_, e)| format!("\n{e}\n")).collect::<String>(), if not_built.is_empty() { String::new() } else { format!("\nnot built (downstream of a failure): {}", not_built.join(", ")) })]
+    Several { failed: Vec<(String, BuildError)>, not_built: Vec<String> },
     #[error(transparent)]
     Expand(#[from] systems::ExpandError),
     #[error(transparent)]
@@ -56,6 +58,8 @@ pub struct BuildOptions {
     /// Recipes forced to rebuild (with everything downstream of them).
     pub rebuild: Vec<String>,
     pub prefix: PathBuf,
+    /// Build everything not downstream of a failure, then report all failures.
+    pub keep_going: bool,
 }
 
 /// What the engine decided for one recipe before doing anything.
@@ -109,6 +113,8 @@ pub struct Engine<'a> {
     cache: ArtifactCache,
     keyed_env: BTreeMap<String, String>,
     toolchain: String,
+    /// Source trees are prepared one at a time (several recipes share one checkout).
+    prepare_lock: std::sync::Mutex<()>,
 }
 
 impl<'a> Engine<'a> {
@@ -116,7 +122,7 @@ impl<'a> Engine<'a> {
         let keyed_env: BTreeMap<String, String> =
             ENV_ALLOWLIST.iter().filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v))).collect();
         let toolchain = key::toolchain_identity(&std::env::var("PATH").unwrap_or_default());
-        Engine { cfg, tree, stack, progress, opts, cache: ArtifactCache::new(&cfg.cache_dir), keyed_env, toolchain }
+        Engine { cfg, tree, stack, progress, opts, cache: ArtifactCache::new(&cfg.cache_dir), keyed_env, toolchain, prepare_lock: std::sync::Mutex::new(()) }
     }
 
     pub fn cache(&self) -> &ArtifactCache {
@@ -217,6 +223,8 @@ impl<'a> Engine<'a> {
         result.map(|()| outcomes)
     }
 
+    /// Runs the recipes: each starts once its dependencies are done, side by side with others,
+    /// holding as many jobs of the shared budget as it runs compile jobs.
     fn build_all(
         &self,
         decisions: &[Decision],
@@ -224,37 +232,118 @@ impl<'a> Engine<'a> {
         prefix: &Prefix,
         outcomes: &mut Vec<(String, Outcome)>,
     ) -> Result<(), BuildError> {
-        for d in decisions {
-            let r = &self.stack.recipes[&d.name];
-            self.progress.recipe_started(&d.name, d.status == Status::Cached);
-            let outcome = match &d.status {
-                Status::SourceOnly => Outcome::SourceOnly,
-                Status::Skipped(reason) => {
-                    self.progress.message(&d.name, &format!("skipped: {reason}"));
-                    Outcome::Skipped
-                }
-                Status::Cached => {
-                    let a = self.cache.get(&d.key).expect("decided cached");
-                    if let DeployOutcome::Deployed { files } = prefix.deploy(&d.name, &a, false)? {
-                        self.progress.message(&d.name, &format!("cached ({}), deployed {files} files", d.key.short()));
+        let order: BTreeMap<&str, usize> = decisions.iter().enumerate().map(|(i, d)| (d.name.as_str(), i)).collect();
+        let mut waiting: BTreeMap<usize, usize> = decisions
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (i, d.inputs.deps.keys().filter(|k| order.contains_key(k.as_str())).count()))
+            .collect();
+        let mut ready: std::collections::BTreeSet<usize> = waiting.iter().filter(|(_, n)| **n == 0).map(|(i, _)| *i).collect();
+        waiting.retain(|_, n| *n > 0);
+        let mut failures: Vec<(String, BuildError)> = Vec::new();
+        let mut blocked: Vec<String> = Vec::new();
+        let mut done: Vec<(usize, Outcome)> = Vec::new();
+        let (tx, rx) = std::sync::mpsc::channel::<(usize, Result<Outcome, BuildError>)>();
+        let mut free = self.opts.jobs;
+        let mut held: BTreeMap<usize, usize> = BTreeMap::new();
+        std::thread::scope(|scope| {
+            let mut running = 0usize;
+            loop {
+                let stop = !failures.is_empty() && !self.opts.keep_going;
+                while !stop {
+                    let Some(i) = ready.pop_first() else { break };
+                    let d = &decisions[i];
+                    let r = &self.stack.recipes[&d.name];
+                    let want = match d.status {
+                        Status::Build(_) => budget::jobs_for(self.opts.jobs, r.build.memory_per_job_gb, budget::available_memory()),
+                        _ => 1,
+                    };
+                    // A recipe starts when its share of the budget is free; else the scheduler
+                    // waits for a running one to finish (and sees failures before starting more).
+                    if want > free && running > 0 {
+                        ready.insert(i);
+                        break;
                     }
-                    self.remember(d)?;
-                    Outcome::Cached
+                    let jobs = want.min(free).max(1);
+                    free -= jobs.min(free);
+                    held.insert(i, jobs);
+                    let tx = tx.clone();
+                    running += 1;
+                    scope.spawn(move || {
+                        let result = self.run_recipe(d, jobs, keys, prefix);
+                        let _ = tx.send((i, result));
+                    });
                 }
-                Status::Build(why) => {
-                    let why = if why.is_empty() { "not built before".to_string() } else { why.join(", ") };
-                    self.progress.message(&d.name, &format!("building ({why})"));
-                    if let Err(e) = self.build_one(r, d, keys, prefix) {
-                        self.progress.recipe_finished(&d.name, "failed");
-                        return Err(e);
+                if running == 0 {
+                    break;
+                }
+                let Ok((i, result)) = rx.recv() else { break };
+                running -= 1;
+                free += held.remove(&i).unwrap_or(0);
+                let name = decisions[i].name.as_str();
+                match result {
+                    Ok(outcome) => {
+                        done.push((i, outcome));
+                        for (j, n) in waiting.iter_mut() {
+                            if decisions[*j].inputs.deps.contains_key(name) {
+                                *n -= 1;
+                            }
+                        }
+                        let now_ready: Vec<usize> = waiting.iter().filter(|(_, n)| **n == 0).map(|(j, _)| *j).collect();
+                        for j in now_ready {
+                            waiting.remove(&j);
+                            ready.insert(j);
+                        }
                     }
-                    Outcome::Built
+                    Err(e) => failures.push((name.to_string(), e)),
                 }
-            };
-            self.progress.recipe_finished(&d.name, outcome.as_str());
-            outcomes.push((d.name.clone(), outcome));
+            }
+        });
+        // Whatever never became ready is downstream of a failure (or was not started).
+        for j in waiting.keys().chain(ready.iter()) {
+            blocked.push(decisions[*j].name.clone());
         }
-        Ok(())
+        done.sort_by_key(|(i, _)| *i);
+        outcomes.extend(done.into_iter().map(|(i, o)| (decisions[i].name.clone(), o)));
+        match failures.len() {
+            0 => Ok(()),
+            1 if blocked.is_empty() || !self.opts.keep_going => Err(failures.pop().expect("one").1),
+            _ => Err(BuildError::Several { failed: failures, not_built: blocked }),
+        }
+    }
+
+    /// One recipe's turn: deploy its cached artifact, or build it.
+    fn run_recipe(
+        &self,
+        d: &Decision,
+        jobs: usize,
+        keys: &BTreeMap<&str, &CacheKey>,
+        prefix: &Prefix,
+    ) -> Result<Outcome, BuildError> {
+        let r = &self.stack.recipes[&d.name];
+        self.progress.recipe_started(&d.name, d.status == Status::Cached);
+        let result = match &d.status {
+            Status::SourceOnly => Ok(Outcome::SourceOnly),
+            Status::Skipped(reason) => {
+                self.progress.message(&d.name, &format!("skipped: {reason}"));
+                Ok(Outcome::Skipped)
+            }
+            Status::Cached => (|| {
+                let a = self.cache.get(&d.key).expect("decided cached");
+                if let DeployOutcome::Deployed { files } = prefix.deploy(&d.name, &a, false)? {
+                    self.progress.message(&d.name, &format!("cached ({}), deployed {files} files", d.key.short()));
+                }
+                self.remember(d)?;
+                Ok(Outcome::Cached)
+            })(),
+            Status::Build(why) => {
+                let why = if why.is_empty() { "not built before".to_string() } else { why.join(", ") };
+                self.progress.message(&d.name, &format!("building ({why})"));
+                self.build_one(r, d, jobs, keys, prefix).map(|()| Outcome::Built)
+            }
+        };
+        self.progress.recipe_finished(&d.name, result.as_ref().map(Outcome::as_str).unwrap_or("failed"));
+        result
     }
 
     fn remember(&self, d: &Decision) -> Result<(), BuildError> {
@@ -266,7 +355,18 @@ impl<'a> Engine<'a> {
         WorkDir::new(&self.cfg.work_dir, &self.stack.name, recipe)
     }
 
-    fn build_one(&self, r: &Recipe, d: &Decision, keys: &BTreeMap<&str, &CacheKey>, prefix: &Prefix) -> Result<(), BuildError> {
+    fn build_one(
+        &self,
+        r: &Recipe,
+        d: &Decision,
+        jobs: usize,
+        keys: &BTreeMap<&str, &CacheKey>,
+        prefix: &Prefix,
+    ) -> Result<(), BuildError> {
+        // make-style tools in this recipe's steps share its slice of the budget (GNU make
+        // jobserver); ninja and others get `-j`/MAX_JOBS of the same size.
+        let client = jobserver::Client::new(jobs).map_err(io_err("cannot create a jobserver", Path::new("(pipe)")))?;
+        let client = &client;
         let _lock = self.cache.lock(&d.key)?;
         let forced = matches!(&d.status, Status::Build(w) if w.iter().any(|x| x.starts_with("--rebuild")));
         let wd = self.work_dir(&r.name);
@@ -278,22 +378,44 @@ impl<'a> Engine<'a> {
             let dirs = StepDirs { scripts: wd.steps(), logs: wd.logs(), running: wd.root.join("running.pid") };
             step::reap_orphan(&dirs);
             let mut state = wd.begin(d.key.as_str()).map_err(io_err("cannot prepare work dir", &wd.root))?;
-            let src = self.prepare_tree(r, keys)?;
+            let src = {
+                let _one_at_a_time = self.prepare_lock.lock().unwrap_or_else(|e| e.into_inner());
+                self.prepare_tree(r, keys)?
+            };
             std::fs::create_dir_all(wd.build()).map_err(io_err("cannot create", &wd.build()))?;
-            let vars = self.vars(r, d, &wd, src)?;
-            let env = systems::step_env(r, &vars, &self.keyed_env)?;
-            let steps = systems::steps(r, &vars, &env)?;
-            for (i, s) in steps.iter().enumerate() {
+            let mut vars = self.vars(r, d, &wd, src, jobs)?;
+            let mut steps = systems::steps(r, &vars, &systems::step_env(r, &vars, &self.keyed_env)?)?;
+            let mut retried_oom = false;
+            let mut i = 0;
+            while i < steps.len() {
+                let s = &steps[i];
                 if state.steps_done.contains(&s.name) {
+                    i += 1;
                     continue;
                 }
                 self.progress.message(&r.name, &format!("{} ({} jobs)", s.name, vars.jobs));
                 self.progress.step_started(&r.name, &s.name, &dirs.logs.join(format!("{}.log", s.name)));
-                let result = step::run(&r.name, i, s, &dirs);
+                let result = step::run(&r.name, i, s, &dirs, Some(client));
                 self.progress.step_finished(&r.name, &s.name, result.is_ok());
-                result?;
-                state.steps_done.push(s.name.clone());
+                match result {
+                    Ok(()) => {}
+                    // Killed for memory: once, with half the jobs.
+                    Err(StepError::Failed(f)) if f.looks_oom && !retried_oom => {
+                        retried_oom = true;
+                        let half = (vars.jobs / 2).max(1);
+                        self.progress.warn(
+                            &r.name,
+                            &format!("step `{}` looks killed for lack of memory ({}); retrying once with {half} jobs instead of {}", f.step, f.status, vars.jobs),
+                        );
+                        vars.jobs = half;
+                        steps = systems::steps(r, &vars, &systems::step_env(r, &vars, &self.keyed_env)?)?;
+                        continue;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+                state.steps_done.push(steps[i].name.clone());
                 wd.save(&state).map_err(io_err("cannot record step in", &wd.root))?;
+                i += 1;
             }
             let stage = wd.stage();
             let produced = match r.build.system {
@@ -316,7 +438,7 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
-    fn vars(&self, r: &Recipe, d: &Decision, wd: &WorkDir, src: PathBuf) -> Result<Vars, BuildError> {
+    fn vars(&self, r: &Recipe, d: &Decision, wd: &WorkDir, src: PathBuf, jobs: usize) -> Result<Vars, BuildError> {
         let host_python = match &self.stack.python {
             Some(v) => Some(find_python(v).ok_or_else(|| BuildError::NoPython { stack: self.stack.name.clone(), version: v.clone() })?),
             None => find_python("3"),
@@ -326,7 +448,6 @@ impl<'a> Engine<'a> {
         for dep in &r.source_deps {
             source_trees.insert(dep.clone(), self.work_dir(dep).src());
         }
-        let jobs = budget::jobs_for(self.opts.jobs, r.build.memory_per_job_gb, budget::available_memory());
         Ok(Vars {
             prefix: self.opts.prefix.clone(),
             targets: d.targets.targets().cloned(),

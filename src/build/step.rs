@@ -82,7 +82,9 @@ pub fn script_text(recipe: &str, step: &Step) -> String {
     let mut s = String::from("#!/usr/bin/env bash\n");
     s.push_str(&format!("# rocmforge: recipe {recipe}, step {}\n# Re-run by hand with: bash <this file>\n", step.name));
     s.push_str("set -euo pipefail\n");
-    s.push_str("if [ -z \"${ROCMFORGE_STEP_CLEAN_ENV:-}\" ]; then exec env -i ROCMFORGE_STEP_CLEAN_ENV=1 bash \"$0\" \"$@\"; fi\nunset ROCMFORGE_STEP_CLEAN_ENV\n");
+    // Start from an empty environment (only what is exported below), keeping a GNU make
+    // jobserver handed down by rocmforge so make-style tools share the build's job budget.
+    s.push_str("if [ -z \"${ROCMFORGE_STEP_CLEAN_ENV:-}\" ]; then exec env -i ROCMFORGE_STEP_CLEAN_ENV=1 ${MAKEFLAGS+\"MAKEFLAGS=$MAKEFLAGS\"} ${CARGO_MAKEFLAGS+\"CARGO_MAKEFLAGS=$CARGO_MAKEFLAGS\"} bash \"$0\" \"$@\"; fi\nunset ROCMFORGE_STEP_CLEAN_ENV\n");
     for (k, v) in &step.env {
         s.push_str(&format!("export {k}={}\n", shell_quote(v)));
     }
@@ -148,7 +150,7 @@ pub fn reap_orphan(dirs: &StepDirs) {
 }
 
 /// Runs a step to completion. Output goes to `<logs>/<step>.log` (truncated first).
-pub fn run(recipe: &str, index: usize, step: &Step, dirs: &StepDirs) -> Result<(), StepError> {
+pub fn run(recipe: &str, index: usize, step: &Step, dirs: &StepDirs, jobserver: Option<&jobserver::Client>) -> Result<(), StepError> {
     let io = |what: &'static str, path: &Path| {
         let path = path.to_path_buf();
         move |source| StepError::Io { recipe: recipe.into(), step: step.name.clone(), what, path, source }
@@ -162,6 +164,8 @@ pub fn run(recipe: &str, index: usize, step: &Step, dirs: &StepDirs) -> Result<(
     let log_file = fs::File::create(&log).map_err(io("create log", &log))?;
 
     reap_orphan(dirs);
+    let oom_before = super::budget::oom_kills();
+    let jobserver = jobserver.cloned();
     let handle = duct::cmd("bash", [&script])
         .full_env(&step.env)
         .dir(&step.cwd)
@@ -169,8 +173,11 @@ pub fn run(recipe: &str, index: usize, step: &Step, dirs: &StepDirs) -> Result<(
         .stderr_to_stdout()
         .stdout_file(log_file)
         .unchecked()
-        .before_spawn(|c| {
+        .before_spawn(move |c| {
             c.process_group(0);
+            if let Some(js) = &jobserver {
+                js.configure_make(c);
+            }
             Ok(())
         })
         .start()
@@ -205,7 +212,10 @@ pub fn run(recipe: &str, index: usize, step: &Step, dirs: &StepDirs) -> Result<(
         _ => "failed".to_string(),
     };
     let tail_lines = tail(&log, 40);
-    let looks_oom = output.status.code() == Some(137) || output.status.signal() == Some(9) || tail_says_oom(&tail_lines);
+    let looks_oom = output.status.code() == Some(137)
+        || output.status.signal() == Some(9)
+        || tail_says_oom(&tail_lines)
+        || super::budget::oom_kills().zip(oom_before).is_some_and(|(after, before)| after > before);
     Err(StepError::Failed(Box::new(StepFailure {
         recipe: recipe.into(),
         step: step.name.clone(),
@@ -233,7 +243,7 @@ mod tests {
             cwd: d.path().join("b"),
             env: BTreeMap::from([("MY_VAR".into(), "it's here".into()), ("PATH".into(), "/usr/bin:/bin".into())]),
         };
-        let e = run("demo", 0, &step, &dirs).unwrap_err();
+        let e = run("demo", 0, &step, &dirs, None).unwrap_err();
         let StepError::Failed(f) = e else { panic!("{e}") };
         assert_eq!(f.status, "exit status 3");
         assert_eq!(f.tail_lines.len(), 40);
@@ -259,7 +269,7 @@ mod tests {
             cwd: d.path().to_path_buf(),
             env: BTreeMap::from([("PATH".into(), "/usr/bin:/bin".into())]),
         };
-        let StepError::Failed(f) = run("demo", 0, &step, &dirs).unwrap_err() else { panic!() };
+        let StepError::Failed(f) = run("demo", 0, &step, &dirs, None).unwrap_err() else { panic!() };
         assert!(f.looks_oom);
     }
 }

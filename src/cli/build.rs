@@ -22,6 +22,10 @@ pub struct Args {
     /// Rebuild this recipe (and everything that depends on it) even if cached. Repeatable.
     #[arg(long, value_name = "RECIPE")]
     pub rebuild: Vec<String>,
+    /// After a failure, go on building everything that does not depend on it; report all
+    /// failures at the end.
+    #[arg(long, short = 'k')]
+    pub keep_going: bool,
     /// Stop after this recipe (build only it and what it needs).
     #[arg(long, value_name = "RECIPE")]
     pub until: Option<String>,
@@ -51,7 +55,7 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     let graph = BuildGraph::closure(&stack, &roots).map_err(Failure::usage)?;
     let prefix = args.prefix.clone().unwrap_or_else(|| cfg.prefix_for(&stack.name));
     let prefix = std::path::absolute(&prefix).unwrap_or(prefix);
-    let opts = BuildOptions { targets, jobs: args.jobs.unwrap_or_else(budget::default_jobs).max(1), rebuild: args.rebuild.clone(), prefix: prefix.clone() };
+    let opts = BuildOptions { targets, jobs: args.jobs.unwrap_or_else(budget::default_jobs).max(1), rebuild: args.rebuild.clone(), prefix: prefix.clone(), keep_going: args.keep_going };
     let progress = Lines::new();
     install_signal_handler();
     let engine = Engine::new(&cfg, &tree, &stack, &progress, opts);

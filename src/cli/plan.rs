@@ -30,7 +30,7 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     let cfg = ctx.config()?;
     let prefix = args.prefix.clone().unwrap_or_else(|| cfg.prefix_for(&stack.name));
     let prefix = std::path::absolute(&prefix).unwrap_or(prefix);
-    let opts = BuildOptions { targets: targets.clone(), jobs: 1, rebuild: Vec::new(), prefix };
+    let opts = BuildOptions { targets: targets.clone(), jobs: 1, rebuild: Vec::new(), prefix, keep_going: false };
     let engine = Engine::new(&cfg, &tree, &stack, &crate::progress::Silent, opts);
     plan.apply(&engine.decide(&graph));
     if args.json {
