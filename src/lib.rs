@@ -7,6 +7,7 @@ pub mod cli;
 pub mod config;
 pub mod diagnostic;
 pub mod graph;
+pub mod index;
 pub mod plan;
 pub mod progress;
 pub mod recipe;

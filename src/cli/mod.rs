@@ -2,6 +2,7 @@
 //! library and maps failures to the documented exit codes.
 
 mod graph;
+mod index;
 mod plan;
 mod recipes;
 
@@ -56,6 +57,8 @@ pub enum Command {
     /// List, show and check recipes.
     #[command(subcommand)]
     Recipes(recipes::Cmd),
+    /// The local wheel index pip and uv install from: publish, list, yank, serve.
+    Index(index::Args),
 }
 
 /// A failure with its exit code; `main` prints the error chain.
@@ -115,6 +118,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Plan(a) => plan::run(&ctx, a),
         Command::Graph(a) => graph::run(&ctx, a),
         Command::Recipes(c) => recipes::run(&ctx, c),
+        Command::Index(a) => index::run(&ctx, a),
     }
 }
 
