@@ -254,53 +254,49 @@ fn header(name: &str, value: &str) -> Option<Header> {
 fn answer(root: &Path, request: Request, log: bool) {
     let accept = request.headers().iter().find(|h| h.field.equiv("Accept")).map(|h| h.value.as_str().to_string());
     let reply = route(root, request.method(), request.url(), accept.as_deref());
-    let (status, result) = match reply {
+    // Escaped: a request line must not smuggle terminal control sequences into the log.
+    let line = log.then(|| format!("{} {}", request.method(), request.url().escape_debug()));
+    let (status, content_type) = match reply {
         Reply::Page { body, content_type } => {
             let r = Response::from_string(body)
                 .with_header(header("Content-Type", content_type).expect("static header"))
                 .with_header(header("Vary", "Accept").expect("static header"))
                 .with_header(header("Cache-Control", "no-cache").expect("static header"));
-            (200, request_respond(request, r, log))
+            let _ = request.respond(r);
+            (200, content_type)
         }
         Reply::File(path) => match std::fs::File::open(&path) {
             Ok(f) => {
                 let ct = if path.extension().is_some_and(|e| e == "html") { TEXT_HTML } else { "application/octet-stream" };
-                let r = Response::from_file(f).with_header(header("Content-Type", ct).expect("static header"));
-                (200, request_respond(request, r, log))
+                // A client that hangs up mid-download is its own business.
+                let _ = request.respond(Response::from_file(f).with_header(header("Content-Type", ct).expect("static header")));
+                (200, ct)
             }
-            Err(_) => (404, request_respond(request, Response::from_string("not found\n").with_status_code(404), log)),
+            Err(_) => {
+                let _ = request.respond(Response::from_string("not found\n").with_status_code(404));
+                (404, "")
+            }
         },
         Reply::Redirect(to) => {
             let mut r = Response::from_string(format!("see {to}\n")).with_status_code(301);
             if let Some(h) = header("Location", &to) {
                 r.add_header(h);
             }
-            (301, request_respond(request, r, log))
+            let _ = request.respond(r);
+            (301, "")
         }
         Reply::Status(code, text) => {
             let mut r = Response::from_string(text).with_status_code(code);
             if code == 405 {
                 r.add_header(header("Allow", "GET, HEAD").expect("static header"));
             }
-            (code, request_respond(request, r, log))
+            let _ = request.respond(r);
+            (code, "")
         }
     };
-    if log {
-        if let Some(line) = result {
-            eprintln!("{line} {status}");
-        }
+    if let Some(line) = line {
+        eprintln!("{}", format!("{line} {status} {content_type}").trim_end());
     }
-}
-
-/// Sends `response`; returns the log line (`GET /simple/ from 127.0.0.1:1234`).
-fn request_respond<R: std::io::Read>(request: Request, response: Response<R>, log: bool) -> Option<String> {
-    let line = log.then(|| {
-        let from = request.remote_addr().map(|a| a.to_string()).unwrap_or_default();
-        format!("{} {} from {from}", request.method(), request.url())
-    });
-    // A client that hangs up mid-download is its own business.
-    let _ = request.respond(response);
-    line
 }
 
 #[cfg(test)]
