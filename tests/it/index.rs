@@ -41,8 +41,10 @@ fn run_ok(cmd: &mut Command, what: &str) -> String {
 fn require_tools() {
     static CHECKED: OnceLock<()> = OnceLock::new();
     CHECKED.get_or_init(|| {
-        run_ok(Command::new("python3").args(["-c", "import setuptools, wheel"]), "checking for setuptools and wheel");
-        run_ok(Command::new("uv").arg("--version"), "checking for uv");
+        for (cmd, args) in [("python3", &["-c", "import setuptools, wheel"][..]), ("uv", &["--version"][..]), ("gcc", &["--version"][..])] {
+            let ok = Command::new(cmd).args(args).output().is_ok_and(|o| o.status.success());
+            assert!(ok, "`{cmd} {}` failed: {TOOLS_HINT}", args.join(" "));
+        }
     });
 }
 
@@ -99,10 +101,8 @@ fn wheels() -> &'static Wheels {
         let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("index-wheels");
         let _ = std::fs::remove_dir_all(&root);
         let src = root.join("src");
-        for (dir, version, value) in [("pure-1.0", pure_version("1.0.0"), "pure-1.0.0"), ("pure-1.1", pure_version("1.1.0"), "pure-1.1.0")] {
-            write(&src.join(dir).join("setup.py"), &format!("from setuptools import setup\nsetup(name=\"rfpure\", version=\"{version}\", packages=[\"rfpure\"])\n"));
-            write(&src.join(dir).join("rfpure/__init__.py"), &format!("VALUE = \"{value}\"\n"));
-        }
+        write_pure_source(&src.join("pure-1.0"), &pure_version("1.0.0"), "pure-1.0.0");
+        write_pure_source(&src.join("pure-1.1"), &pure_version("1.1.0"), "pure-1.1.0");
         write(
             &src.join("cext/setup.py"),
             &format!(
@@ -117,18 +117,8 @@ fn wheels() -> &'static Wheels {
         write(&src.join("cext/rfcext/_speed.c"), SPEED_C);
         let out = root.join("wheels");
         // One pip call per version of a project: pip wheel resolves its arguments together.
-        for batch in [vec![src.join("pure-1.0"), src.join("cext")], vec![src.join("pure-1.1")]] {
-            run_ok(
-                Command::new("python3")
-                    .args(["-m", "pip", "wheel", "--no-build-isolation", "--no-index", "--no-deps", "--no-cache-dir", "--isolated", "-q"])
-                    .arg("--disable-pip-version-check")
-                    .arg("-w")
-                    .arg(&out)
-                    .args(batch)
-                    .env("SOURCE_DATE_EPOCH", "315532800"),
-                "building the test wheels with pip wheel",
-            );
-        }
+        pip_wheel(&[&src.join("pure-1.0"), &src.join("cext")], &out);
+        pip_wheel(&[&src.join("pure-1.1")], &out);
         let find = |prefix: &str| {
             let found: Vec<PathBuf> = std::fs::read_dir(&out)
                 .unwrap()
@@ -144,6 +134,32 @@ fn wheels() -> &'static Wheels {
             cext: find(&format!("rfcext-{}-cp", cext_version())),
         }
     })
+}
+
+fn write_pure_source(dir: &Path, version: &str, value: &str) {
+    write(&dir.join("setup.py"), &format!("from setuptools import setup\nsetup(name=\"rfpure\", version=\"{version}\", packages=[\"rfpure\"])\n"));
+    write(&dir.join("rfpure/__init__.py"), &format!("VALUE = \"{value}\"\n"));
+}
+
+/// `pip wheel` without network or build isolation, with a fixed SOURCE_DATE_EPOCH (as the
+/// build engine sets it) so the same inputs give the same bytes.
+fn pip_wheel(sources: &[&Path], out: &Path) {
+    run_ok(
+        Command::new("python3")
+            .args(["-m", "pip", "wheel", "--no-build-isolation", "--no-index", "--no-deps", "--no-cache-dir", "--isolated", "-q"])
+            .arg("--disable-pip-version-check")
+            .arg("-w")
+            .arg(out)
+            .args(sources)
+            .env("SOURCE_DATE_EPOCH", "315532800"),
+        "building test wheels with pip wheel",
+    );
+}
+
+fn only_wheel_in(dir: &Path) -> PathBuf {
+    let found: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.into_iter().next().unwrap()
 }
 
 /// A small wheel written directly (stored, fixed timestamps: the same bytes on every run).
@@ -598,6 +614,35 @@ fn uv_installs_from_file_url_and_skips_yanked() {
     let python = uv_venv(home.path(), &home.path().join("venv3"));
     assert_ok(&uv_install(home.path(), &python, &url, &["--refresh", "rfpure"]), "uv pip install rfpure after the yank");
     assert_eq!(installed(&python, "rfpure"), pure_version("1.0.0"));
+}
+
+#[test]
+fn rebuilds_republish_as_a_noop_or_under_a_new_name() {
+    let wheels = wheels();
+    let home = tempfile::tempdir().unwrap();
+    let idx = home.path().join("idx");
+    publish_cli(home.path(), &idx, &wheels.all());
+    let before = tree(&idx);
+
+    // A resumed build: same inputs, another checkout and build dir, same bytes: a no-op.
+    write_pure_source(&home.path().join("again"), &pure_version("1.0.0"), "pure-1.0.0");
+    pip_wheel(&[&home.path().join("again")], &home.path().join("again-out"));
+    let again = only_wheel_in(&home.path().join("again-out"));
+    assert_eq!(std::fs::read(&again).unwrap(), std::fs::read(&wheels.pure_1_0).unwrap(), "same inputs, same bytes");
+    assert!(publish_cli(home.path(), &idx, &[&again]).starts_with("unchanged  rfpure-1.0.0+"));
+    assert_eq!(tree(&idx), before);
+
+    // A rebuild with a new patch: a new cache key, so a new label and filename, published
+    // beside the old one instead of being refused.
+    let new_key = hex::encode(sha2::Sha256::digest(b"fixture cache key + 0002-new.patch"));
+    let version = index::local_version("1.0.0", "6.2.4", &["gfx1010"], &new_key);
+    assert_ne!(version, pure_version("1.0.0"));
+    write_pure_source(&home.path().join("patched"), &version, "pure-1.0.0-patched");
+    pip_wheel(&[&home.path().join("patched")], &home.path().join("patched-out"));
+    let patched = only_wheel_in(&home.path().join("patched-out"));
+    assert!(publish_cli(home.path(), &idx, &[&patched]).starts_with(&format!("published  rfpure-{version}-")));
+    let state = index::list(&idx).unwrap();
+    assert_eq!(state.projects["rfpure"].files.len(), 3);
 }
 
 /// A `--require-hashes` requirements file for the published wheels, pinned to the full
