@@ -48,6 +48,8 @@ pub enum Cmd {
         #[arg(long, conflicts_with = "reason")]
         undo: bool,
     },
+    /// Print the index's `file://` URL, for `pip install --index-url "$(rocmforge index url)"`.
+    Url,
     /// Serve the index read-only over HTTP (HTML, or PEP 691 JSON on request) until Ctrl-C.
     /// The first line on stdout is the index URL (the real port when :0 is given).
     Serve {
@@ -121,6 +123,11 @@ pub fn run(_ctx: &Context, args: Args) -> CliResult {
             for f in changed {
                 println!("{verb} {f}");
             }
+            Ok(())
+        }
+        Cmd::Url => {
+            let abs = std::path::absolute(&dir).map_err(Failure::failed)?;
+            println!("{}", index::file_url(&abs));
             Ok(())
         }
         Cmd::Serve { bind, quiet } => {

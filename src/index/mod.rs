@@ -359,6 +359,20 @@ pub fn list(index_dir: &Path) -> Result<State, IndexError> {
     load_state(index_dir)
 }
 
+/// The `file://` URL of the simple index of `index_dir` (an absolute path), with the
+/// characters a URL path cannot hold percent-encoded.
+pub fn file_url(index_dir: &Path) -> String {
+    let mut url = String::from("file://");
+    for part in index_dir.join("simple").components() {
+        if let std::path::Component::Normal(p) = part {
+            url.push('/');
+            url.push_str(&pages::url_path_segment(&p.to_string_lossy()));
+        }
+    }
+    url.push('/');
+    url
+}
+
 /// The version a wheel built by the stack carries: `base` with a PEP 440 local label that
 /// says what it was built for and from what, e.g.
 /// `local_version("2.6.0", "6.2.4", &["gfx1012", "gfx1010"], "1a2b3c4d…")` is
@@ -432,6 +446,11 @@ mod tests {
             let public = parsed.public();
             assert!(v.starts_with(&format!("{public}+")), "{v}: a ==public pin matches it");
         }
+    }
+
+    #[test]
+    fn file_urls_are_encoded() {
+        assert_eq!(file_url(Path::new("/home/me/My Wheels/idx")), "file:///home/me/My%20Wheels/idx/simple/");
     }
 
     #[test]

@@ -186,8 +186,12 @@ fn sha256_hex(path: &Path) -> String {
     hex::encode(sha2::Sha256::digest(std::fs::read(path).unwrap()))
 }
 
+/// The index's file:// URL, as `rocmforge index url` prints it.
 fn file_url(dir: &Path) -> String {
-    format!("file://{}/simple/", dir.display())
+    let out = rocmforge(dir.parent().unwrap()).args(["index", "--index"]).arg(dir).arg("url").output().unwrap();
+    let url = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert_eq!(url, format!("file://{}/simple/", dir.display()));
+    url
 }
 
 fn publish_cli(home: &Path, index: &Path, wheels: &[&Path]) -> String {
