@@ -325,17 +325,18 @@ pub fn yank(index_dir: &Path, selector: &Selector, reason: Option<&str>) -> Resu
     let index = Index { root: index_dir.to_path_buf() };
     let _lock = index.lock()?;
     let mut state = index.load()?;
-    let (project, matches): (String, Box<dyn Fn(&FileRecord) -> bool>) = match selector {
+    // (project, file name or normalised version to match)
+    let (project, by_file, wanted) = match selector {
         Selector::File(name) => {
             let parsed = WheelName::parse(name).map_err(|_| IndexError::NotFound(selector.to_string()))?;
-            let name = name.clone();
-            (parsed.project(), Box::new(move |f| f.filename == name))
+            (parsed.project(), true, name.clone())
         }
         Selector::Release { project, version } => {
             let want = Version::parse(version).map(|v| v.to_string()).unwrap_or_else(|| version.clone());
-            (normalize_name(project), Box::new(move |f| f.version == want))
+            (normalize_name(project), false, want)
         }
     };
+    let matches = |f: &FileRecord| if by_file { f.filename == wanted } else { f.version == wanted };
     let files = state.projects.get_mut(&project).map(|p| &mut p.files);
     let mut changed = Vec::new();
     let mut found = false;
