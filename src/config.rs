@@ -9,6 +9,7 @@
 //! state-dir = "/home/me/.local/state/rocmforge"
 //! prefix = "/opt/rocmforge"
 //! rocm-path = "/opt/rocm"
+//! index-dir = "/srv/wheels"          # the local wheel index; default <state-dir>/index
 //!
 //! [url-rewrite]
 //! "https://github.com/" = "file:///srv/git/"
@@ -27,6 +28,7 @@ struct RawConfig {
     state_dir: Option<PathBuf>,
     prefix: Option<PathBuf>,
     rocm_path: Option<PathBuf>,
+    index_dir: Option<PathBuf>,
     #[serde(default)]
     url_rewrite: BTreeMap<String, String>,
 }
@@ -52,6 +54,8 @@ pub struct Config {
     pub prefix: Option<PathBuf>,
     /// An installed ROCm whose components are used instead of building them.
     pub rocm_path: Option<PathBuf>,
+    /// The local wheel index; `None`: `<state>/index`.
+    pub index_dir: Option<PathBuf>,
     /// URL prefix rewrites, longest prefix first.
     pub url_rewrites: Vec<(String, String)>,
     /// Use only what is cached.
@@ -78,7 +82,7 @@ impl Config {
 
     /// Loads the config file (if it exists) and applies environment overrides
     /// (`ROCMFORGE_CACHE_DIR`, `ROCMFORGE_WORK_DIR`, `ROCMFORGE_STATE_DIR`, `ROCMFORGE_PREFIX`,
-    /// `ROCMFORGE_ROCM_PATH`). Flags are applied by the caller on top.
+    /// `ROCMFORGE_ROCM_PATH`, `ROCMFORGE_INDEX_DIR`). Flags are applied by the caller on top.
     pub fn load() -> Result<Config, ConfigError> {
         Self::load_from(&Self::default_file())
     }
@@ -108,6 +112,7 @@ impl Config {
             state_dir: env_path("ROCMFORGE_STATE_DIR").or(raw.state_dir).unwrap_or_else(|| xdg_state.join("rocmforge")),
             prefix: env_path("ROCMFORGE_PREFIX").or(raw.prefix),
             rocm_path: env_path("ROCMFORGE_ROCM_PATH").or(raw.rocm_path),
+            index_dir: env_path("ROCMFORGE_INDEX_DIR").or(raw.index_dir),
             url_rewrites: rewrites,
             offline: false,
             file,
@@ -122,6 +127,11 @@ impl Config {
             }
         }
         url.to_string()
+    }
+
+    /// The local wheel index directory.
+    pub fn index_dir(&self) -> PathBuf {
+        self.index_dir.clone().unwrap_or_else(|| self.state_dir.join("index"))
     }
 
     /// The deploy prefix of a stack.

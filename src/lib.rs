@@ -12,6 +12,7 @@ pub mod fsutil;
 pub mod diagnostic;
 pub mod graph;
 pub mod key;
+pub mod index;
 pub mod plan;
 pub mod progress;
 pub mod recipe;

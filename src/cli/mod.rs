@@ -4,6 +4,7 @@
 mod build;
 mod cache;
 mod graph;
+mod index;
 mod plan;
 mod recipes;
 
@@ -69,6 +70,8 @@ pub enum Command {
     /// List, show and check recipes.
     #[command(subcommand)]
     Recipes(recipes::Cmd),
+    /// The local wheel index pip and uv install from: publish, list, yank, serve.
+    Index(index::Args),
 }
 
 /// A failure with its exit code; `main` prints the error chain.
@@ -139,6 +142,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Clean(a) => cache::clean(&ctx, a),
         Command::Graph(a) => graph::run(&ctx, a),
         Command::Recipes(c) => recipes::run(&ctx, c),
+        Command::Index(a) => index::run(&ctx, a),
     }
 }
 

@@ -6,3 +6,4 @@ mod support;
 mod engine;
 mod foundation;
 mod schedule;
+mod index;
