@@ -40,6 +40,8 @@ pub enum BuildError {
     Deploy(#[from] crate::deploy::DeployError),
     #[error("{recipe}: cannot prepare its source")]
     Source { recipe: String, source: anyhow::Error },
+    #[error("{recipe}: cannot publish its wheels to the local index")]
+    Publish { recipe: String, source: crate::index::IndexError },
     #[error("{what} `{path}`")]
     Io { what: &'static str, path: PathBuf, source: std::io::Error },
     #[error("stack `{stack}` wants Python {version}, which was not found: install it (e.g. `pyenv install {version}`) or set ROCMFORGE_PYTHON to an interpreter")]
@@ -333,6 +335,7 @@ impl<'a> Engine<'a> {
                 if let DeployOutcome::Deployed { files } = prefix.deploy(&d.name, &a, false)? {
                     self.progress.message(&d.name, &format!("cached ({}), deployed {files} files", d.key.short()));
                 }
+                self.publish_wheels(r, &a)?;
                 self.remember(d)?;
                 Ok(Outcome::Cached)
             })(),
@@ -344,6 +347,31 @@ impl<'a> Engine<'a> {
         };
         self.progress.recipe_finished(&d.name, result.as_ref().map(Outcome::as_str).unwrap_or("failed"));
         result
+    }
+
+    /// Publishes the wheels of a python-wheel or prebuilt-wheel artifact into the local index
+    /// (all or none; the same bytes again are a no-op).
+    fn publish_wheels(&self, r: &Recipe, a: &crate::cache::Artifact) -> Result<(), BuildError> {
+        if !matches!(r.build.system, BuildSystem::PythonWheel | BuildSystem::PrebuiltWheel) {
+            return Ok(());
+        }
+        let dir = a.tree().join(systems::WHEEL_DIR);
+        let mut wheels: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map_err(io_err("no wheels were produced in", &dir))?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "whl"))
+            .collect();
+        wheels.sort();
+        if wheels.is_empty() {
+            return Err(BuildError::Io { what: "no wheels were produced in", path: dir, source: std::io::ErrorKind::NotFound.into() });
+        }
+        let index = self.cfg.index_dir();
+        let reports = crate::index::publish_all(&index, &wheels).map_err(|e| BuildError::Publish { recipe: r.name.clone(), source: e })?;
+        for rep in reports {
+            self.progress.message(&r.name, &format!("{:?}: {}", rep.outcome, rep.filename));
+        }
+        Ok(())
     }
 
     fn remember(&self, d: &Decision) -> Result<(), BuildError> {
@@ -433,6 +461,7 @@ impl<'a> Engine<'a> {
         }
         let a = self.cache.get(&d.key).expect("just stored");
         prefix.deploy(&r.name, &a, forced)?;
+        self.publish_wheels(r, &a)?;
         self.remember(d)?;
         self.progress.message(&r.name, &format!("built and deployed ({})", d.key.short()));
         Ok(())
@@ -458,7 +487,12 @@ impl<'a> Engine<'a> {
             python,
             host_python,
             version: r.version.clone(),
-            wheel_version: wheel_version(&r.version, &self.stack.rocm_version, d.targets.targets(), &d.key),
+            wheel_version: crate::index::local_version(
+                &r.version,
+                &self.stack.rocm_version,
+                &d.targets.targets().map(|t| t.names()).unwrap_or_default(),
+                d.key.as_str(),
+            ),
             source_trees,
         })
     }
@@ -516,18 +550,6 @@ fn prepare_source(_cfg: &Config, _tree: &RecipeTree, r: &Recipe, _dest: &Path, _
 
 fn old_vs_new(old: &KeyInputs, new: &KeyInputs) -> Vec<String> {
     new.explain_change(old)
-}
-
-/// PEP 440 version with a local label saying what the wheel was built for and from which
-/// inputs: `2.6.0+rocm6.2.4.gfx1010.k1a2b3c4d`. Pins like `torch==2.6.0` still match.
-pub fn wheel_version(version: &str, rocm: &str, targets: Option<&TargetSet>, key: &CacheKey) -> String {
-    let mut label = vec![format!("rocm{rocm}")];
-    if let Some(t) = targets {
-        label.push(t.names().join("-"));
-    }
-    label.push(format!("k{}", &key.as_str()[..8]));
-    let base = version.split('+').next().unwrap_or(version);
-    format!("{base}+{}", label.join("."))
 }
 
 /// A host Python of `version` ("3.11"): `$ROCMFORGE_PYTHON`, `python3.11` on PATH, or pyenv's.
