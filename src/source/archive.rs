@@ -61,14 +61,13 @@ pub fn detect(path: &Path, url: &str) -> std::io::Result<Option<ArchiveFormat>> 
     } else {
         None
     };
-    if by_magic.is_some() {
-        // A wheel is a zip, but it is installed, not unpacked.
-        let name = super::download::file_name(url);
-        if name.ends_with(".whl") {
-            return Ok(None);
-        }
+    let name = super::download::file_name(url);
+    // A wheel is a zip, but it is installed, not unpacked.
+    if name.ends_with(".whl") {
+        return Ok(None);
     }
-    Ok(by_magic)
+    // Old (v7) tar files have no magic: trust the name then.
+    Ok(by_magic.or_else(|| name.ends_with(".tar").then_some(ArchiveFormat::Tar)))
 }
 
 /// Unpacks `archive` into `dest` (created if needed), dropping `strip` leading path components.

@@ -8,9 +8,13 @@ use std::sync::Mutex;
 use rocmforge::config::Config;
 use rocmforge::progress::Progress;
 use rocmforge::recipe::Recipe;
-use rocmforge::source::{self, git as sgit, GitError, SourceError, SourceIdentity};
+use rocmforge::source::archive::{self, ArchiveError, ArchiveFormat};
+use rocmforge::source::download::{self, RetryPolicy};
+use rocmforge::source::{self, git as sgit, DownloadError, GitError, SourceError, SourceIdentity};
+use sha2::{Digest, Sha256};
 
 use crate::support::git::{forest, git, GitDaemon};
+use crate::support::http::HttpServer;
 
 /// Records everything reported, for asserts.
 #[derive(Default)]
@@ -185,4 +189,303 @@ fn git_offline_uses_only_the_cache() {
     let dest = s.home.join("offline-tree");
     source::checkout(&cfg, &r, &f, &dest).unwrap();
     assert!(dest.join("third_party/mid/deps/leaf/leaf.txt").is_file());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Downloads
+
+fn fast() -> RetryPolicy {
+    RetryPolicy { attempts: 3, base: std::time::Duration::from_millis(5), timeout: std::time::Duration::from_secs(5) }
+}
+
+fn sha(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// 300 kB that differ everywhere, so a splice at the wrong offset cannot hash right.
+fn payload() -> Vec<u8> {
+    let mut out = Vec::with_capacity(300_000);
+    let mut x: u32 = 12345;
+    while out.len() < 300_000 {
+        x = x.wrapping_mul(1103515245).wrapping_add(12345);
+        out.push((x >> 16) as u8);
+    }
+    out
+}
+
+#[test]
+fn download_cut_mid_body_resumes_with_only_the_missing_bytes() {
+    let home = tempfile::tempdir().unwrap();
+    let cfg = config(home.path(), &[]);
+    let srv = HttpServer::start();
+    let body = payload();
+    srv.add("x-1.0.tar.gz", body.clone());
+    srv.with(|s| s.drop_after.push_back(100_000));
+    let path = download::fetch_with(&cfg, "x", &srv.url("x-1.0.tar.gz"), &sha(&body), &Collect::default(), &fast()).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), body);
+    assert_eq!(path, cfg.cache_dir.join("downloads").join(sha(&body)));
+    srv.with(|s| {
+        assert_eq!(s.bytes_sent, body.len() as u64, "exactly the file, once: the cut part was not sent again");
+        assert_eq!(s.requests.len(), 2);
+        assert_eq!(s.requests[1].1.as_deref(), Some("bytes=100000-"));
+    });
+    assert!(!path.with_extension("part").exists());
+    assert!(cfg.cache_dir.join("downloads/CACHEDIR.TAG").is_file());
+
+    // The same content, asked for by another URL: not downloaded again.
+    let again = download::fetch_with(&cfg, "y", &srv.url("elsewhere.tar.gz"), &sha(&body), &Collect::default(), &fast()).unwrap();
+    assert_eq!(again, path);
+    srv.with(|s| assert_eq!(s.requests.len(), 2));
+}
+
+#[test]
+fn download_resumes_a_part_left_by_an_earlier_run() {
+    let home = tempfile::tempdir().unwrap();
+    let cfg = config(home.path(), &[]);
+    let srv = HttpServer::start();
+    let body = payload();
+    srv.add("x.tar.gz", body.clone());
+    // What a killed run leaves: the first 50 kB and the validator of the response they came from.
+    let dest = download::cache_path(&cfg, &sha(&body));
+    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+    std::fs::write(dest.with_extension("part"), &body[..50_000]).unwrap();
+    std::fs::write(dest.with_extension("part.validator"), crate::support::http::etag(&body)).unwrap();
+    download::fetch_with(&cfg, "x", &srv.url("x.tar.gz"), &sha(&body), &Collect::default(), &fast()).unwrap();
+    assert_eq!(std::fs::read(&dest).unwrap(), body);
+    srv.with(|s| {
+        assert_eq!(s.requests, vec![("/x.tar.gz".to_string(), Some("bytes=50000-".to_string()))]);
+        assert_eq!(s.bytes_sent, body.len() as u64 - 50_000);
+    });
+
+    // A part from another version of the file (validator differs): If-Range makes the server
+    // send it all, and the download restarts cleanly.
+    let other = payload().into_iter().rev().collect::<Vec<u8>>();
+    srv.add("y.tar.gz", other.clone());
+    let dest = download::cache_path(&cfg, &sha(&other));
+    std::fs::write(dest.with_extension("part"), &body[..50_000]).unwrap();
+    std::fs::write(dest.with_extension("part.validator"), "\"stale\"").unwrap();
+    srv.with(|s| s.bytes_sent = 0);
+    download::fetch_with(&cfg, "y", &srv.url("y.tar.gz"), &sha(&other), &Collect::default(), &fast()).unwrap();
+    assert_eq!(std::fs::read(&dest).unwrap(), other);
+    srv.with(|s| assert_eq!(s.bytes_sent, other.len() as u64));
+}
+
+#[test]
+fn download_restarts_cleanly_when_the_server_ignores_range() {
+    let home = tempfile::tempdir().unwrap();
+    let cfg = config(home.path(), &[]);
+    let srv = HttpServer::start();
+    let body = payload();
+    srv.add("x.tar.gz", body.clone());
+    srv.with(|s| {
+        s.ignore_range = true;
+        s.drop_after.push_back(100_000);
+    });
+    let p = Collect::default();
+    let path = download::fetch_with(&cfg, "x", &srv.url("x.tar.gz"), &sha(&body), &p, &fast()).unwrap();
+    assert_eq!(std::fs::read(path).unwrap(), body);
+    srv.with(|s| {
+        assert_eq!(s.requests[1].1.as_deref(), Some("bytes=100000-"), "it asked for the rest");
+        assert_eq!(s.bytes_sent, 100_000 + body.len() as u64, "and got (and kept) the whole file instead");
+    });
+    assert!(p.lines().iter().any(|l| l.contains("the server sent the whole file; starting over")), "{:#?}", p.lines());
+}
+
+#[test]
+fn download_wrong_sha256_never_reaches_the_cache() {
+    let home = tempfile::tempdir().unwrap();
+    let cfg = config(home.path(), &[]);
+    let srv = HttpServer::start();
+    let body = payload();
+    srv.add("x.tar.gz", body.clone());
+    let wrong = sha(b"something else");
+    let url = srv.url("x.tar.gz");
+    let e = download::fetch_with(&cfg, "x", &url, &wrong, &Collect::default(), &fast()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("sha256 mismatch for `{url}`: expected {wrong}, got {} (300000 bytes); the download was discarded, nothing was cached", sha(&body))
+    );
+    let dir = cfg.cache_dir.join("downloads");
+    let left: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().to_string()).collect();
+    assert!(left.iter().all(|n| n == "CACHEDIR.TAG" || n.ends_with(".lock")), "{left:?}");
+}
+
+#[test]
+fn download_retries_5xx_with_a_bound() {
+    let home = tempfile::tempdir().unwrap();
+    let cfg = config(home.path(), &[]);
+    let srv = HttpServer::start();
+    let body = b"small file\n".to_vec();
+    srv.add("f.txt", body.clone());
+    srv.with(|s| s.fail_5xx = 2);
+    download::fetch_with(&cfg, "f", &srv.url("f.txt"), &sha(&body), &Collect::default(), &fast()).unwrap();
+    srv.with(|s| assert_eq!(s.requests.len(), 3));
+
+    let other = b"other\n".to_vec();
+    srv.add("g.txt", other.clone());
+    srv.with(|s| s.fail_5xx = 100);
+    let e = download::fetch_with(&cfg, "g", &srv.url("g.txt"), &sha(&other), &Collect::default(), &fast()).unwrap_err();
+    assert!(matches!(e, DownloadError::Http { status: 503, attempts: 3, .. }), "{e}");
+    // A connection refused is retried the same way, and bounded.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let e = download::fetch_with(&cfg, "g", &format!("http://127.0.0.1:{port}/g.txt"), &sha(&other), &Collect::default(), &fast())
+        .unwrap_err();
+    assert!(matches!(e, DownloadError::Network { attempts: 3, .. }), "{e}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Archives
+
+/// A tar entry with a raw name (the tar crate refuses to write hostile names itself).
+fn raw_entry(b: &mut tar::Builder<Vec<u8>>, name: &str, kind: tar::EntryType, link: Option<&str>, data: &[u8]) {
+    let mut h = tar::Header::new_old();
+    h.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+    if let Some(l) = link {
+        h.as_old_mut().linkname[..l.len()].copy_from_slice(l.as_bytes());
+    }
+    h.set_entry_type(kind);
+    h.set_mode(0o644);
+    h.set_size(data.len() as u64);
+    h.set_cksum();
+    b.append(&h, data).unwrap();
+}
+
+fn tar_of(entries: &[(&str, tar::EntryType, Option<&str>, &[u8])]) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    for (n, k, l, d) in entries {
+        raw_entry(&mut b, n, *k, *l, d);
+    }
+    b.into_inner().unwrap()
+}
+
+fn gz(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+/// Everything under `dir`, relative, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = walkdir::WalkDir::new(dir)
+        .min_depth(1)
+        .into_iter()
+        .map(|e| e.unwrap().path().strip_prefix(dir).unwrap().to_string_lossy().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn hostile_archives_are_refused_and_nothing_escapes() {
+    use tar::EntryType::*;
+    let ok: &[u8] = b"fine\n";
+    let cases: Vec<(&str, Vec<u8>, ArchiveFormat, &str)> = vec![
+        ("dotdot", gz(&tar_of(&[("pkg/a.txt", Regular, None, ok), ("pkg/../../evil.txt", Regular, None, b"x")])), ArchiveFormat::TarGz, "refusing entry `pkg/../../evil.txt`: its path contains `..`"),
+        ("absolute", tar_of(&[("/tmp/rocmforge-abs-evil.txt", Regular, None, b"x")]), ArchiveFormat::Tar, "refusing entry `/tmp/rocmforge-abs-evil.txt`: its path is absolute"),
+        ("symlink-out", gz(&tar_of(&[("pkg/link", Symlink, Some("../../outside"), b""), ("pkg/link/x.txt", Regular, None, b"x")])), ArchiveFormat::TarGz, "refusing entry `pkg/link`: it is a symlink to `../../outside`, outside the destination"),
+        ("symlink-abs", gz(&tar_of(&[("pkg/etc", Symlink, Some("/etc"), b"")])), ArchiveFormat::TarGz, "refusing entry `pkg/etc`: it is a symlink to the absolute path `/etc`"),
+        ("symlink-chain", gz(&tar_of(&[("pkg/a", Symlink, Some("."), b""), ("pkg/a/b", Symlink, Some(".."), b""), ("pkg/a/b/evil.txt", Regular, None, b"x")])), ArchiveFormat::TarGz, "refusing entry `pkg/a/b`: it is a symlink to `..`, outside the destination"),
+        ("hardlink-out", gz(&tar_of(&[("pkg/hl", Link, Some("../../outside.txt"), b"")])), ArchiveFormat::TarGz, "refusing entry `pkg/hl`: it is a hard link to `../../outside.txt`: its path contains `..`"),
+        ("hardlink-abs", gz(&tar_of(&[("pkg/passwd", Link, Some("/etc/passwd"), b"")])), ArchiveFormat::TarGz, "refusing entry `pkg/passwd`: it is a hard link to `/etc/passwd`: its path is absolute"),
+        ("device", gz(&tar_of(&[("pkg/sda", Block, None, b"")])), ArchiveFormat::TarGz, "refusing entry `pkg/sda`: it is a device file"),
+        ("chardev", gz(&tar_of(&[("pkg/null", Char, None, b"")])), ArchiveFormat::TarGz, "refusing entry `pkg/null`: it is a device file"),
+        ("fifo", gz(&tar_of(&[("pkg/p", Fifo, None, b"")])), ArchiveFormat::TarGz, "refusing entry `pkg/p`: it is a named pipe"),
+        ("zip-dotdot", {
+            use std::io::Write;
+            let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+            z.start_file("pkg/../../zip-evil.txt", zip::write::SimpleFileOptions::default()).unwrap();
+            z.write_all(b"x").unwrap();
+            z.finish().unwrap().into_inner()
+        }, ArchiveFormat::Zip, "refusing entry `pkg/../../zip-evil.txt`: its path contains `..`"),
+    ];
+    for (name, bytes, format, want) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join(format!("{name}.archive"));
+        std::fs::write(&file, &bytes).unwrap();
+        let out = tmp.path().join("out");
+        let dest = out.join("dest");
+        assert_eq!(archive::detect(&file, "https://x/y.tar").unwrap(), Some(format), "{name}");
+        let e = archive::extract(&file, format, &dest, 1).unwrap_err();
+        assert!(matches!(e, ArchiveError::Unsafe { .. }), "{name}: {e}");
+        assert_eq!(e.to_string(), format!("archive `{}`: {want}", file.display()), "{name}");
+        // Nothing outside the destination: `out` holds only `dest`, the temp dir only what we put.
+        assert_eq!(listing(&out).iter().filter(|p| !p.starts_with("dest")).count(), 0, "{name}: {:?}", listing(&out));
+        let mut top: Vec<String> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().to_string()).collect();
+        top.sort();
+        let mut want_top = vec![format!("{name}.archive"), "out".to_string()];
+        want_top.sort();
+        assert_eq!(top, want_top, "{name}");
+    }
+    assert!(!Path::new("/tmp/rocmforge-abs-evil.txt").exists());
+}
+
+#[test]
+fn good_archives_extract_with_strip_components_in_every_format() {
+    use std::io::Write;
+    let mut b = tar::Builder::new(Vec::new());
+    let mut add = |path: &str, data: &[u8], mode: u32| {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(mode);
+        b.append_data(&mut h, path, data).unwrap();
+    };
+    add("pkg-1.0/src/a.c", b"int a;\n", 0o644);
+    add("pkg-1.0/bin/run.sh", b"#!/bin/sh\n", 0o755);
+    add("pkg-1.0/lib/libx.so.1", b"ELF", 0o644);
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Symlink);
+    h.set_size(0);
+    b.append_link(&mut h, "pkg-1.0/lib/libx.so", "libx.so.1").unwrap();
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Symlink);
+    h.set_size(0);
+    b.append_link(&mut h, "pkg-1.0/src/lib", "../lib").unwrap();
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Link);
+    h.set_size(0);
+    b.append_link(&mut h, "pkg-1.0/src/b.c", "pkg-1.0/src/a.c").unwrap();
+    let tar_bytes = b.into_inner().unwrap();
+
+    let xz = {
+        let mut e = xz2::write::XzEncoder::new(Vec::new(), 1);
+        e.write_all(&tar_bytes).unwrap();
+        e.finish().unwrap()
+    };
+    let bz = {
+        let mut e = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::fast());
+        e.write_all(&tar_bytes).unwrap();
+        e.finish().unwrap()
+    };
+    let zst = zstd::encode_all(&tar_bytes[..], 1).unwrap();
+    let zip_bytes = {
+        let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        let o = zip::write::SimpleFileOptions::default();
+        z.start_file("pkg-1.0/src/a.c", o).unwrap();
+        z.write_all(b"int a;\n").unwrap();
+        z.finish().unwrap().into_inner()
+    };
+    for (name, bytes, format) in [
+        ("t.tar.gz", gz(&tar_bytes), ArchiveFormat::TarGz),
+        ("t.tar.xz", xz, ArchiveFormat::TarXz),
+        ("t.tar.bz2", bz, ArchiveFormat::TarBz2),
+        ("t.tar.zst", zst, ArchiveFormat::TarZst),
+        ("t.tar", tar_bytes.clone(), ArchiveFormat::Tar),
+        ("t.zip", zip_bytes, ArchiveFormat::Zip),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join(name);
+        std::fs::write(&file, &bytes).unwrap();
+        assert_eq!(archive::detect(&file, name).unwrap(), Some(format));
+        let dest = tmp.path().join("dest");
+        archive::extract(&file, format, &dest, 1).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(std::fs::read_to_string(dest.join("src/a.c")).unwrap(), "int a;\n", "{name}");
+        if format != ArchiveFormat::Zip {
+            assert_eq!(std::fs::read_link(dest.join("lib/libx.so")).unwrap(), Path::new("libx.so.1"));
+            assert_eq!(std::fs::read(dest.join("src/lib/libx.so")).unwrap(), b"ELF");
+            assert_eq!(std::fs::read_to_string(dest.join("src/b.c")).unwrap(), "int a;\n");
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(std::fs::metadata(dest.join("bin/run.sh")).unwrap().permissions().mode() & 0o777, 0o755);
+        }
+    }
 }
