@@ -1,9 +1,12 @@
 //! The command line: argument parsing and dispatch. One file per command; each calls into the
 //! library and maps failures to the documented exit codes.
 
+mod fetch;
 mod graph;
+mod patch;
 mod plan;
 mod recipes;
+mod source;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -43,6 +46,10 @@ pub struct Cli {
     #[arg(long, global = true, env = "ROCMFORGE_STACK", value_name = "NAME")]
     pub stack: Option<String>,
 
+    /// Use only what is cached: no network (fails listing every missing source).
+    #[arg(long, global = true)]
+    pub offline: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -56,6 +63,13 @@ pub enum Command {
     /// List, show and check recipes.
     #[command(subcommand)]
     Recipes(recipes::Cmd),
+    /// Fetch every source of the recipes' closure and check every patch series (the preflight).
+    Fetch(fetch::Args),
+    /// Check patch series, or turn edits of a work tree into the next patch.
+    #[command(subcommand)]
+    Patch(patch::Cmd),
+    /// Prepare a recipe's patched source tree and print its path.
+    Source(source::Args),
 }
 
 /// A failure with its exit code; `main` prints the error chain.
@@ -83,6 +97,7 @@ pub type CliResult = Result<(), Failure>;
 pub struct Context {
     pub cli_recipes: Option<PathBuf>,
     pub cli_stack: Option<String>,
+    pub offline: bool,
 }
 
 impl Context {
@@ -100,6 +115,13 @@ impl Context {
         })
     }
 
+    /// The user's configuration (`ROCMFORGE_CONFIG` or the XDG file), with flags on top.
+    pub fn config(&self) -> Result<crate::config::Config, Failure> {
+        let mut cfg = crate::config::Config::load().map_err(Failure::usage)?;
+        cfg.offline |= self.offline;
+        Ok(cfg)
+    }
+
     /// `--target` if given, else the stack's default targets.
     pub fn targets(&self, stack: &Stack, spec: Option<&str>) -> Result<TargetSet, Failure> {
         match spec {
@@ -110,12 +132,29 @@ impl Context {
 }
 
 pub fn run(cli: Cli) -> CliResult {
-    let ctx = Context { cli_recipes: cli.recipes, cli_stack: cli.stack };
+    let ctx = Context { cli_recipes: cli.recipes, cli_stack: cli.stack, offline: cli.offline };
     match cli.command {
         Command::Plan(a) => plan::run(&ctx, a),
         Command::Graph(a) => graph::run(&ctx, a),
         Command::Recipes(c) => recipes::run(&ctx, c),
+        Command::Fetch(a) => fetch::run(&ctx, a),
+        Command::Patch(c) => patch::run(&ctx, c),
+        Command::Source(a) => source::run(&ctx, a),
     }
+}
+
+/// An error and its causes on one line (`a: b: c`), for lists of failures.
+pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(&format!(": {t}"));
+        }
+        cur = c.source();
+    }
+    s
 }
 
 /// Renders a failure as cargo does: the error, then each cause on its own line.

@@ -489,3 +489,301 @@ fn good_archives_extract_with_strip_components_in_every_format() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Patches
+
+/// Every file under `dir` (outside `.git`) with its content: to compare trees.
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_entry(|e| e.file_name() != ".git")
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| (e.path().strip_prefix(dir).unwrap().to_string_lossy().to_string(), std::fs::read(e.path()).unwrap()))
+        .collect();
+    v.sort();
+    v
+}
+
+fn pristine_tree() -> tempfile::TempDir {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(t.path().join("src")).unwrap();
+    std::fs::write(t.path().join("src/conv.cpp"), "// conv\nint a = 1;\nint b = 2;\nint c = 3;\nint d = 4;\n").unwrap();
+    std::fs::write(t.path().join("README"), "readme\n").unwrap();
+    t
+}
+
+fn pp(name: &str, text: &str) -> (String, Vec<u8>) {
+    (name.to_string(), text.as_bytes().to_vec())
+}
+
+const P1: &str = "diff --git a/src/conv.cpp b/src/conv.cpp\n--- a/src/conv.cpp\n+++ b/src/conv.cpp\n@@ -2,3 +2,3 @@\n int a = 1;\n-int b = 2;\n+int b = 20;\n int c = 3;\n";
+const P2: &str = "--- a/README\n+++ b/README\n@@ -1 +1,2 @@\n readme\n+patched\n";
+
+#[test]
+fn patch_failures_have_their_own_messages_and_leave_the_tree_pristine() {
+    let cases: Vec<(&str, Vec<(String, Vec<u8>)>, String)> = vec![
+        (
+            "context mismatch",
+            vec![pp("0001-conv.patch", P1), pp("0002-readme.patch", P2), pp("0003-ctx.patch", "--- a/src/conv.cpp\n+++ b/src/conv.cpp\n@@ -3,3 +3,3 @@\n int b = 2;\n-int c = 3;\n+int c = 30;\n int d = 4;\n")],
+            "`0003-ctx.patch` does not apply: hunk #1 of `src/conv.cpp` (patch line 3, file line 3) does not match: line 3 is `int b = 20;`, the patch expects `int b = 2;`".into(),
+        ),
+        (
+            "missing file",
+            vec![pp("0001-conv.patch", P1), pp("0002-gone.patch", "--- a/src/gone.cpp\n+++ b/src/gone.cpp\n@@ -1 +1 @@\n-x\n+y\n")],
+            "`0002-gone.patch` does not apply: `src/gone.cpp` does not exist in the tree".into(),
+        ),
+        (
+            "already applied",
+            vec![pp("0001-conv.patch", P1), pp("0002-again.patch", P1)],
+            "`0002-again.patch` does not apply: hunk #1 of `src/conv.cpp` (patch line 4, file line 2) does not match: line 3 is `int b = 20;`, the patch expects `int b = 2;`\n  note: the patch looks already applied (its result is already in the tree)".into(),
+        ),
+        (
+            "not a patch",
+            vec![pp("0001-conv.patch", P1), pp("0002-notes.patch", "These are my notes about the fix.\nNothing to apply here.\n")],
+            "`0002-notes.patch` is not a patch: it has no `--- a/FILE` / `+++ b/FILE` header followed by a hunk (`@@ -L,N +L,N @@`)".into(),
+        ),
+        (
+            "creates an existing file",
+            vec![pp("0001-new.patch", "diff --git a/README b/README\nnew file mode 100644\n--- /dev/null\n+++ b/README\n@@ -0,0 +1 @@\n+other\n")],
+            "`0001-new.patch` does not apply: it creates `README`, which already exists".into(),
+        ),
+    ];
+    for (what, series, want) in cases {
+        let t = pristine_tree();
+        let before = snapshot(t.path());
+        let e = rocmforge::patch::apply_series(t.path(), &series).unwrap_err();
+        assert_eq!(e.to_string(), want, "{what}");
+        assert_eq!(snapshot(t.path()), before, "{what}: the tree is pristine afterwards");
+        // The check (no writes) says the same.
+        assert_eq!(rocmforge::patch::check_series(t.path(), &series).unwrap_err().to_string(), want, "{what}");
+    }
+    // And the good series applies.
+    let t = pristine_tree();
+    rocmforge::patch::apply_series(t.path(), &[pp("1", P1), pp("2", P2)]).unwrap();
+    assert_eq!(std::fs::read_to_string(t.path().join("README")).unwrap(), "readme\npatched\n");
+}
+
+#[test]
+fn prepare_trusts_a_complete_tree_and_recreates_a_half_one() {
+    let s = git_setup();
+    let cfg = s.cfg();
+    let patch = b"--- a/src/main.c\n+++ b/src/main.c\n@@ -1,4 +1,4 @@\n int main(void)\n {\n-    return 0;\n+    return 42;\n }\n--- a/third_party/mid/deps/leaf/leaf.txt\n+++ b/third_party/mid/deps/leaf/leaf.txt\n@@ -1 +1 @@\n-leaf\n+leaf, patched inside a submodule\n";
+    let toml = format!(
+        "[package]\nname = \"top\"\nversion = \"1\"\nsummary = \"s\"\n[source]\ngit = \"https://github.com/test/top.git\"\ntag = \"v1\"\nrev = \"{}\"\nsubmodules = true\n[patches]\nseries = [\"0001-ret.patch\"]\n[build]\nsystem = \"source-only\"\n",
+        s.forest.t1
+    );
+    let mut files = std::collections::BTreeMap::new();
+    files.insert("recipes/t/stack.toml".to_string(), b"[stack]\nname = \"t\"\nrocm-version = \"6.2.4\"\nsummary = \"t\"\ndefault-targets = [\"gfx1010\"]\n".to_vec());
+    files.insert("recipes/t/top.toml".to_string(), toml.into_bytes());
+    files.insert("patches/t/top/0001-ret.patch".to_string(), patch.to_vec());
+    let tree = rocmforge::recipe::RecipeTree::from_files(rocmforge::recipe::Origin::Embedded, files);
+    let stack = rocmforge::recipe::load_stack(&tree, "t").unwrap();
+    let r = &stack.recipes["top"];
+
+    let dest = source::work_tree_dir(&cfg, "t", "top");
+    source::prepare(&cfg, &tree, r, &dest, &Collect::default()).unwrap();
+    assert!(std::fs::read_to_string(dest.join("src/main.c")).unwrap().contains("return 42;"));
+    assert_eq!(std::fs::read_to_string(dest.join("third_party/mid/deps/leaf/leaf.txt")).unwrap(), "leaf, patched inside a submodule\n");
+    let marker = std::fs::read_to_string(source::marker_path(&dest)).unwrap();
+    assert!(marker.contains(&s.forest.t1) && marker.contains("0001-ret.patch"), "{marker}");
+
+    // Complete: trusted as is (a build dir's state survives).
+    std::fs::write(dest.join("sentinel"), "x").unwrap();
+    let p = Collect::default();
+    source::prepare(&cfg, &tree, r, &dest, &p).unwrap();
+    assert!(dest.join("sentinel").exists());
+    assert!(p.lines().iter().any(|l| l.contains("source tree ready")));
+
+    // A crash between checkout and marker: recreated from scratch, patched once.
+    std::fs::remove_file(source::marker_path(&dest)).unwrap();
+    source::prepare(&cfg, &tree, r, &dest, &Collect::default()).unwrap();
+    assert!(!dest.join("sentinel").exists());
+    assert!(std::fs::read_to_string(dest.join("src/main.c")).unwrap().contains("return 42;"));
+
+    // Patch checks read the mirrors directly, submodules included.
+    let f = source::fetch(&cfg, r, &Collect::default()).unwrap();
+    source::check_patches(&cfg, r, &f, &source::patch_series(&tree, r).unwrap()).unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commands
+
+/// A recipe tree (`top` from git with a patch reaching into a submodule, `tarball` from HTTP,
+/// `app` needing both), a git daemon, an HTTP server, and a config rewriting github.com.
+struct World {
+    dir: tempfile::TempDir,
+    git: GitSetup,
+    http: HttpServer,
+    tarball_sha: String,
+}
+
+impl World {
+    fn tree(&self) -> PathBuf {
+        self.dir.path().join("tree")
+    }
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+    fn cmd(&self) -> assert_cmd::Command {
+        let mut c = crate::support::rocmforge(&self.home());
+        c.env("ROCMFORGE_CONFIG", self.dir.path().join("config.toml"))
+            .env("ROCMFORGE_RETRY_BASE_MS", "5")
+            .env("ROCMFORGE_RETRIES", "2")
+            .env("ROCMFORGE_HTTP_TIMEOUT_SECS", "5")
+            .arg("--recipes")
+            .arg(self.tree());
+        c
+    }
+    fn write(&self, rel: &str, text: &str) {
+        let p = self.tree().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+}
+
+const TOP_PATCH: &str = "--- a/src/main.c\n+++ b/src/main.c\n@@ -1,4 +1,4 @@\n int main(void)\n {\n-    return 0;\n+    return 42;\n }\n--- a/third_party/mid/mid.txt\n+++ b/third_party/mid/mid.txt\n@@ -1 +1 @@\n-mid\n+mid, patched\n";
+const TAR_PATCH: &str = "--- a/hello.c\n+++ b/hello.c\n@@ -1 +1 @@\n-hello\n+hello, patched\n";
+
+fn world() -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let git = git_setup();
+    let http = HttpServer::start();
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_size(6);
+    h.set_mode(0o644);
+    b.append_data(&mut h, "pkg-1.0/hello.c", &b"hello\n"[..]).unwrap();
+    let tgz = gz(&b.into_inner().unwrap());
+    let tarball_sha = sha(&tgz);
+    http.add("pkg-1.0.tar.gz", tgz);
+    let w = World { dir, git, http, tarball_sha };
+    std::fs::write(
+        w.dir.path().join("config.toml"),
+        format!("[url-rewrite]\n\"https://github.com/\" = \"{}\"\n", w.git.daemon.url("")),
+    )
+    .unwrap();
+    w.write("recipes/t/stack.toml", "[stack]\nname = \"t\"\nrocm-version = \"6.2.4\"\nsummary = \"t\"\ndefault-targets = [\"gfx1010\"]\n");
+    w.write(
+        "recipes/t/top.toml",
+        &format!("[package]\nname = \"top\"\nversion = \"1\"\nsummary = \"s\"\n\n[source]\ngit = \"https://github.com/test/top.git\"\ntag = \"v1\"\nrev = \"{}\"\nsubmodules = true\n\n[patches]\nseries = [\"0001-ret.patch\"]\n\n[build]\nsystem = \"cmake\"\n", w.git.forest.t1),
+    );
+    w.write("patches/t/top/0001-ret.patch", TOP_PATCH);
+    w.write(
+        "recipes/t/tarball.toml",
+        &format!("[package]\nname = \"tarball\"\nversion = \"1\"\nsummary = \"s\"\n\n[source]\nurl = \"{}\"\nsha256 = \"{}\"\n\n[patches]\nseries = [\"0001-hello.patch\"]\n\n[build]\nsystem = \"cmake\"\n", w.http.url("pkg-1.0.tar.gz"), w.tarball_sha),
+    );
+    w.write("patches/t/tarball/0001-hello.patch", TAR_PATCH);
+    w.write("recipes/t/app.toml", "[package]\nname = \"app\"\nversion = \"1\"\nsummary = \"s\"\n\n[dependencies]\nbuild = [\"top\", \"tarball\"]\n\n[build]\nsystem = \"cmake\"\n");
+    w
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).to_string()
+}
+
+#[test]
+fn cli_fetch_preflight_fetches_the_closure_and_checks_patches() {
+    let w = world();
+    let out = w.cmd().args(["fetch", "app", "--target", "gfx1010"]).output().unwrap();
+    let (so, se) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
+    assert!(so.contains(&format!("ok    top                      git:{} third_party/mid={}", w.git.forest.t1, w.git.forest.m1)), "{so}");
+    assert!(so.contains(&format!("ok    tarball                  sha256:{}", w.tarball_sha)), "{so}");
+    assert!(so.ends_with("all 2 sources and patch series ok\n"), "{so}");
+    // The github.com URL went to the local daemon.
+    assert!(se.contains("cloning mirror of https://github.com/test/top.git (via `git://127.0.0.1:"), "{se}");
+
+    // Offline, from the cache: fine, even with the servers gone.
+    let out = w.cmd().args(["--offline", "fetch", "app"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).ends_with("all 2 sources and patch series ok (offline: from the cache)\n"));
+}
+
+#[test]
+fn cli_offline_with_an_empty_cache_lists_every_missing_source() {
+    let w = world();
+    let out = w.cmd().args(["fetch", "app", "--offline"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let se = crate::support::scrub(&text(&out.stderr), &w.home());
+    let se = se.replace(&w.http.port.to_string(), "PORT");
+    let mirror = sgit::mirror_path(&config(&w.home(), &[]), "https://github.com/test/top.git");
+    let mirror_name = mirror.file_name().unwrap().to_string_lossy().to_string();
+    assert_eq!(
+        se,
+        format!(
+            "error: 2 of 2 sources and patch series failed (offline):\n  \
+             - tarball: offline: `http://127.0.0.1:PORT/pkg-1.0.tar.gz` (sha256 {sha}) is not in the cache (expected `[ROOT]/cache/rocmforge/downloads/{sha}`); run `rocmforge fetch` while online\n  \
+             - top: offline: no cached mirror of `https://github.com/test/top.git` (expected at `[ROOT]/cache/rocmforge/git/{mirror_name}`); run `rocmforge fetch` while online\n",
+            sha = w.tarball_sha
+        )
+    );
+}
+
+#[test]
+fn cli_fetch_reports_all_failures_together() {
+    let w = world();
+    // A patch that no longer applies, and a tarball whose hash is wrong.
+    w.write("patches/t/top/0001-ret.patch", &TOP_PATCH.replace("-    return 0;", "-    return 1;"));
+    let wrong = sha(b"not it");
+    let toml = std::fs::read_to_string(w.tree().join("recipes/t/tarball.toml")).unwrap().replace(&w.tarball_sha, &wrong);
+    w.write("recipes/t/tarball.toml", &toml);
+    let out = w.cmd().args(["fetch", "app"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let se = text(&out.stderr);
+    let errors = &se[se.find("error:").unwrap()..];
+    assert_eq!(
+        errors,
+        format!(
+            "error: 2 of 2 sources and patch series failed:\n  \
+             - tarball: sha256 mismatch for `{url}`: expected {wrong}, got {sha} ({len} bytes); the download was discarded, nothing was cached\n  \
+             - top: `0001-ret.patch` does not apply: hunk #1 of `src/main.c` (patch line 3, file line 1) does not match: line 3 is `    return 0;`, the patch expects `    return 1;`\n",
+            url = w.http.url("pkg-1.0.tar.gz"),
+            sha = w.tarball_sha,
+            len = w.http.with(|s| s.files["/pkg-1.0.tar.gz"].len()),
+        )
+    );
+    assert!(text(&out.stdout).contains("FAIL  top"), "{}", text(&out.stdout));
+}
+
+#[test]
+fn cli_source_then_patch_diff_makes_the_next_patch() {
+    let w = world();
+    let out = w.cmd().args(["source", "top"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let path = PathBuf::from(text(&out.stdout).trim());
+    assert_eq!(path, w.home().join("cache/rocmforge/work/t/top/src"));
+    assert!(std::fs::read_to_string(path.join("src/main.c")).unwrap().contains("return 42;"));
+    assert_eq!(std::fs::read_to_string(path.join("third_party/mid/mid.txt")).unwrap(), "mid, patched\n");
+    // Again: the prepared tree is reused, not patched twice.
+    let out = w.cmd().args(["source", "top"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("source tree ready"), "{}", text(&out.stderr));
+
+    // The user edits the tree (inside a submodule too), then asks for a patch.
+    std::fs::write(path.join("README"), "top\nedited\n").unwrap();
+    std::fs::write(path.join("third_party/mid/deps/leaf/new.txt"), "new\n").unwrap();
+    let out = w.cmd().args(["patch", "diff", "top"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let new_patch = w.tree().join("patches/t/top/0002-local-edits.patch");
+    assert_eq!(text(&out.stdout).trim(), new_patch.display().to_string());
+    assert_eq!(
+        std::fs::read_to_string(&new_patch).unwrap(),
+        "diff --git a/README b/README\n--- a/README\n+++ b/README\n@@ -1 +1,2 @@\n top\n+edited\n\
+         diff --git a/third_party/mid/deps/leaf/new.txt b/third_party/mid/deps/leaf/new.txt\nnew file mode 100644\n--- /dev/null\n+++ b/third_party/mid/deps/leaf/new.txt\n@@ -0,0 +1 @@\n+new\n"
+    );
+    assert!(std::fs::read_to_string(w.tree().join("recipes/t/top.toml")).unwrap().contains("series = [\"0001-ret.patch\", \"0002-local-edits.patch\"]"));
+    // The series with the new patch checks, and `source` rebuilds the tree with it.
+    let out = w.cmd().args(["patch", "check", "top"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = w.cmd().args(["source", "top"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(path.join("README")).unwrap(), "top\nedited\n");
+    // To stdout with -o -: no; to a file with -o.
+    let o = w.dir.path().join("edit.patch");
+    let out = w.cmd().args(["patch", "diff", "top", "-o"]).arg(&o).output().unwrap();
+    assert!(out.status.success());
+    assert!(text(&out.stderr).contains("no changes"), "{}", text(&out.stderr));
+    assert!(!o.exists());
+}
