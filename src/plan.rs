@@ -50,6 +50,9 @@ pub struct PlanEntry {
     pub targets: TargetDecision,
     pub state: State,
     pub reason: String,
+    /// The cache key, when the engine computed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -101,6 +104,7 @@ impl Plan {
                     targets: decision,
                     state,
                     reason,
+                    key: None,
                 }
             })
             .collect();
@@ -110,6 +114,29 @@ impl Plan {
             requested: graph.requested().to_vec(),
             targets: targets.clone(),
             recipes,
+        }
+    }
+
+    /// Sets each recipe's state from the engine's decisions (cache hits and why things rebuild).
+    pub fn apply(&mut self, decisions: &[crate::build::Decision]) {
+        use crate::build::Status;
+        for e in &mut self.recipes {
+            if matches!(e.state, State::Blocked | State::Skipped) {
+                continue;
+            }
+            let Some(d) = decisions.iter().find(|d| d.name == e.name) else { continue };
+            e.key = Some(d.key.0.clone());
+            match &d.status {
+                Status::Cached => {
+                    e.state = State::Cached;
+                    e.reason = format!("artifact {} in the cache", d.key.short());
+                }
+                Status::Build(why) if !why.is_empty() => {
+                    e.state = State::Rebuild;
+                    e.reason = why.join(", ");
+                }
+                _ => {}
+            }
         }
     }
 

@@ -12,6 +12,28 @@ pub trait Progress: Send + Sync {
     fn transfer(&self, recipe: &str, what: &str, done: u64, total: Option<u64>) {
         let _ = (recipe, what, done, total);
     }
+    /// A build of `recipes` (in order) begins.
+    fn build_started(&self, recipes: &[String]) {
+        let _ = recipes;
+    }
+    /// A recipe's turn begins; `cached`: its artifact is reused.
+    fn recipe_started(&self, recipe: &str, cached: bool) {
+        let _ = (recipe, cached);
+    }
+    /// A step starts; its output goes to `log`.
+    fn step_started(&self, recipe: &str, step: &str, log: &std::path::Path) {
+        let _ = (recipe, step, log);
+    }
+    fn step_finished(&self, recipe: &str, step: &str, ok: bool) {
+        let _ = (recipe, step, ok);
+    }
+    /// `outcome`: "built", "cached", "failed", "skipped" or "source".
+    fn recipe_finished(&self, recipe: &str, outcome: &str) {
+        let _ = (recipe, outcome);
+    }
+    fn build_finished(&self, ok: bool) {
+        let _ = ok;
+    }
     /// A warning the user should see even when quiet.
     fn warn(&self, recipe: &str, msg: &str) {
         self.message(recipe, &format!("warning: {msg}"));

@@ -6,7 +6,7 @@ use std::fmt;
 
 /// A known AMD GPU architecture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct GpuTarget(&'static str);
+pub struct GpuTarget(u8);
 
 /// (name, family, cards) — gfx1010/1011/1012 (RDNA1) are what this project exists for.
 const KNOWN: &[(&str, &str, &str)] = &[
@@ -45,27 +45,27 @@ const KNOWN: &[(&str, &str, &str)] = &[
 
 impl GpuTarget {
     pub fn name(self) -> &'static str {
-        self.0
+        KNOWN[self.0 as usize].0
     }
     pub fn family(self) -> &'static str {
-        KNOWN.iter().find(|k| k.0 == self.0).map(|k| k.1).unwrap_or("")
+        KNOWN[self.0 as usize].1
     }
     pub fn cards(self) -> &'static str {
-        KNOWN.iter().find(|k| k.0 == self.0).map(|k| k.2).unwrap_or("")
+        KNOWN[self.0 as usize].2
     }
-    /// Every known target, in table order.
+    /// Every known target, in table order (which is also the sort order of targets).
     pub fn all() -> impl Iterator<Item = GpuTarget> {
-        KNOWN.iter().map(|k| GpuTarget(k.0))
+        (0..KNOWN.len()).map(|i| GpuTarget(i as u8))
     }
     pub fn lookup(name: &str) -> Option<GpuTarget> {
         let name = name.trim().to_ascii_lowercase();
-        KNOWN.iter().find(|k| k.0 == name).map(|k| GpuTarget(k.0))
+        KNOWN.iter().position(|k| k.0 == name).map(|i| GpuTarget(i as u8))
     }
 }
 
 impl fmt::Display for GpuTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.0)
+        f.write_str(self.name())
     }
 }
 
@@ -208,5 +208,7 @@ mod tests {
             assert!(GpuTarget::lookup(n).is_some(), "{n}");
         }
         assert_eq!(GpuTarget::lookup("GFX1010").unwrap().family(), "RDNA1");
+        // Sorted by architecture, not by string: gfx90a before gfx1010.
+        assert_eq!(TargetSet::parse("gfx1100,gfx90a").unwrap().cmake_list(), "gfx90a;gfx1100");
     }
 }

@@ -1,6 +1,8 @@
 //! The command line: argument parsing and dispatch. One file per command; each calls into the
 //! library and maps failures to the documented exit codes.
 
+mod build;
+mod cache;
 mod fetch;
 mod graph;
 mod patch;
@@ -46,8 +48,8 @@ pub struct Cli {
     #[arg(long, global = true, env = "ROCMFORGE_STACK", value_name = "NAME")]
     pub stack: Option<String>,
 
-    /// Use only what is cached: no network (fails listing every missing source).
-    #[arg(long, global = true)]
+    /// Use only what is already cached; fail listing every source that would need the network.
+    #[arg(long, global = true, env = "ROCMFORGE_OFFLINE")]
     pub offline: bool,
 
     #[command(subcommand)]
@@ -56,6 +58,13 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Build recipes and what they need: cached artifacts are reused, interrupted builds resume.
+    Build(build::Args),
+    /// Inspect and maintain the artifact cache.
+    #[command(subcommand)]
+    Cache(cache::Cmd),
+    /// Remove work dirs (sources, build trees) of recipes whose artifacts are stored.
+    Clean(cache::CleanArgs),
     /// Show what would be built, in order, from what, for which targets, and why.
     Plan(plan::Args),
     /// Print the dependency graph of recipes (dot or json).
@@ -115,7 +124,7 @@ impl Context {
         })
     }
 
-    /// The user's configuration (`ROCMFORGE_CONFIG` or the XDG file), with flags on top.
+    /// The user configuration (file, environment), with global flags applied.
     pub fn config(&self) -> Result<crate::config::Config, Failure> {
         let mut cfg = crate::config::Config::load().map_err(Failure::usage)?;
         cfg.offline |= self.offline;
@@ -134,7 +143,10 @@ impl Context {
 pub fn run(cli: Cli) -> CliResult {
     let ctx = Context { cli_recipes: cli.recipes, cli_stack: cli.stack, offline: cli.offline };
     match cli.command {
+        Command::Build(a) => build::run(&ctx, a),
         Command::Plan(a) => plan::run(&ctx, a),
+        Command::Cache(c) => cache::run(&ctx, c),
+        Command::Clean(a) => cache::clean(&ctx, a),
         Command::Graph(a) => graph::run(&ctx, a),
         Command::Recipes(c) => recipes::run(&ctx, c),
         Command::Fetch(a) => fetch::run(&ctx, a),

@@ -1,6 +1,7 @@
 //! `rocmforge plan`: the ordered list of what a build would do.
 
 use super::{CliResult, Context, Failure};
+use crate::build::{BuildOptions, Engine};
 use crate::graph::BuildGraph;
 use crate::plan::Plan;
 
@@ -12,6 +13,9 @@ pub struct Args {
     /// GPU targets, comma separated (e.g. gfx1010,gfx1012); default: the stack's.
     #[arg(long, short = 't', value_name = "TARGETS")]
     pub target: Option<String>,
+    /// Install prefix the build would use (it is part of every cache key).
+    #[arg(long)]
+    pub prefix: Option<std::path::PathBuf>,
     /// Machine-readable output.
     #[arg(long)]
     pub json: bool,
@@ -22,7 +26,13 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     let stack = ctx.stack(&tree)?;
     let targets = ctx.targets(&stack, args.target.as_deref())?;
     let graph = BuildGraph::closure(&stack, &args.recipes).map_err(Failure::usage)?;
-    let plan = Plan::new(&stack, &graph, &targets);
+    let mut plan = Plan::new(&stack, &graph, &targets);
+    let cfg = ctx.config()?;
+    let prefix = args.prefix.clone().unwrap_or_else(|| cfg.prefix_for(&stack.name));
+    let prefix = std::path::absolute(&prefix).unwrap_or(prefix);
+    let opts = BuildOptions { targets: targets.clone(), jobs: 1, rebuild: Vec::new(), prefix };
+    let engine = Engine::new(&cfg, &tree, &stack, &crate::progress::Silent, opts);
+    plan.apply(&engine.decide(&graph));
     if args.json {
         println!("{}", serde_json::to_string_pretty(&plan).map_err(Failure::failed)?);
     } else {

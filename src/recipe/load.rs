@@ -428,13 +428,22 @@ pub fn load_stack(tree: &RecipeTree, stack: &str) -> Result<Stack, Diagnostics> 
     let header = parse_stack_header(tree, stack, &mut diags);
 
     let mut parsed: Vec<Parsed> = Vec::new();
+    // Files that failed to parse still name a recipe: no follow-on "does not exist" errors.
+    let mut unparsed: BTreeSet<String> = BTreeSet::new();
     for (rel, bytes) in tree.stack_files(stack) {
         if rel.ends_with("/stack.toml") {
             continue;
         }
-        let Some(text) = text_of(tree, rel, bytes, &mut diags) else { continue };
-        if let Some(p) = parse_recipe(tree, stack, rel, text, &mut diags) {
-            parsed.push(p);
+        let stem = rel.rsplit('/').next().unwrap_or(rel).trim_end_matches(".toml").to_string();
+        let Some(text) = text_of(tree, rel, bytes, &mut diags) else {
+            unparsed.insert(stem);
+            continue;
+        };
+        match parse_recipe(tree, stack, rel, text, &mut diags) {
+            Some(p) => parsed.push(p),
+            None => {
+                unparsed.insert(stem);
+            }
         }
     }
 
@@ -453,7 +462,7 @@ pub fn load_stack(tree: &RecipeTree, stack: &str) -> Result<Stack, Diagnostics> 
             by_name.insert(p.recipe.name.clone(), i);
         }
     }
-    let names: BTreeSet<&str> = by_name.keys().map(String::as_str).collect();
+    let names: BTreeSet<&str> = by_name.keys().map(String::as_str).chain(unparsed.iter().map(String::as_str)).collect();
 
     // Dependencies that do not exist.
     for (i, p) in parsed.iter().enumerate() {

@@ -3,5 +3,6 @@
 
 mod support;
 
+mod engine;
 mod foundation;
 mod sources;

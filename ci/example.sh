@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The main job on a machine without GPU or internet: makes the example stack's upstream sources
+# locally, points rocmforge at them with a URL rewrite, and shows the plan for the example stack.
+#   ci/example.sh [extra rocmforge args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=${ROCMFORGE_EXAMPLE_DIR:-$PWD/target/example}
+ci/example-sources.sh "$root/upstream" >/dev/null
+cat > "$root/config.toml" <<TOML
+cache-dir = "$root/cache"
+work-dir = "$root/work"
+state-dir = "$root/state"
+
+[url-rewrite]
+"https://example.invalid/rocmforge/hipvec-1.0.0.tar.gz" = "file://$root/upstream/files/hipvec-1.0.0.tar.gz"
+"https://example.invalid/rocmforge/" = "file://$root/upstream/git/"
+TOML
+cargo build --quiet --release
+export ROCMFORGE_CONFIG="$root/config.toml"
+./target/release/rocmforge --stack example plan pyvec --target "${TARGET:-gfx1010}" "$@"

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what rocmforge and its tests need on a fresh Debian 12 / Ubuntu machine:
+# compilers and build tools (Debian's HIP 5.2 hipcc, cmake, ninja, ccache), nginx for the
+# remote-cache tests, git (with its daemon), and from PyPI: uv, setuptools, wheel, plus a
+# wheelhouse of setuptools/wheel so tests can build wheels offline.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+for cmd in hipcc:hipcc cmake:cmake ninja:ninja-build ccache:ccache nginx:nginx git:git \
+           pkg-config:pkg-config roc-obj-ls:hipcc cc:build-essential; do
+  command -v "${cmd%%:*}" >/dev/null 2>&1 || need_apt+=("${cmd##*:}")
+done
+[ -f /usr/include/openssl/ssl.h ] || need_apt+=(libssl-dev)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+if ! git daemon --help >/dev/null 2>&1 && [ ! -x "$(git --exec-path)/git-daemon" ]; then
+  echo "setup: git has no daemon (install git-daemon-run or a git with git-daemon)" >&2; exit 1
+fi
+
+command -v cargo >/dev/null || { echo "setup: cargo not found: install Rust with rustup (https://rustup.rs)" >&2; exit 1; }
+
+py=python3
+$py -m pip --version >/dev/null 2>&1 || { echo "setup: $py has no pip" >&2; exit 1; }
+missing_py=()
+command -v uv >/dev/null 2>&1 || missing_py+=(uv)
+$py -c 'import setuptools, wheel' 2>/dev/null || missing_py+=(setuptools wheel)
+if [ ${#missing_py[@]} -gt 0 ]; then
+  $py -m pip install -q "${missing_py[@]}"
+fi
+wheelhouse=target/wheelhouse
+if ! ls "$wheelhouse"/setuptools-*.whl >/dev/null 2>&1 || ! ls "$wheelhouse"/wheel-*.whl >/dev/null 2>&1; then
+  mkdir -p "$wheelhouse"
+  $py -m pip download -q --only-binary=:all: -d "$wheelhouse" setuptools wheel
+fi
+echo "setup: ok ($(cmake --version | head -1), uv $(uv --version | cut -d' ' -f2))"

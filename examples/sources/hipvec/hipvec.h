@@ -1,0 +1,6 @@
+#ifndef HIPVEC_H
+#define HIPVEC_H
+/* Scales a vector on the GPU; returns 0 on success, -1 when no GPU is present. */
+int hipvec_scale(double *x, int n, double factor);
+int hipvec_uses_vecmath(void);
+#endif

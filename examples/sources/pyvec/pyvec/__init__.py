@@ -1,0 +1,4 @@
+"""Example bindings: dot products through the vecmath C library."""
+from ._vecmath import dot
+
+__all__ = ["dot"]

@@ -1,0 +1,443 @@
+//! The build engine: for each recipe of the closure, in order, reuse its cached artifact or
+//! prepare its source, run its steps (resuming finished ones), store the artifact, and deploy.
+
+pub mod budget;
+pub mod state;
+pub mod step;
+pub mod systems;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::cache::ArtifactCache;
+use crate::config::Config;
+use crate::deploy::{DeployOutcome, Prefix};
+use crate::graph::BuildGraph;
+use crate::key::{self, CacheKey, KeyInputs, CACHE_FORMAT, ENV_ALLOWLIST};
+use crate::progress::Progress;
+use crate::recipe::{BuildSystem, Recipe, RecipeTree, SourceSpec, Stack, TargetDecision};
+use crate::target::TargetSet;
+
+use state::WorkDir;
+use step::{StepDirs, StepError};
+use systems::Vars;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("{} recipe(s) have no pinned commit: {}\nrun `rocmforge lock` to resolve their tags to commits, then build again", .0.len(), .0.join(", "))]
+    Unlocked(Vec<String>),
+    #[error("none of the requested targets can be built by: {}", .0.join("; "))]
+    Unsupported(Vec<String>),
+    #[error(transparent)]
+    Step(#[from] StepError),
+    #[error(transparent)]
+    Expand(#[from] systems::ExpandError),
+    #[error(transparent)]
+    Cache(#[from] crate::cache::CacheError),
+    #[error(transparent)]
+    Deploy(#[from] crate::deploy::DeployError),
+    #[error("{recipe}: cannot prepare its source")]
+    Source { recipe: String, source: anyhow::Error },
+    #[error("{what} `{path}`")]
+    Io { what: &'static str, path: PathBuf, source: std::io::Error },
+    #[error("stack `{stack}` wants Python {version}, which was not found: install it (e.g. `pyenv install {version}`) or set ROCMFORGE_PYTHON to an interpreter")]
+    NoPython { stack: String, version: String },
+}
+
+fn io_err<'p>(what: &'static str, path: &'p Path) -> impl FnOnce(std::io::Error) -> BuildError + 'p {
+    move |source| BuildError::Io { what, path: path.to_path_buf(), source }
+}
+
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    pub targets: TargetSet,
+    /// The job budget (default: cores).
+    pub jobs: usize,
+    /// Recipes forced to rebuild (with everything downstream of them).
+    pub rebuild: Vec<String>,
+    pub prefix: PathBuf,
+}
+
+/// What the engine decided for one recipe before doing anything.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    pub name: String,
+    pub key: CacheKey,
+    pub inputs: KeyInputs,
+    pub targets: TargetDecision,
+    pub status: Status,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    /// An artifact with this key is in the cache.
+    Cached,
+    /// Must be built; the reasons say why (empty: never built).
+    Build(Vec<String>),
+    /// A source tree only; prepared when a dependent builds.
+    SourceOnly,
+    /// Not built for these targets.
+    Skipped(String),
+}
+
+/// What happened to each recipe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Built,
+    Cached,
+    SourceOnly,
+    Skipped,
+}
+
+impl Outcome {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Outcome::Built => "built",
+            Outcome::Cached => "cached",
+            Outcome::SourceOnly => "source",
+            Outcome::Skipped => "skipped",
+        }
+    }
+}
+
+pub struct Engine<'a> {
+    pub cfg: &'a Config,
+    pub tree: &'a RecipeTree,
+    pub stack: &'a Stack,
+    pub progress: &'a dyn Progress,
+    pub opts: BuildOptions,
+    cache: ArtifactCache,
+    keyed_env: BTreeMap<String, String>,
+    toolchain: String,
+}
+
+impl<'a> Engine<'a> {
+    pub fn new(cfg: &'a Config, tree: &'a RecipeTree, stack: &'a Stack, progress: &'a dyn Progress, opts: BuildOptions) -> Engine<'a> {
+        let keyed_env: BTreeMap<String, String> =
+            ENV_ALLOWLIST.iter().filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v))).collect();
+        let toolchain = key::toolchain_identity(&std::env::var("PATH").unwrap_or_default());
+        Engine { cfg, tree, stack, progress, opts, cache: ArtifactCache::new(&cfg.cache_dir), keyed_env, toolchain }
+    }
+
+    pub fn cache(&self) -> &ArtifactCache {
+        &self.cache
+    }
+
+    fn last_inputs_path(&self, recipe: &str) -> PathBuf {
+        self.cfg.state_dir.join("last-build").join(&self.stack.name).join(format!("{recipe}.json"))
+    }
+
+    /// Inputs of the last artifact built or used for `recipe`.
+    pub fn last_inputs(&self, recipe: &str) -> Option<KeyInputs> {
+        serde_json::from_slice(&std::fs::read(self.last_inputs_path(recipe)).ok()?).ok()
+    }
+
+    /// Keys and statuses of every recipe of the graph, in build order.
+    pub fn decide(&self, graph: &BuildGraph) -> Vec<Decision> {
+        let mut keys: BTreeMap<String, CacheKey> = BTreeMap::new();
+        let mut forced: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+        for r in &self.opts.rebuild {
+            if graph.contains(r) {
+                forced.insert(r.clone());
+                forced.extend(graph.downstream_of(r).into_iter().map(String::from));
+            }
+        }
+        let mut out = Vec::new();
+        for name in graph.order() {
+            let r = &self.stack.recipes[name];
+            let decision = if r.is_source_only() { TargetDecision::SourceOnly } else { r.targets.decide(&self.opts.targets) };
+            let source = match &r.source {
+                SourceSpec::From { recipe, subdir } => {
+                    format!("tree:{}:{}", keys.get(recipe).map(|k| k.as_str()).unwrap_or("?"), subdir.as_deref().unwrap_or(""))
+                }
+                _ => key::source_identity(r),
+            };
+            let inputs = KeyInputs {
+                format: CACHE_FORMAT,
+                recipe: r.name.clone(),
+                recipe_content: key::sha256_hex(r.canonical.as_bytes()),
+                source,
+                patches: key::patch_hashes(self.tree, r),
+                targets: key::targets_of(decision.targets()),
+                prefix: self.opts.prefix.display().to_string(),
+                env: if r.is_source_only() { BTreeMap::new() } else { self.keyed_env.clone() },
+                toolchain: if r.is_source_only() { String::new() } else { self.toolchain.clone() },
+                deps: graph.deps_of(name).into_iter().map(|d| (d.to_string(), keys[d].0.clone())).collect(),
+            };
+            let key = inputs.key();
+            keys.insert(name.to_string(), key.clone());
+            let status = if r.is_source_only() {
+                Status::SourceOnly
+            } else if let TargetDecision::Skip { reason } = &decision {
+                Status::Skipped(reason.clone())
+            } else if forced.contains(name) {
+                Status::Build(vec![if self.opts.rebuild.iter().any(|f| f == name) { "--rebuild".into() } else { "--rebuild of a dependency".into() }])
+            } else if self.cache.get(&key).is_some() {
+                Status::Cached
+            } else {
+                let why = match self.last_inputs(name) {
+                    Some(old) => {
+                        let w = old_vs_new(&old, &inputs);
+                        if w.is_empty() { vec!["artifact missing from the cache".into()] } else { w }
+                    }
+                    None => Vec::new(),
+                };
+                Status::Build(why)
+            };
+            out.push(Decision { name: name.to_string(), key, inputs, targets: decision, status });
+        }
+        out
+    }
+
+    /// Builds the closure of `graph`. Returns each recipe's outcome in order.
+    pub fn build(&self, graph: &BuildGraph) -> Result<Vec<(String, Outcome)>, BuildError> {
+        let unlocked: Vec<String> =
+            graph.order().into_iter().filter(|n| self.stack.recipes[*n].source.is_unlocked()).map(String::from).collect();
+        if !unlocked.is_empty() {
+            return Err(BuildError::Unlocked(unlocked));
+        }
+        let decisions = self.decide(graph);
+        let unsupported: Vec<String> = decisions
+            .iter()
+            .filter_map(|d| match &d.targets {
+                TargetDecision::Unsupported { reason } => Some(format!("{} ({reason})", d.name)),
+                _ => None,
+            })
+            .collect();
+        if !unsupported.is_empty() {
+            return Err(BuildError::Unsupported(unsupported));
+        }
+        let prefix = Prefix::new(&self.opts.prefix);
+        std::fs::create_dir_all(&self.opts.prefix).map_err(io_err("cannot create prefix", &self.opts.prefix))?;
+        let keys: BTreeMap<&str, &CacheKey> = decisions.iter().map(|d| (d.name.as_str(), &d.key)).collect();
+        let mut outcomes = Vec::new();
+        self.progress.build_started(&decisions.iter().map(|d| d.name.clone()).collect::<Vec<_>>());
+        let result = self.build_all(&decisions, &keys, &prefix, &mut outcomes);
+        self.progress.build_finished(result.is_ok());
+        result.map(|()| outcomes)
+    }
+
+    fn build_all(
+        &self,
+        decisions: &[Decision],
+        keys: &BTreeMap<&str, &CacheKey>,
+        prefix: &Prefix,
+        outcomes: &mut Vec<(String, Outcome)>,
+    ) -> Result<(), BuildError> {
+        for d in decisions {
+            let r = &self.stack.recipes[&d.name];
+            self.progress.recipe_started(&d.name, d.status == Status::Cached);
+            let outcome = match &d.status {
+                Status::SourceOnly => Outcome::SourceOnly,
+                Status::Skipped(reason) => {
+                    self.progress.message(&d.name, &format!("skipped: {reason}"));
+                    Outcome::Skipped
+                }
+                Status::Cached => {
+                    let a = self.cache.get(&d.key).expect("decided cached");
+                    if let DeployOutcome::Deployed { files } = prefix.deploy(&d.name, &a, false)? {
+                        self.progress.message(&d.name, &format!("cached ({}), deployed {files} files", d.key.short()));
+                    }
+                    self.remember(d)?;
+                    Outcome::Cached
+                }
+                Status::Build(why) => {
+                    let why = if why.is_empty() { "not built before".to_string() } else { why.join(", ") };
+                    self.progress.message(&d.name, &format!("building ({why})"));
+                    if let Err(e) = self.build_one(r, d, keys, prefix) {
+                        self.progress.recipe_finished(&d.name, "failed");
+                        return Err(e);
+                    }
+                    Outcome::Built
+                }
+            };
+            self.progress.recipe_finished(&d.name, outcome.as_str());
+            outcomes.push((d.name.clone(), outcome));
+        }
+        Ok(())
+    }
+
+    fn remember(&self, d: &Decision) -> Result<(), BuildError> {
+        let p = self.last_inputs_path(&d.name);
+        crate::fsutil::write_atomic(&p, &serde_json::to_vec_pretty(&d.inputs).expect("serialises")).map_err(io_err("cannot write", &p))
+    }
+
+    fn work_dir(&self, recipe: &str) -> WorkDir {
+        WorkDir::new(&self.cfg.work_dir, &self.stack.name, recipe)
+    }
+
+    fn build_one(&self, r: &Recipe, d: &Decision, keys: &BTreeMap<&str, &CacheKey>, prefix: &Prefix) -> Result<(), BuildError> {
+        let _lock = self.cache.lock(&d.key)?;
+        let forced = matches!(&d.status, Status::Build(w) if w.iter().any(|x| x.starts_with("--rebuild")));
+        let wd = self.work_dir(&r.name);
+        if forced {
+            // Start the work dir afresh; the cached artifact stays until the new one is stored.
+            let _ = std::fs::remove_file(wd.root.join("state.json"));
+        }
+        if forced || self.cache.get(&d.key).is_none() {
+            let dirs = StepDirs { scripts: wd.steps(), logs: wd.logs(), running: wd.root.join("running.pid") };
+            step::reap_orphan(&dirs);
+            let mut state = wd.begin(d.key.as_str()).map_err(io_err("cannot prepare work dir", &wd.root))?;
+            let src = self.prepare_tree(r, keys)?;
+            std::fs::create_dir_all(wd.build()).map_err(io_err("cannot create", &wd.build()))?;
+            let vars = self.vars(r, d, &wd, src)?;
+            let env = systems::step_env(r, &vars, &self.keyed_env)?;
+            let steps = systems::steps(r, &vars, &env)?;
+            for (i, s) in steps.iter().enumerate() {
+                if state.steps_done.contains(&s.name) {
+                    continue;
+                }
+                self.progress.message(&r.name, &format!("{} ({} jobs)", s.name, vars.jobs));
+                self.progress.step_started(&r.name, &s.name, &dirs.logs.join(format!("{}.log", s.name)));
+                let result = step::run(&r.name, i, s, &dirs);
+                self.progress.step_finished(&r.name, &s.name, result.is_ok());
+                result?;
+                state.steps_done.push(s.name.clone());
+                wd.save(&state).map_err(io_err("cannot record step in", &wd.root))?;
+            }
+            let stage = wd.stage();
+            let produced = match r.build.system {
+                BuildSystem::Cmake => crate::fsutil::join_rel(&stage, &self.opts.prefix.display().to_string()),
+                _ => stage.clone(),
+            };
+            std::fs::create_dir_all(&produced).map_err(io_err("cannot create", &produced))?;
+            if let Some(old) = self.cache.get(&d.key).filter(|_| forced) {
+                self.cache.remove(&old.dir)?;
+            }
+            self.cache.store(&d.key, &d.inputs, &produced)?;
+            crate::fsutil::remove_dir_all_if_exists(&stage).map_err(io_err("cannot clean", &stage))?;
+            state.stored = true;
+            wd.save(&state).map_err(io_err("cannot record step in", &wd.root))?;
+        }
+        let a = self.cache.get(&d.key).expect("just stored");
+        prefix.deploy(&r.name, &a, forced)?;
+        self.remember(d)?;
+        self.progress.message(&r.name, &format!("built and deployed ({})", d.key.short()));
+        Ok(())
+    }
+
+    fn vars(&self, r: &Recipe, d: &Decision, wd: &WorkDir, src: PathBuf) -> Result<Vars, BuildError> {
+        let host_python = match &self.stack.python {
+            Some(v) => Some(find_python(v).ok_or_else(|| BuildError::NoPython { stack: self.stack.name.clone(), version: v.clone() })?),
+            None => find_python("3"),
+        };
+        let python = if r.build.system == BuildSystem::PythonWheel { Some(wd.build().join("venv/bin/python")) } else { host_python.clone() };
+        let mut source_trees = BTreeMap::new();
+        for dep in &r.source_deps {
+            source_trees.insert(dep.clone(), self.work_dir(dep).src());
+        }
+        let jobs = budget::jobs_for(self.opts.jobs, r.build.memory_per_job_gb, budget::available_memory());
+        Ok(Vars {
+            prefix: self.opts.prefix.clone(),
+            targets: d.targets.targets().cloned(),
+            jobs,
+            src,
+            build: wd.build(),
+            stage: wd.stage(),
+            python,
+            host_python,
+            version: r.version.clone(),
+            wheel_version: wheel_version(&r.version, &self.stack.rocm_version, d.targets.targets(), &d.key),
+            source_trees,
+        })
+    }
+
+    /// The tree a recipe builds from (patched), preparing source dependencies as needed.
+    fn prepare_tree(&self, r: &Recipe, keys: &BTreeMap<&str, &CacheKey>) -> Result<PathBuf, BuildError> {
+        for dep in &r.source_deps {
+            let dr = &self.stack.recipes[dep];
+            self.prepare_own(dr, keys[dep.as_str()])?;
+        }
+        match &r.source {
+            SourceSpec::From { recipe, subdir } => {
+                let base = self.work_dir(recipe).src();
+                Ok(match subdir {
+                    Some(s) => base.join(s),
+                    None => base,
+                })
+            }
+            _ => {
+                let src = self.prepare_own(r, keys[r.name.as_str()])?;
+                Ok(src)
+            }
+        }
+    }
+
+    /// Fetches, checks out and patches a recipe's own source into its work dir.
+    fn prepare_own(&self, r: &Recipe, key: &CacheKey) -> Result<PathBuf, BuildError> {
+        let wd = self.work_dir(&r.name);
+        let src = wd.src();
+        let subdir = match &r.source {
+            SourceSpec::Git { subdir, .. } | SourceSpec::Url { subdir, .. } => subdir.clone(),
+            _ => None,
+        };
+        match &r.source {
+            SourceSpec::None | SourceSpec::From { .. } => {
+                std::fs::create_dir_all(&src).map_err(io_err("cannot create", &src))?;
+            }
+            _ => {
+                let _ = key;
+                prepare_source(self.cfg, self.tree, r, &src, self.progress)
+                    .map_err(|e| BuildError::Source { recipe: r.name.clone(), source: e })?;
+            }
+        }
+        Ok(match subdir {
+            Some(s) => src.join(s),
+            None => src,
+        })
+    }
+}
+
+/// The seam to the source module (fetch, checkout, patch with a completion marker).
+fn prepare_source(cfg: &Config, tree: &RecipeTree, r: &Recipe, dest: &Path, p: &dyn Progress) -> anyhow::Result<()> {
+    crate::source::prepare(cfg, tree, r, dest, p)?;
+    Ok(())
+}
+
+fn old_vs_new(old: &KeyInputs, new: &KeyInputs) -> Vec<String> {
+    new.explain_change(old)
+}
+
+/// PEP 440 version with a local label saying what the wheel was built for and from which
+/// inputs: `2.6.0+rocm6.2.4.gfx1010.k1a2b3c4d`. Pins like `torch==2.6.0` still match.
+pub fn wheel_version(version: &str, rocm: &str, targets: Option<&TargetSet>, key: &CacheKey) -> String {
+    let mut label = vec![format!("rocm{rocm}")];
+    if let Some(t) = targets {
+        label.push(t.names().join("-"));
+    }
+    label.push(format!("k{}", &key.as_str()[..8]));
+    let base = version.split('+').next().unwrap_or(version);
+    format!("{base}+{}", label.join("."))
+}
+
+/// A host Python of `version` ("3.11"): `$ROCMFORGE_PYTHON`, `python3.11` on PATH, or pyenv's.
+pub fn find_python(version: &str) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("ROCMFORGE_PYTHON").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    let exe = format!("python{version}");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        // pyenv shims answer for versions that are not installed: skip them.
+        if dir.to_string_lossy().contains("pyenv/shims") {
+            continue;
+        }
+        let p = dir.join(&exe);
+        if p.is_file() {
+            return Some(p);
+        }
+    }
+    let root = std::env::var_os("PYENV_ROOT").map(PathBuf::from).or_else(|| dirs::home_dir().map(|h| h.join(".pyenv")))?;
+    let mut found: Vec<PathBuf> = std::fs::read_dir(root.join("versions"))
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n == version || n.starts_with(&format!("{version}."))
+        })
+        .map(|e| e.path().join("bin").join(&exe))
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort();
+    found.pop()
+}

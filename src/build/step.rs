@@ -1,0 +1,265 @@
+//! One build step: written out as a shell script (with its whole environment) that a user can
+//! re-run by hand, run with duct in its own process group, output streamed to a log file.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use crate::fsutil;
+
+/// Process groups of running steps, so Ctrl-C / SIGTERM can stop them all.
+static RUNNING: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// Stops every running step's process group (called from the signal handler).
+pub fn kill_running_groups() {
+    let groups = RUNNING.lock().map(|g| g.clone()).unwrap_or_default();
+    for pgid in &groups {
+        // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
+        unsafe {
+            libc::kill(-pgid, libc::SIGTERM);
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    for pgid in &groups {
+        // SAFETY: as above.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
+}
+
+fn group_alive(pgid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    unsafe { libc::kill(-pgid, 0) == 0 }
+}
+
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub name: String,
+    /// A shell command line (bash).
+    pub command: String,
+    pub cwd: PathBuf,
+    pub env: BTreeMap<String, String>,
+}
+
+/// A failed step, with everything needed to understand and reproduce it.
+#[derive(Debug, thiserror::Error)]
+#[error("{recipe}: step `{step}` failed ({status})\n  command:   {command}\n  directory: {cwd}\n  log:       {log}\n  re-run:    bash {script}\n--- last {n} lines of the log ---\n{tail}", n = tail_lines.len(), tail = tail_lines.join("\n"), cwd = cwd.display(), log = log.display(), script = script.display())]
+pub struct StepFailure {
+    pub recipe: String,
+    pub step: String,
+    pub command: String,
+    pub cwd: PathBuf,
+    pub status: String,
+    pub tail_lines: Vec<String>,
+    pub log: PathBuf,
+    pub script: PathBuf,
+    /// The step was killed for memory (exit 137 or a compiler killed by a signal).
+    pub looks_oom: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error(transparent)]
+    Failed(Box<StepFailure>),
+    #[error("{recipe}: cannot run step `{step}`: {what} `{path}`")]
+    Io { recipe: String, step: String, what: &'static str, path: PathBuf, source: std::io::Error },
+}
+
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// The script text: clean environment, directory, command.
+pub fn script_text(recipe: &str, step: &Step) -> String {
+    let mut s = String::from("#!/usr/bin/env bash\n");
+    s.push_str(&format!("# rocmforge: recipe {recipe}, step {}\n# Re-run by hand with: bash <this file>\n", step.name));
+    s.push_str("set -euo pipefail\n");
+    s.push_str("if [ -z \"${ROCMFORGE_STEP_CLEAN_ENV:-}\" ]; then exec env -i ROCMFORGE_STEP_CLEAN_ENV=1 bash \"$0\" \"$@\"; fi\nunset ROCMFORGE_STEP_CLEAN_ENV\n");
+    for (k, v) in &step.env {
+        s.push_str(&format!("export {k}={}\n", shell_quote(v)));
+    }
+    s.push_str(&format!("cd {}\n", shell_quote(&step.cwd.display().to_string())));
+    s.push_str(&step.command);
+    s.push('\n');
+    s
+}
+
+/// The last `n` lines of a (possibly huge) log, reading only its end.
+pub fn tail(path: &Path, n: usize) -> Vec<String> {
+    let Ok(mut f) = fs::File::open(path) else { return Vec::new() };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(64 * 1024);
+    let _ = f.seek(SeekFrom::Start(start));
+    let mut buf = Vec::new();
+    let _ = f.take(64 * 1024).read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    let lines: Vec<&str> = text.lines().collect();
+    let skip_partial = usize::from(start > 0);
+    let from = lines.len().saturating_sub(n).max(skip_partial.min(lines.len()));
+    lines[from..].iter().map(|l| l.to_string()).collect()
+}
+
+/// Memory-kill signs in a log's tail.
+fn tail_says_oom(lines: &[String]) -> bool {
+    lines.iter().any(|l| {
+        l.contains("Killed signal terminated program")
+            || l.contains("signal 9 (Kill)")
+            || l.contains("fatal error: Killed")
+            || l.contains("out of memory")
+            || l.contains("std::bad_alloc")
+    })
+}
+
+/// Where a recipe's step files go.
+pub struct StepDirs {
+    pub scripts: PathBuf,
+    pub logs: PathBuf,
+    /// `running.json`: the process group of the step now running, so a resumed run can stop an
+    /// orphan of a killed rocmforge before touching the build dir.
+    pub running: PathBuf,
+}
+
+/// Kills the process group recorded by a previous, killed run (if it is still alive).
+pub fn reap_orphan(dirs: &StepDirs) {
+    let Ok(text) = fs::read_to_string(&dirs.running) else { return };
+    if let Ok(pgid) = text.trim().parse::<i32>() {
+        if pgid > 1 && group_alive(pgid) {
+            // SAFETY: signalling a process group we started in an earlier run.
+            unsafe {
+                libc::kill(-pgid, libc::SIGKILL);
+            }
+            for _ in 0..100 {
+                if !group_alive(pgid) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+    }
+    let _ = fs::remove_file(&dirs.running);
+}
+
+/// Runs a step to completion. Output goes to `<logs>/<step>.log` (truncated first).
+pub fn run(recipe: &str, index: usize, step: &Step, dirs: &StepDirs) -> Result<(), StepError> {
+    let io = |what: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| StepError::Io { recipe: recipe.into(), step: step.name.clone(), what, path, source }
+    };
+    fs::create_dir_all(&dirs.scripts).map_err(io("create", &dirs.scripts))?;
+    fs::create_dir_all(&dirs.logs).map_err(io("create", &dirs.logs))?;
+    fs::create_dir_all(&step.cwd).map_err(io("create", &step.cwd))?;
+    let script = dirs.scripts.join(format!("{:02}-{}.sh", index + 1, step.name));
+    fsutil::write_atomic(&script, script_text(recipe, step).as_bytes()).map_err(io("write", &script))?;
+    let log = dirs.logs.join(format!("{}.log", step.name));
+    let log_file = fs::File::create(&log).map_err(io("create log", &log))?;
+
+    reap_orphan(dirs);
+    let handle = duct::cmd("bash", [&script])
+        .full_env(&step.env)
+        .dir(&step.cwd)
+        .stdin_null()
+        .stderr_to_stdout()
+        .stdout_file(log_file)
+        .unchecked()
+        .before_spawn(|c| {
+            c.process_group(0);
+            Ok(())
+        })
+        .start()
+        .map_err(io("start", &script))?;
+    let pgid = handle.pids().first().copied().unwrap_or(0) as i32;
+    if pgid > 0 {
+        let _ = fsutil::write_atomic(&dirs.running, pgid.to_string().as_bytes());
+        if let Ok(mut g) = RUNNING.lock() {
+            g.push(pgid);
+        }
+    }
+    let result = handle.wait();
+    if let Ok(mut g) = RUNNING.lock() {
+        g.retain(|p| *p != pgid);
+    }
+    let output = result.map_err(io("wait for", &script))?;
+    // The step's own children may linger (a daemonised compiler server): stop the group.
+    if pgid > 0 && group_alive(pgid) {
+        // SAFETY: signalling the group we created for this step.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
+    let _ = fs::remove_file(&dirs.running);
+    if output.status.success() {
+        return Ok(());
+    }
+    use std::os::unix::process::ExitStatusExt;
+    let status = match (output.status.code(), output.status.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => "failed".to_string(),
+    };
+    let tail_lines = tail(&log, 40);
+    let looks_oom = output.status.code() == Some(137) || output.status.signal() == Some(9) || tail_says_oom(&tail_lines);
+    Err(StepError::Failed(Box::new(StepFailure {
+        recipe: recipe.into(),
+        step: step.name.clone(),
+        command: step.command.clone(),
+        cwd: step.cwd.clone(),
+        status,
+        tail_lines,
+        log,
+        script,
+        looks_oom,
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failing_step_reports_everything_and_script_reproduces() {
+        let d = tempfile::tempdir().unwrap();
+        let dirs = StepDirs { scripts: d.path().join("s"), logs: d.path().join("l"), running: d.path().join("running") };
+        let step = Step {
+            name: "compile".into(),
+            command: "for i in $(seq 1 100); do echo line $i; done; echo \"value=$MY_VAR\"; exit 3".into(),
+            cwd: d.path().join("b"),
+            env: BTreeMap::from([("MY_VAR".into(), "it's here".into()), ("PATH".into(), "/usr/bin:/bin".into())]),
+        };
+        let e = run("demo", 0, &step, &dirs).unwrap_err();
+        let StepError::Failed(f) = e else { panic!("{e}") };
+        assert_eq!(f.status, "exit status 3");
+        assert_eq!(f.tail_lines.len(), 40);
+        assert_eq!(f.tail_lines.last().unwrap(), "value=it's here");
+        assert_eq!(f.tail_lines[0], "line 62");
+        let msg = f.to_string();
+        assert!(msg.starts_with("demo: step `compile` failed (exit status 3)"), "{msg}");
+        assert!(msg.contains("re-run:    bash "), "{msg}");
+        // The script alone reproduces the failure, with the same environment.
+        let out = std::process::Command::new("bash").arg(&f.script).env("MY_VAR", "other").output().unwrap();
+        assert_eq!(out.status.code(), Some(3));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("value=it's here"));
+        assert!(!dirs.running.exists());
+    }
+
+    #[test]
+    fn oom_kill_message_is_recognised() {
+        let d = tempfile::tempdir().unwrap();
+        let dirs = StepDirs { scripts: d.path().join("s"), logs: d.path().join("l"), running: d.path().join("r") };
+        let step = Step {
+            name: "build".into(),
+            command: "echo 'clang++: error: unable to execute command: Killed signal terminated program'; exit 1".into(),
+            cwd: d.path().to_path_buf(),
+            env: BTreeMap::from([("PATH".into(), "/usr/bin:/bin".into())]),
+        };
+        let StepError::Failed(f) = run("demo", 0, &step, &dirs).unwrap_err() else { panic!() };
+        assert!(f.looks_oom);
+    }
+}

@@ -1,0 +1,263 @@
+//! Build systems: turn a recipe's `[build]` into steps, with the environment and placeholder
+//! expansion decided here, in one place.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::recipe::{BuildSystem, Recipe};
+use crate::target::TargetSet;
+
+use super::step::Step;
+
+/// Fixed timestamp for reproducible archives and wheels (1980-01-02: zip's epoch + 1 day).
+pub const SOURCE_DATE_EPOCH: &str = "315619200";
+
+/// Host variables passed to steps without entering the cache key (they change where things
+/// come from, not what is built).
+const PASS_THROUGH_PREFIXES: &[&str] = &["PIP_", "UV_", "CCACHE_", "SCCACHE_"];
+const PASS_THROUGH: &[&str] = &["HOME", "USER", "LOGNAME", "TMPDIR", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR"];
+
+/// Everything placeholders and environments are made from, for one recipe.
+#[derive(Debug, Clone)]
+pub struct Vars {
+    pub prefix: PathBuf,
+    pub targets: Option<TargetSet>,
+    pub jobs: usize,
+    pub src: PathBuf,
+    pub build: PathBuf,
+    pub stage: PathBuf,
+    /// The Python steps use: the recipe's venv for python-wheel, else the host Python.
+    pub python: Option<PathBuf>,
+    pub host_python: Option<PathBuf>,
+    pub version: String,
+    pub wheel_version: String,
+    /// `{src:<recipe>}`: prepared trees of source dependencies.
+    pub source_trees: BTreeMap<String, PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExpandError {
+    #[error("{recipe}: unknown placeholder `{{{name}}}` in `{text}`; known: {{prefix}} {{targets}} {{targets_comma}} {{jobs}} {{src}} {{build}} {{stage}} {{python}} {{version}} {{wheel_version}} {{src:<recipe>}}")]
+    Unknown { recipe: String, name: String, text: String },
+    #[error("{recipe}: `{{src:{dep}}}` names a recipe that is not among its source dependencies; add it to `[dependencies] source`")]
+    NotASourceDep { recipe: String, dep: String },
+    #[error("{recipe}: `{{python}}` is used but no Python was found; set `python` in the stack or ROCMFORGE_PYTHON")]
+    NoPython { recipe: String },
+}
+
+impl Vars {
+    /// Expands `{name}` placeholders; `{{` and `}}` are literal braces.
+    pub fn expand(&self, recipe: &str, text: &str) -> Result<String, ExpandError> {
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(i) = rest.find(['{', '}']) {
+            out.push_str(&rest[..i]);
+            let c = rest.as_bytes()[i];
+            if rest[i..].starts_with("{{") || rest[i..].starts_with("}}") {
+                out.push(c as char);
+                rest = &rest[i + 2..];
+                continue;
+            }
+            if c == b'}' {
+                out.push('}');
+                rest = &rest[i + 1..];
+                continue;
+            }
+            let Some(end) = rest[i..].find('}') else {
+                out.push_str(&rest[i..]);
+                rest = "";
+                break;
+            };
+            let name = &rest[i + 1..i + end];
+            out.push_str(&self.value(recipe, name, text)?);
+            rest = &rest[i + end + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+
+    fn value(&self, recipe: &str, name: &str, text: &str) -> Result<String, ExpandError> {
+        let p = |p: &Path| p.display().to_string();
+        Ok(match name {
+            "prefix" => p(&self.prefix),
+            "targets" => self.targets.as_ref().map(TargetSet::cmake_list).unwrap_or_default(),
+            "targets_comma" => self.targets.as_ref().map(TargetSet::comma_list).unwrap_or_default(),
+            "jobs" => self.jobs.to_string(),
+            "src" => p(&self.src),
+            "build" => p(&self.build),
+            "stage" => p(&self.stage),
+            "version" => self.version.clone(),
+            "wheel_version" => self.wheel_version.clone(),
+            "python" => p(self.python.as_deref().ok_or_else(|| ExpandError::NoPython { recipe: recipe.into() })?),
+            other => match other.strip_prefix("src:") {
+                Some(dep) => p(self
+                    .source_trees
+                    .get(dep)
+                    .ok_or_else(|| ExpandError::NotASourceDep { recipe: recipe.into(), dep: dep.into() })?),
+                None => return Err(ExpandError::Unknown { recipe: recipe.into(), name: other.into(), text: text.into() }),
+            },
+        })
+    }
+}
+
+/// The environment every step of `recipe` runs in: a small, explicit set.
+pub fn step_env(recipe: &Recipe, vars: &Vars, keyed_env: &BTreeMap<String, String>) -> Result<BTreeMap<String, String>, ExpandError> {
+    let mut env = BTreeMap::new();
+    for (k, v) in std::env::vars() {
+        if PASS_THROUGH.contains(&k.as_str()) || PASS_THROUGH_PREFIXES.iter().any(|p| k.starts_with(p)) {
+            env.insert(k, v);
+        }
+    }
+    env.extend(keyed_env.clone());
+    let host_path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+    let prefix = vars.prefix.display().to_string();
+    let mut path = format!("{prefix}/bin:{host_path}");
+    if let Some(py) = vars.python.as_deref().and_then(Path::parent) {
+        path = format!("{}:{path}", py.display());
+    }
+    env.insert("PATH".into(), path);
+    env.insert("LANG".into(), "C.UTF-8".into());
+    env.insert("CMAKE_PREFIX_PATH".into(), prefix.clone());
+    env.insert("LD_LIBRARY_PATH".into(), format!("{prefix}/lib"));
+    env.insert("PKG_CONFIG_PATH".into(), format!("{prefix}/lib/pkgconfig:{prefix}/share/pkgconfig"));
+    env.insert("SOURCE_DATE_EPOCH".into(), SOURCE_DATE_EPOCH.into());
+    env.insert("MAX_JOBS".into(), vars.jobs.to_string());
+    env.insert("CMAKE_BUILD_PARALLEL_LEVEL".into(), vars.jobs.to_string());
+    if let Some(t) = &vars.targets {
+        for (k, v) in t.build_variables() {
+            env.insert(k.into(), v);
+        }
+    }
+    for (k, v) in &recipe.build.env {
+        env.insert(k.clone(), vars.expand(&recipe.name, v)?);
+    }
+    Ok(env)
+}
+
+/// The steps of a recipe, in order. `src` is already the folder to build from.
+pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Result<Vec<Step>, ExpandError> {
+    let x = |t: &str| vars.expand(&recipe.name, t);
+    let q = |p: &Path| shell_words(&p.display().to_string());
+    let step = |name: &str, command: String, cwd: &Path| Step { name: name.into(), command, cwd: cwd.to_path_buf(), env: env.clone() };
+    let mut steps = Vec::new();
+    let user_steps = |steps: &mut Vec<Step>| -> Result<(), ExpandError> {
+        for (i, s) in recipe.build.steps.iter().enumerate() {
+            steps.push(step(&format!("step{}", i + 1), x(s)?, &vars.src));
+        }
+        Ok(())
+    };
+    match recipe.build.system {
+        BuildSystem::SourceOnly => {}
+        BuildSystem::Cmake => {
+            let mut configure = format!(
+                "cmake -G Ninja -S {} -B {} -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX={} -DCMAKE_PREFIX_PATH={} -DCMAKE_INSTALL_LIBDIR=lib",
+                q(&vars.src),
+                q(&vars.build),
+                q(&vars.prefix),
+                q(&vars.prefix)
+            );
+            for a in &recipe.build.args {
+                configure.push(' ');
+                configure.push_str(&shell_words(&x(a)?));
+            }
+            user_steps(&mut steps)?;
+            steps.push(step("configure", configure, &vars.build));
+            steps.push(step("build", format!("cmake --build {} --parallel {}", q(&vars.build), vars.jobs), &vars.build));
+            steps.push(step(
+                "install",
+                format!("rm -rf {stage} && DESTDIR={stage} cmake --install {}", q(&vars.build), stage = q(&vars.stage)),
+                &vars.build,
+            ));
+        }
+        BuildSystem::PythonWheel => {
+            let host = vars.host_python.as_deref().ok_or_else(|| ExpandError::NoPython { recipe: recipe.name.clone() })?;
+            let venv = vars.build.join("venv");
+            steps.push(step("venv", format!("{} -m venv --clear {}", q(host), q(&venv)), &vars.build));
+            if !recipe.build.requirements.is_empty() {
+                let reqs: Vec<String> = recipe.build.requirements.iter().map(|r| x(r).map(|r| shell_words(&r))).collect::<Result<_, _>>()?;
+                steps.push(step(
+                    "requirements",
+                    format!("{} -m pip install --disable-pip-version-check --no-input -q {}", q(&venv.join("bin/python")), reqs.join(" ")),
+                    &vars.build,
+                ));
+            }
+            user_steps(&mut steps)?;
+            let wheels = vars.stage.join(WHEEL_DIR);
+            let mut extra = String::new();
+            for a in &recipe.build.args {
+                extra.push(' ');
+                extra.push_str(&shell_words(&x(a)?));
+            }
+            steps.push(step(
+                "wheel",
+                format!(
+                    "rm -rf {stage} && {} -m pip wheel --disable-pip-version-check --no-input --no-build-isolation --no-deps{extra} -w {} {}",
+                    q(&venv.join("bin/python")),
+                    q(&wheels),
+                    q(&vars.src),
+                    stage = q(&vars.stage)
+                ),
+                &vars.src,
+            ));
+        }
+        BuildSystem::Script => {
+            steps.push(step("clean-stage", format!("rm -rf {} && mkdir -p {}", q(&vars.stage), q(&vars.stage)), &vars.build));
+            for (i, s) in recipe.build.steps.iter().enumerate() {
+                steps.push(step(&format!("step{}", i + 1), x(s)?, &vars.build));
+            }
+        }
+        BuildSystem::PrebuiltWheel => {
+            // The source is the verified wheel file; it is collected as the output.
+            steps.push(step(
+                "collect",
+                format!("rm -rf {stage} && mkdir -p {w} && cp {}/*.whl {w}/", q(&vars.src), stage = q(&vars.stage), w = q(&vars.stage.join(WHEEL_DIR))),
+                &vars.build,
+            ));
+        }
+    }
+    Ok(steps)
+}
+
+/// Where wheels sit inside an artifact (relative to the prefix).
+pub const WHEEL_DIR: &str = "share/rocmforge/wheels";
+
+fn shell_words(s: &str) -> String {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%;".contains(&b)) && !s.contains(';') {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars() -> Vars {
+        Vars {
+            prefix: "/opt/rf".into(),
+            targets: Some(TargetSet::parse("gfx1010,gfx1012").unwrap()),
+            jobs: 6,
+            src: "/w/src".into(),
+            build: "/w/build".into(),
+            stage: "/w/stage".into(),
+            python: None,
+            host_python: None,
+            version: "1.0".into(),
+            wheel_version: "1.0+x".into(),
+            source_trees: BTreeMap::from([("hip".into(), "/w/hip/src".into())]),
+        }
+    }
+
+    #[test]
+    fn expands_placeholders_in_one_place() {
+        let v = vars();
+        assert_eq!(v.expand("r", "-DGPU_TARGETS={targets} -j{jobs}").unwrap(), "-DGPU_TARGETS=gfx1010;gfx1012 -j6");
+        assert_eq!(v.expand("r", "{src:hip}/include {prefix} {{literal}}").unwrap(), "/w/hip/src/include /opt/rf {literal}");
+        assert_eq!(v.expand("r", "{targets_comma}").unwrap(), "gfx1010,gfx1012");
+        let e = v.expand("clr", "{src:rocr}").unwrap_err().to_string();
+        assert!(e.contains("`{src:rocr}` names a recipe that is not among its source dependencies"), "{e}");
+        let e = v.expand("clr", "x {bogus} y").unwrap_err().to_string();
+        assert!(e.starts_with("clr: unknown placeholder `{bogus}` in `x {bogus} y`"), "{e}");
+    }
+}

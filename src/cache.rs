@@ -1,0 +1,224 @@
+//! The artifact cache: each recipe's staged install tree stored under its key, only whole
+//! (temp name, fsync, rename, completion marker last), under a per-key lock.
+//!
+//! Layout: `<cache>/artifacts-v1/<key>/{tree/, files.json, inputs.json, complete}`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use fs4::fs_std::FileExt;
+
+use crate::fsutil::{self, Entry, EntryKind};
+use crate::key::{CacheKey, KeyInputs};
+
+const BUCKET: &str = "artifacts-v1";
+const MARKER: &str = "complete";
+
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("cache I/O on `{path}`")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("artifact {key} is damaged: {problem}; remove it with `rocmforge cache gc --damaged` and rebuild")]
+    Damaged { key: String, problem: String },
+}
+
+fn io<'p>(path: &'p Path) -> impl FnOnce(std::io::Error) -> CacheError + 'p {
+    move |source| CacheError::Io { path: path.to_path_buf(), source }
+}
+
+#[derive(Debug, Clone)]
+pub struct ArtifactCache {
+    root: PathBuf,
+}
+
+/// A complete artifact in the cache.
+#[derive(Debug, Clone)]
+pub struct Artifact {
+    pub key: CacheKey,
+    pub dir: PathBuf,
+}
+
+impl Artifact {
+    /// The install tree, relative to the prefix.
+    pub fn tree(&self) -> PathBuf {
+        self.dir.join("tree")
+    }
+    pub fn inputs(&self) -> Option<KeyInputs> {
+        serde_json::from_slice(&fs::read(self.dir.join("inputs.json")).ok()?).ok()
+    }
+    pub fn files(&self) -> Result<Vec<Entry>, CacheError> {
+        let p = self.dir.join("files.json");
+        let bytes = fs::read(&p).map_err(io(&p))?;
+        serde_json::from_slice(&bytes).map_err(|e| CacheError::Damaged { key: self.key.0.clone(), problem: format!("files.json: {e}") })
+    }
+}
+
+/// Held while a key is being stored or read for deploy.
+pub struct KeyLock(#[allow(dead_code)] fs::File);
+
+impl ArtifactCache {
+    pub fn new(cache_dir: &Path) -> ArtifactCache {
+        ArtifactCache { root: cache_dir.join(BUCKET) }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn dir_of(&self, key: &CacheKey) -> PathBuf {
+        self.root.join(key.as_str())
+    }
+
+    /// Takes the per-key lock (blocks while another process holds it).
+    pub fn lock(&self, key: &CacheKey) -> Result<KeyLock, CacheError> {
+        let locks = self.root.join(".locks");
+        fs::create_dir_all(&locks).map_err(io(&locks))?;
+        let p = locks.join(format!("{}.lock", key.as_str()));
+        let f = fs::OpenOptions::new().create(true).truncate(false).write(true).open(&p).map_err(io(&p))?;
+        f.lock_exclusive().map_err(io(&p))?;
+        Ok(KeyLock(f))
+    }
+
+    /// The artifact for `key`, if it is complete. Entries without the marker are ignored.
+    pub fn get(&self, key: &CacheKey) -> Option<Artifact> {
+        let dir = self.dir_of(key);
+        dir.join(MARKER).is_file().then(|| Artifact { key: key.clone(), dir })
+    }
+
+    /// Stores `stage` (the install tree, relative to the prefix) under `key`. The caller holds
+    /// the key's lock. `stage` is moved when it is on the same filesystem, else copied.
+    pub fn store(&self, key: &CacheKey, inputs: &KeyInputs, stage: &Path) -> Result<Artifact, CacheError> {
+        if let Some(a) = self.get(key) {
+            return Ok(a);
+        }
+        fs::create_dir_all(&self.root).map_err(io(&self.root))?;
+        let _ = fsutil::mark_cachedir(self.root.parent().unwrap_or(&self.root));
+        let final_dir = self.dir_of(key);
+        // An incomplete entry from a crash: never trusted, replaced.
+        fsutil::remove_dir_all_if_exists(&final_dir).map_err(io(&final_dir))?;
+        let tmp = self.root.join(format!(".tmp-{}-{}", key.short(), std::process::id()));
+        fsutil::remove_dir_all_if_exists(&tmp).map_err(io(&tmp))?;
+        fs::create_dir_all(&tmp).map_err(io(&tmp))?;
+        let tree = tmp.join("tree");
+        if fs::rename(stage, &tree).is_err() {
+            fsutil::copy_tree(stage, &tree, false).map_err(io(stage))?;
+        }
+        fs::create_dir_all(&tree).map_err(io(&tree))?;
+        let files = fsutil::list_tree(&tree).map_err(io(&tree))?;
+        for e in &files {
+            if let EntryKind::File { .. } = e.kind {
+                let p = tree.join(&e.path);
+                fs::File::open(&p).and_then(|f| f.sync_all()).map_err(io(&p))?;
+            }
+        }
+        let write = |name: &str, bytes: Vec<u8>| -> Result<(), CacheError> {
+            let p = tmp.join(name);
+            fsutil::write_atomic(&p, &bytes).map_err(io(&p))
+        };
+        write("files.json", serde_json::to_vec_pretty(&files).expect("serialises"))?;
+        write("inputs.json", serde_json::to_vec_pretty(inputs).expect("serialises"))?;
+        fsutil::sync_dir(&tmp);
+        fs::rename(&tmp, &final_dir).map_err(io(&final_dir))?;
+        fsutil::sync_dir(&self.root);
+        let marker = final_dir.join(MARKER);
+        fsutil::write_atomic(&marker, key.as_str().as_bytes()).map_err(io(&marker))?;
+        Ok(Artifact { key: key.clone(), dir: final_dir })
+    }
+
+    /// Every complete artifact, and the names of incomplete entries.
+    pub fn list(&self) -> (Vec<Artifact>, Vec<PathBuf>) {
+        let mut done = Vec::new();
+        let mut partial = Vec::new();
+        let Ok(rd) = fs::read_dir(&self.root) else { return (done, partial) };
+        let mut entries: Vec<_> = rd.filter_map(Result::ok).map(|e| e.path()).collect();
+        entries.sort();
+        for p in entries {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            if name == ".locks" {
+                continue;
+            }
+            if p.join(MARKER).is_file() {
+                done.push(Artifact { key: CacheKey(name), dir: p });
+            } else if p.is_dir() {
+                partial.push(p);
+            }
+        }
+        (done, partial)
+    }
+
+    /// Re-hashes an artifact's files against its manifest.
+    pub fn verify(&self, a: &Artifact) -> Result<(), CacheError> {
+        let want = a.files()?;
+        let have = fsutil::list_tree(&a.tree()).map_err(io(&a.tree()))?;
+        if want != have {
+            let missing = want.iter().find(|e| !have.contains(e)).map(|e| e.path.clone());
+            let extra = have.iter().find(|e| !want.contains(e)).map(|e| e.path.clone());
+            let problem = match (missing, extra) {
+                (Some(m), _) => format!("`{m}` is missing or changed"),
+                (None, Some(x)) => format!("unexpected file `{x}`"),
+                _ => "files differ".into(),
+            };
+            return Err(CacheError::Damaged { key: a.key.0.clone(), problem });
+        }
+        Ok(())
+    }
+
+    /// Removes an entry (complete or not).
+    pub fn remove(&self, dir: &Path) -> Result<(), CacheError> {
+        fsutil::remove_dir_all_if_exists(dir).map_err(io(dir))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn inputs() -> KeyInputs {
+        KeyInputs {
+            format: 1,
+            recipe: "r".into(),
+            recipe_content: "c".into(),
+            source: "none".into(),
+            patches: vec![],
+            targets: vec![],
+            prefix: "/p".into(),
+            env: BTreeMap::new(),
+            toolchain: "t".into(),
+            deps: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn store_get_verify_and_damage() {
+        let d = tempfile::tempdir().unwrap();
+        let stage = d.path().join("stage");
+        fs::create_dir_all(stage.join("lib")).unwrap();
+        fs::write(stage.join("lib/libx.so.1"), b"elf").unwrap();
+        std::os::unix::fs::symlink("libx.so.1", stage.join("lib/libx.so")).unwrap();
+        let cache = ArtifactCache::new(&d.path().join("cache"));
+        let key = inputs().key();
+        assert!(cache.get(&key).is_none());
+        let _l = cache.lock(&key).unwrap();
+        let a = cache.store(&key, &inputs(), &stage).unwrap();
+        assert!(cache.get(&key).is_some());
+        assert_eq!(a.inputs().unwrap(), inputs());
+        cache.verify(&a).unwrap();
+        assert_eq!(fs::read_link(a.tree().join("lib/libx.so")).unwrap(), PathBuf::from("libx.so.1"));
+        fs::write(a.tree().join("lib/libx.so.1"), b"tampered").unwrap();
+        let e = cache.verify(&a).unwrap_err().to_string();
+        assert!(e.contains("`lib/libx.so.1` is missing or changed"), "{e}");
+    }
+
+    #[test]
+    fn entry_without_marker_is_not_trusted() {
+        let d = tempfile::tempdir().unwrap();
+        let cache = ArtifactCache::new(d.path());
+        let key = inputs().key();
+        fs::create_dir_all(cache.root().join(key.as_str()).join("tree")).unwrap();
+        assert!(cache.get(&key).is_none());
+        let (done, partial) = cache.list();
+        assert!(done.is_empty());
+        assert_eq!(partial.len(), 1);
+    }
+}

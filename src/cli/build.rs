@@ -1,0 +1,77 @@
+//! `rocmforge build`: build the closure of the given recipes, resuming where a previous run
+//! stopped and reusing cached artifacts.
+
+use std::path::PathBuf;
+
+use super::{CliResult, Context, Failure};
+use crate::build::{budget, BuildOptions, Engine, Outcome};
+use crate::graph::BuildGraph;
+use crate::progress::Lines;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Recipes to build (their dependencies are included).
+    #[arg(required = true, value_name = "RECIPE")]
+    pub recipes: Vec<String>,
+    /// GPU targets, comma separated (e.g. gfx1010,gfx1012); default: the stack's.
+    #[arg(long, short = 't', value_name = "TARGETS")]
+    pub target: Option<String>,
+    /// Job budget shared by the build (default: number of cores); capped per recipe by memory.
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
+    /// Rebuild this recipe (and everything that depends on it) even if cached. Repeatable.
+    #[arg(long, value_name = "RECIPE")]
+    pub rebuild: Vec<String>,
+    /// Stop after this recipe (build only it and what it needs).
+    #[arg(long, value_name = "RECIPE")]
+    pub until: Option<String>,
+    /// Install prefix of the stack (default: config `prefix`, else <state-dir>/prefix/<stack>).
+    #[arg(long)]
+    pub prefix: Option<PathBuf>,
+}
+
+pub fn run(ctx: &Context, args: Args) -> CliResult {
+    let tree = ctx.tree()?;
+    let stack = ctx.stack(&tree)?;
+    let cfg = ctx.config()?;
+    let targets = ctx.targets(&stack, args.target.as_deref())?;
+    let mut roots = args.recipes.clone();
+    let full = BuildGraph::closure(&stack, &roots).map_err(Failure::usage)?;
+    for r in &args.rebuild {
+        if !full.contains(r) {
+            return Err(Failure::usage(anyhow::anyhow!("--rebuild {r}: `{r}` is not part of this build ({})", roots.join(", "))));
+        }
+    }
+    if let Some(u) = &args.until {
+        if !full.contains(u) {
+            return Err(Failure::usage(anyhow::anyhow!("--until {u}: `{u}` is not part of this build ({})", roots.join(", "))));
+        }
+        roots = vec![u.clone()];
+    }
+    let graph = BuildGraph::closure(&stack, &roots).map_err(Failure::usage)?;
+    let prefix = args.prefix.clone().unwrap_or_else(|| cfg.prefix_for(&stack.name));
+    let prefix = std::path::absolute(&prefix).unwrap_or(prefix);
+    let opts = BuildOptions { targets, jobs: args.jobs.unwrap_or_else(budget::default_jobs).max(1), rebuild: args.rebuild.clone(), prefix: prefix.clone() };
+    let progress = Lines::new();
+    install_signal_handler();
+    let engine = Engine::new(&cfg, &tree, &stack, &progress, opts);
+    let outcomes = engine.build(&graph).map_err(Failure::failed)?;
+    let built: Vec<&str> = outcomes.iter().filter(|(_, o)| *o == Outcome::Built).map(|(n, _)| n.as_str()).collect();
+    let cached = outcomes.iter().filter(|(_, o)| *o == Outcome::Cached).count();
+    if built.is_empty() {
+        println!("nothing to build: {cached} recipe(s) up to date in the cache; prefix {}", prefix.display());
+    } else {
+        println!("built {} recipe(s): {}; {cached} from the cache; prefix {}", built.len(), built.join(", "), prefix.display());
+    }
+    Ok(())
+}
+
+/// Ctrl-C / SIGTERM: stop every running step's process group, then exit. Finished steps are
+/// recorded, so the same command continues from there.
+fn install_signal_handler() {
+    let _ = ctrlc::set_handler(|| {
+        eprintln!("\ninterrupted: stopping running steps; run the same command again to continue");
+        crate::build::step::kill_running_groups();
+        std::process::exit(130);
+    });
+}

@@ -1,0 +1,122 @@
+//! Deploy: artifacts laid into the stack's prefix, with a per-recipe manifest of installed
+//! files, so a rebuilt recipe's old files are removed first and a crash mid-deploy is undone.
+//!
+//! `<prefix>/.rocmforge/manifests/<recipe>.json` = { key, files, complete }. Before copying, the
+//! manifest lists the old and the new files with `complete: false`; after, only the new ones with
+//! `complete: true`. A run that finds an incomplete manifest removes everything it lists first.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cache::Artifact;
+use crate::fsutil::{self, EntryKind};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeployError {
+    #[error("cannot deploy {recipe} into `{path}`")]
+    Io { recipe: String, path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Cache(#[from] crate::cache::CacheError),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Manifest {
+    pub recipe: String,
+    pub key: String,
+    pub files: Vec<String>,
+    pub complete: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeployOutcome {
+    /// The prefix already holds this artifact.
+    AlreadyDeployed,
+    Deployed { files: usize },
+}
+
+pub struct Prefix {
+    pub root: PathBuf,
+}
+
+impl Prefix {
+    pub fn new(root: &Path) -> Prefix {
+        Prefix { root: root.to_path_buf() }
+    }
+
+    fn manifest_path(&self, recipe: &str) -> PathBuf {
+        self.root.join(".rocmforge/manifests").join(format!("{recipe}.json"))
+    }
+
+    pub fn manifest(&self, recipe: &str) -> Option<Manifest> {
+        serde_json::from_slice(&fs::read(self.manifest_path(recipe)).ok()?).ok()
+    }
+
+    fn write_manifest(&self, m: &Manifest) -> Result<(), DeployError> {
+        let p = self.manifest_path(&m.recipe);
+        fsutil::write_atomic(&p, &serde_json::to_vec_pretty(m).expect("serialises"))
+            .map_err(|source| DeployError::Io { recipe: m.recipe.clone(), path: p, source })
+    }
+
+    /// Is `key` of `recipe` fully deployed?
+    pub fn is_deployed(&self, recipe: &str, key: &str) -> bool {
+        self.manifest(recipe).is_some_and(|m| m.complete && m.key == key)
+    }
+
+    /// Lays `artifact` into the prefix, replacing whatever `recipe` had deployed before.
+    /// With `force`, files are laid again even if this key is deployed (a forced rebuild).
+    pub fn deploy(&self, recipe: &str, artifact: &Artifact, force: bool) -> Result<DeployOutcome, DeployError> {
+        let key = artifact.key.as_str();
+        if !force && self.is_deployed(recipe, key) {
+            return Ok(DeployOutcome::AlreadyDeployed);
+        }
+        let entries = artifact.files()?;
+        let new_files: Vec<String> =
+            entries.iter().filter(|e| !matches!(e.kind, EntryKind::Dir)).map(|e| e.path.clone()).collect();
+        let old_files: Vec<String> = self.manifest(recipe).map(|m| m.files).unwrap_or_default();
+        let all: BTreeSet<String> = old_files.iter().chain(new_files.iter()).cloned().collect();
+        self.write_manifest(&Manifest { recipe: recipe.into(), key: key.into(), files: all.into_iter().collect(), complete: false })?;
+        let err = |path: PathBuf| move |source| DeployError::Io { recipe: recipe.to_string(), path, source };
+        self.remove_files(recipe, &old_files)?;
+        let tree = artifact.tree();
+        for e in &entries {
+            let to = fsutil::join_rel(&self.root, &e.path);
+            fsutil::copy_entry(&tree.join(&e.path), &to, false).map_err(err(to.clone()))?;
+        }
+        self.write_manifest(&Manifest { recipe: recipe.into(), key: key.into(), files: new_files.clone(), complete: true })?;
+        Ok(DeployOutcome::Deployed { files: new_files.len() })
+    }
+
+    /// Removes the files a recipe deployed (and directories left empty), then its manifest.
+    pub fn undeploy(&self, recipe: &str) -> Result<(), DeployError> {
+        if let Some(m) = self.manifest(recipe) {
+            self.remove_files(recipe, &m.files)?;
+            let p = self.manifest_path(recipe);
+            fsutil::remove_if_exists(&p).map_err(|source| DeployError::Io { recipe: recipe.into(), path: p, source })?;
+        }
+        Ok(())
+    }
+
+    fn remove_files(&self, recipe: &str, files: &[String]) -> Result<(), DeployError> {
+        let mut dirs = BTreeSet::new();
+        for f in files {
+            let p = fsutil::join_rel(&self.root, f);
+            fsutil::remove_if_exists(&p).map_err(|source| DeployError::Io { recipe: recipe.into(), path: p.clone(), source })?;
+            let mut d = p.parent();
+            while let Some(dir) = d {
+                if dir == self.root {
+                    break;
+                }
+                dirs.insert(dir.to_path_buf());
+                d = dir.parent();
+            }
+        }
+        // Deepest first; only empty directories go.
+        for d in dirs.iter().rev() {
+            let _ = fs::remove_dir(d);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,167 @@
+//! Small filesystem helpers shared by the cache, deploy and build state: atomic writes, tree
+//! copies that keep symlinks and modes, sizes.
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// Writes `bytes` to `path` atomically: a temp file in the same dir, fsynced, then renamed.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    sync_dir(dir);
+    Ok(())
+}
+
+/// fsyncs a directory so a rename in it survives a power cut (best effort).
+pub fn sync_dir(dir: &Path) {
+    if let Ok(f) = fs::File::open(dir) {
+        let _ = f.sync_all();
+    }
+}
+
+/// One entry of a tree listing, relative to the tree root.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Entry {
+    pub path: String,
+    #[serde(flatten)]
+    pub kind: EntryKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum EntryKind {
+    File { sha256: String, size: u64, mode: u32 },
+    Symlink { target: String },
+    Dir,
+}
+
+/// Lists a tree (sorted), hashing files. Used for artifact manifests and verification.
+pub fn list_tree(root: &Path) -> io::Result<Vec<Entry>> {
+    let mut out = Vec::new();
+    for e in walkdir::WalkDir::new(root).min_depth(1).sort_by_file_name() {
+        let e = e.map_err(|e| io::Error::other(e.to_string()))?;
+        let rel = e.path().strip_prefix(root).expect("under root").to_string_lossy().into_owned();
+        let ft = e.file_type();
+        let kind = if ft.is_symlink() {
+            EntryKind::Symlink { target: fs::read_link(e.path())?.to_string_lossy().into_owned() }
+        } else if ft.is_dir() {
+            EntryKind::Dir
+        } else {
+            let m = e.metadata().map_err(|e| io::Error::other(e.to_string()))?;
+            EntryKind::File { sha256: hash_file(e.path())?, size: m.len(), mode: m.permissions().mode() & 0o7777 }
+        };
+        out.push(Entry { path: rel, kind });
+    }
+    Ok(out)
+}
+
+pub fn hash_file(path: &Path) -> io::Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut f = fs::File::open(path)?;
+    let mut h = Sha256::new();
+    io::copy(&mut f, &mut h)?;
+    Ok(hex::encode(h.finalize()))
+}
+
+/// Copies the tree `src` into `dst` (created), keeping symlinks as symlinks and file modes.
+/// With `fsync`, every file is synced before returning.
+pub fn copy_tree(src: &Path, dst: &Path, fsync: bool) -> io::Result<()> {
+    fs::create_dir_all(dst)?;
+    for e in walkdir::WalkDir::new(src).min_depth(1).sort_by_file_name() {
+        let e = e.map_err(|e| io::Error::other(e.to_string()))?;
+        let rel = e.path().strip_prefix(src).expect("under src");
+        let to = dst.join(rel);
+        copy_entry(e.path(), &to, fsync)?;
+    }
+    if fsync {
+        sync_dir(dst);
+    }
+    Ok(())
+}
+
+/// Copies one file, symlink or directory (not its contents), replacing what is at `to`.
+pub fn copy_entry(from: &Path, to: &Path, fsync: bool) -> io::Result<()> {
+    let m = fs::symlink_metadata(from)?;
+    if let Some(parent) = to.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    if m.file_type().is_symlink() {
+        let target = fs::read_link(from)?;
+        remove_if_exists(to)?;
+        std::os::unix::fs::symlink(target, to)?;
+    } else if m.is_dir() {
+        fs::create_dir_all(to)?;
+    } else {
+        remove_if_exists(to)?;
+        fs::copy(from, to)?;
+        if fsync {
+            fs::File::open(to)?.sync_all()?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes a file or symlink if present (not directories).
+pub fn remove_if_exists(p: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => fs::remove_file(p),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Removes a directory tree if present.
+pub fn remove_dir_all_if_exists(p: &Path) -> io::Result<()> {
+    match fs::remove_dir_all(p) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
+}
+
+/// Total size in bytes of the files under `p` (0 if absent).
+pub fn tree_size(p: &Path) -> u64 {
+    walkdir::WalkDir::new(p)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// Human-readable size.
+pub fn human_size(bytes: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", units[u])
+    }
+}
+
+/// Marks a cache directory for backup tools (https://bford.info/cachedir/).
+pub fn mark_cachedir(dir: &Path) -> io::Result<()> {
+    let tag = dir.join("CACHEDIR.TAG");
+    if !tag.exists() {
+        fs::create_dir_all(dir)?;
+        write_atomic(&tag, b"Signature: 8a477f597d28d172789f06886806bc55\n# This directory is a cache made by rocmforge.\n")?;
+    }
+    Ok(())
+}
+
+pub fn join_rel(root: &Path, rel: &str) -> PathBuf {
+    root.join(rel.trim_start_matches('/'))
+}
