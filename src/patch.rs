@@ -766,3 +766,22 @@ mod tests {
         assert_eq!(std::fs::read_to_string(a.path().join("new")).unwrap(), "n\n");
     }
 }
+
+#[cfg(test)]
+mod embedded {
+    /// Every patch shipped in the binary parses (whether it applies is `rocmforge fetch`'s job).
+    #[test]
+    fn embedded_patches_parse() {
+        let tree = crate::recipe::RecipeTree::embedded();
+        for stack in tree.stack_names() {
+            let Ok(s) = crate::recipe::load_stack(&tree, &stack) else { continue };
+            for r in s.recipes.values() {
+                for p in &r.patches {
+                    let bytes = tree.get(&p.path).expect("loader checked it exists");
+                    let files = super::parse(&p.name, bytes).unwrap_or_else(|e| panic!("{e}"));
+                    assert!(!files.is_empty());
+                }
+            }
+        }
+    }
+}

@@ -117,6 +117,10 @@ pub fn fetch_with(
         return Ok(dest);
     }
     let fetch_url = cfg.rewrite_url(url);
+    if fetch_url.starts_with("file:") {
+        copy_local(url, &fetch_url, sha256, &dest)?;
+        return Ok(dest);
+    }
     let d = Downloader { url, fetch_url: &fetch_url, sha256, label, progress, policy, dest: &dest };
     d.run()?;
     Ok(dest)
@@ -343,6 +347,40 @@ impl Downloader<'_> {
         }
         Ok(Attempt::Complete)
     }
+}
+
+/// A `file://` source (a local mirror): copied while hashing, renamed only when it matches.
+fn copy_local(url: &str, fetch_url: &str, sha256: &str, dest: &Path) -> Result<(), DownloadError> {
+    let src = url::Url::parse(fetch_url).ok().and_then(|u| u.to_file_path().ok()).ok_or_else(|| DownloadError::Io {
+        path: PathBuf::from(fetch_url),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a local file URL"),
+    })?;
+    let part = dest.with_extension("part");
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| DownloadError::Io { path: p, source }
+    };
+    let mut from = File::open(&src).map_err(io(&src))?;
+    let mut to = File::create(&part).map_err(io(&part))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut bytes = 0u64;
+    loop {
+        let n = from.read(&mut buf).map_err(io(&src))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        to.write_all(&buf[..n]).map_err(io(&part))?;
+        bytes += n as u64;
+    }
+    to.sync_all().map_err(io(&part))?;
+    let actual = hex::encode(h.finalize());
+    if actual != sha256 {
+        let _ = std::fs::remove_file(&part);
+        return Err(DownloadError::Mismatch { url: url.into(), expected: sha256.into(), actual, bytes });
+    }
+    std::fs::rename(&part, dest).map_err(io(dest))
 }
 
 /// `bytes 100-199/200` -> (100, Some(200)).

@@ -787,3 +787,18 @@ fn cli_source_then_patch_diff_makes_the_next_patch() {
     assert!(text(&out.stderr).contains("no changes"), "{}", text(&out.stderr));
     assert!(!o.exists());
 }
+
+#[test]
+fn download_from_a_file_url_mirror_is_verified_too() {
+    let home = tempfile::tempdir().unwrap();
+    let local = home.path().join("mirror/pkg-1.0.tar.gz");
+    std::fs::create_dir_all(local.parent().unwrap()).unwrap();
+    std::fs::write(&local, b"tarball bytes").unwrap();
+    let mirror = format!("file://{}/", home.path().join("mirror").display());
+    let cfg = config(home.path(), &[("https://example.org/dl/", mirror.as_str())]);
+    let url = "https://example.org/dl/pkg-1.0.tar.gz";
+    let e = download::fetch_with(&cfg, "p", url, &sha(b"other"), &Collect::default(), &fast()).unwrap_err();
+    assert!(e.to_string().starts_with(&format!("sha256 mismatch for `{url}`: expected {}", sha(b"other"))), "{e}");
+    let p = download::fetch_with(&cfg, "p", url, &sha(b"tarball bytes"), &Collect::default(), &fast()).unwrap();
+    assert_eq!(std::fs::read(p).unwrap(), b"tarball bytes");
+}
