@@ -2,18 +2,19 @@
 //!
 //! Data flows one way: recipe (TOML -> typed model) -> graph -> plan -> ... Each module owns one
 //! concept; see DESIGN notes in README.md.
-
 pub mod build;
 pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod deploy;
-pub mod fsutil;
 pub mod diagnostic;
+pub mod fsutil;
 pub mod graph;
-pub mod key;
 pub mod index;
+pub mod key;
+pub mod patch;
 pub mod plan;
 pub mod progress;
 pub mod recipe;
+pub mod source;
 pub mod target;

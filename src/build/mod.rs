@@ -544,8 +544,9 @@ impl<'a> Engine<'a> {
 }
 
 /// The seam to the source module (fetch, checkout, patch with a completion marker).
-fn prepare_source(_cfg: &Config, _tree: &RecipeTree, r: &Recipe, _dest: &Path, _p: &dyn Progress) -> anyhow::Result<()> {
-    anyhow::bail!("{}: git and url sources are not wired in yet", r.name)
+fn prepare_source(cfg: &Config, tree: &RecipeTree, r: &Recipe, dest: &Path, p: &dyn Progress) -> anyhow::Result<()> {
+    crate::source::prepare(cfg, tree, r, dest, p)?;
+    Ok(())
 }
 
 fn old_vs_new(old: &KeyInputs, new: &KeyInputs) -> Vec<String> {

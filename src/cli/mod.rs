@@ -3,10 +3,13 @@
 
 mod build;
 mod cache;
+mod fetch;
 mod graph;
 mod index;
+mod patch;
 mod plan;
 mod recipes;
+mod source;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -72,6 +75,13 @@ pub enum Command {
     Recipes(recipes::Cmd),
     /// The local wheel index pip and uv install from: publish, list, yank, serve.
     Index(index::Args),
+    /// Fetch every source of the recipes' closure and check every patch series (the preflight).
+    Fetch(fetch::Args),
+    /// Check patch series, or turn edits of a work tree into the next patch.
+    #[command(subcommand)]
+    Patch(patch::Cmd),
+    /// Prepare a recipe's patched source tree and print its path.
+    Source(source::Args),
 }
 
 /// A failure with its exit code; `main` prints the error chain.
@@ -143,7 +153,24 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Graph(a) => graph::run(&ctx, a),
         Command::Recipes(c) => recipes::run(&ctx, c),
         Command::Index(a) => index::run(&ctx, a),
+        Command::Fetch(a) => fetch::run(&ctx, a),
+        Command::Patch(c) => patch::run(&ctx, c),
+        Command::Source(a) => source::run(&ctx, a),
     }
+}
+
+/// An error and its causes on one line (`a: b: c`), for lists of failures.
+pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(&format!(": {t}"));
+        }
+        cur = c.source();
+    }
+    s
 }
 
 /// Renders a failure as cargo does: the error, then each cause on its own line.

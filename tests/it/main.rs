@@ -7,3 +7,4 @@ mod engine;
 mod foundation;
 mod schedule;
 mod index;
+mod sources;

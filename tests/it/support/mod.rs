@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 
+pub mod git;
+pub mod http;
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }

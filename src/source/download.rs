@@ -1,0 +1,437 @@
+//! Tarball and file downloads: streamed to `downloads/<sha256>.part` while hashing, resumed with
+//! `Range`/`If-Range` after an interruption, retried with backoff on connection errors and 5xx,
+//! and renamed to `downloads/<sha256>` only when the hash matches. The cache is keyed by the
+//! content's sha256, so the same bytes are downloaded once, whoever asks; a file lock keeps two
+//! processes from downloading the same thing at once.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use reqwest::header::{CONTENT_RANGE, ETAG, IF_RANGE, LAST_MODIFIED, RANGE};
+use reqwest::StatusCode;
+use sha2::{Digest, Sha256};
+
+use crate::config::Config;
+use crate::progress::Progress;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DownloadError {
+    #[error("offline: `{url}` (sha256 {sha256}) is not in the cache (expected `{path}`); run `rocmforge fetch` while online")]
+    OfflineMissing { url: String, sha256: String, path: PathBuf },
+    #[error("sha256 mismatch for `{url}`: expected {expected}, got {actual} ({bytes} bytes); the download was discarded, nothing was cached")]
+    Mismatch { url: String, expected: String, actual: String, bytes: u64 },
+    #[error("cannot download `{url}`{via}: the server answered HTTP {status} (after {attempts} attempt(s))")]
+    Http { url: String, via: String, status: u16, attempts: u32 },
+    #[error("cannot download `{url}`{via} (after {attempts} attempt(s))")]
+    Network { url: String, via: String, attempts: u32, source: reqwest::Error },
+    #[error("download of `{url}`{via} kept being interrupted (after {attempts} attempt(s))")]
+    Interrupted { url: String, via: String, attempts: u32, source: std::io::Error },
+    #[error("`{path}`")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+/// How hard to try. Tests shorten it with `ROCMFORGE_RETRY_BASE_MS`.
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    /// Attempts that made no progress before giving up.
+    pub attempts: u32,
+    /// First backoff; doubled each time, capped at 30 s.
+    pub base: Duration,
+    /// Connect timeout, and the longest wait for any read.
+    pub timeout: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy { attempts: 5, base: Duration::from_millis(1000), timeout: Duration::from_secs(60) }
+    }
+}
+
+impl RetryPolicy {
+    /// Defaults, overridden by `ROCMFORGE_RETRIES`, `ROCMFORGE_RETRY_BASE_MS` and
+    /// `ROCMFORGE_HTTP_TIMEOUT_SECS`.
+    pub fn from_env() -> RetryPolicy {
+        let num = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<u64>().ok());
+        let d = RetryPolicy::default();
+        RetryPolicy {
+            attempts: num("ROCMFORGE_RETRIES").map(|n| n.max(1) as u32).unwrap_or(d.attempts),
+            base: num("ROCMFORGE_RETRY_BASE_MS").map(Duration::from_millis).unwrap_or(d.base),
+            timeout: num("ROCMFORGE_HTTP_TIMEOUT_SECS").map(Duration::from_secs).unwrap_or(d.timeout),
+        }
+    }
+
+    fn backoff(&self, failures: u32) -> Duration {
+        let factor = 1u32 << failures.saturating_sub(1).min(10);
+        (self.base * factor).min(Duration::from_secs(30))
+    }
+}
+
+/// The file name a URL's content gets when it is not an archive (`.../x.whl?y` -> `x.whl`).
+pub fn file_name(url: &str) -> String {
+    let name = url::Url::parse(url)
+        .ok()
+        .and_then(|u| u.path_segments().and_then(|s| s.filter(|s| !s.is_empty()).last().map(str::to_string)));
+    match name {
+        Some(n) if n != ".." && n != "." => n,
+        _ => "download".into(),
+    }
+}
+
+/// Where verified content with this sha256 lives in the cache.
+pub fn cache_path(cfg: &Config, sha256: &str) -> PathBuf {
+    cfg.cache_dir.join("downloads").join(sha256)
+}
+
+/// Ensures `downloads/<sha256>` holds `url`'s content, verified; returns its path.
+pub fn fetch(cfg: &Config, label: &str, url: &str, sha256: &str, progress: &dyn Progress) -> Result<PathBuf, DownloadError> {
+    fetch_with(cfg, label, url, sha256, progress, &RetryPolicy::from_env())
+}
+
+pub fn fetch_with(
+    cfg: &Config,
+    label: &str,
+    url: &str,
+    sha256: &str,
+    progress: &dyn Progress,
+    policy: &RetryPolicy,
+) -> Result<PathBuf, DownloadError> {
+    let dest = cache_path(cfg, sha256);
+    if dest.is_file() {
+        return Ok(dest);
+    }
+    if cfg.offline {
+        return Err(DownloadError::OfflineMissing { url: url.into(), sha256: sha256.into(), path: dest });
+    }
+    let dir = dest.parent().expect("downloads dir");
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| DownloadError::Io { path, source }
+    };
+    super::ensure_cache_dir(dir).map_err(io(dir))?;
+    let lock_path = dir.join(format!("{sha256}.lock"));
+    let _lock = super::lock_file(&lock_path).map_err(io(&lock_path))?;
+    // Another process may have finished it while we waited for the lock.
+    if dest.is_file() {
+        return Ok(dest);
+    }
+    let fetch_url = cfg.rewrite_url(url);
+    if fetch_url.starts_with("file:") {
+        copy_local(url, &fetch_url, sha256, &dest)?;
+        return Ok(dest);
+    }
+    let d = Downloader { url, fetch_url: &fetch_url, sha256, label, progress, policy, dest: &dest };
+    d.run()?;
+    Ok(dest)
+}
+
+struct Downloader<'a> {
+    url: &'a str,
+    fetch_url: &'a str,
+    sha256: &'a str,
+    label: &'a str,
+    progress: &'a dyn Progress,
+    policy: &'a RetryPolicy,
+    dest: &'a Path,
+}
+
+/// What one HTTP attempt ended with.
+enum Attempt {
+    /// The whole content is in the `.part` file.
+    Complete,
+    /// Worth another try; `progressed` when bytes were added to the `.part` file.
+    Retry { why: RetryWhy, progressed: bool },
+}
+
+enum RetryWhy {
+    Status(StatusCode),
+    Network(reqwest::Error),
+    /// The body stopped half-way.
+    Broken(std::io::Error),
+    Restart,
+}
+
+impl Downloader<'_> {
+    fn part(&self) -> PathBuf {
+        self.dest.with_extension("part")
+    }
+    /// The `ETag` (strong) or `Last-Modified` of the response the `.part` file came from.
+    fn validator_path(&self) -> PathBuf {
+        self.dest.with_extension("part.validator")
+    }
+    fn io(&self, path: &Path) -> impl FnOnce(std::io::Error) -> DownloadError {
+        let path = path.to_path_buf();
+        move |source| DownloadError::Io { path, source }
+    }
+    fn via(&self) -> String {
+        if self.url == self.fetch_url {
+            String::new()
+        } else {
+            format!(" (via `{}`)", self.fetch_url)
+        }
+    }
+
+    fn discard_part(&self) {
+        let _ = std::fs::remove_file(self.part());
+        let _ = std::fs::remove_file(self.validator_path());
+    }
+
+    fn run(&self) -> Result<(), DownloadError> {
+        let client = reqwest::blocking::Client::builder()
+            .connect_timeout(self.policy.timeout)
+            .timeout(self.policy.timeout)
+            .user_agent(concat!("rocmforge/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|source| DownloadError::Network { url: self.url.into(), via: self.via(), attempts: 0, source })?;
+        let mut failures = 0u32;
+        let mut attempts = 0u32;
+        let mut clean_retry_done = false;
+        loop {
+            attempts += 1;
+            let resumed_from = std::fs::metadata(self.part()).map(|m| m.len()).unwrap_or(0);
+            match self.attempt(&client)? {
+                Attempt::Complete => {
+                    let (actual, bytes) = hash_file(&self.part()).map_err(self.io(&self.part()))?;
+                    if actual == self.sha256 {
+                        let part = self.part();
+                        File::open(&part).and_then(|f| f.sync_all()).map_err(self.io(&part))?;
+                        std::fs::rename(&part, self.dest).map_err(self.io(self.dest))?;
+                        let _ = std::fs::remove_file(self.validator_path());
+                        return Ok(());
+                    }
+                    self.discard_part();
+                    // A resumed file can be spliced from two versions: try once from scratch.
+                    if resumed_from > 0 && !clean_retry_done {
+                        clean_retry_done = true;
+                        self.progress.warn(self.label, &format!("{}: hash mismatch after resuming; downloading again from the start", self.url));
+                        continue;
+                    }
+                    return Err(DownloadError::Mismatch {
+                        url: self.url.into(),
+                        expected: self.sha256.into(),
+                        actual,
+                        bytes,
+                    });
+                }
+                Attempt::Retry { why, progressed } => {
+                    if progressed {
+                        failures = 0;
+                    } else if !matches!(why, RetryWhy::Restart) {
+                        failures += 1;
+                    }
+                    if failures >= self.policy.attempts {
+                        return Err(match why {
+                            RetryWhy::Status(s) => {
+                                DownloadError::Http { url: self.url.into(), via: self.via(), status: s.as_u16(), attempts }
+                            }
+                            RetryWhy::Network(source) => {
+                                DownloadError::Network { url: self.url.into(), via: self.via(), attempts, source }
+                            }
+                            RetryWhy::Broken(source) => {
+                                DownloadError::Interrupted { url: self.url.into(), via: self.via(), attempts, source }
+                            }
+                            RetryWhy::Restart => unreachable!("restarts do not count as failures"),
+                        });
+                    }
+                    if attempts > self.policy.attempts * 20 {
+                        // A server that keeps cutting while making progress: bounded all the same.
+                        let e = std::io::Error::other("the server keeps cutting the transfer");
+                        return Err(DownloadError::Interrupted { url: self.url.into(), via: self.via(), attempts, source: e });
+                    }
+                    let why_text = match &why {
+                        RetryWhy::Status(s) => format!("HTTP {s}"),
+                        RetryWhy::Network(e) => error_chain(e),
+                        RetryWhy::Broken(e) => format!("transfer interrupted ({e})"),
+                        RetryWhy::Restart => "restarting".into(),
+                    };
+                    if !matches!(why, RetryWhy::Restart) {
+                        let wait = self.policy.backoff(failures.max(1));
+                        self.progress.message(self.label, &format!("{}: {why_text}; retrying in {} ms", self.url, wait.as_millis()));
+                        std::thread::sleep(wait);
+                    }
+                }
+            }
+        }
+    }
+
+    fn attempt(&self, client: &reqwest::blocking::Client) -> Result<Attempt, DownloadError> {
+        let part = self.part();
+        let have = std::fs::metadata(&part).map(|m| m.len()).unwrap_or(0);
+        let validator = std::fs::read_to_string(self.validator_path()).ok().filter(|v| !v.is_empty());
+        let mut req = client.get(self.fetch_url);
+        if have > 0 {
+            req = req.header(RANGE, format!("bytes={have}-"));
+            if let Some(v) = &validator {
+                req = req.header(IF_RANGE, v.as_str());
+            }
+            self.progress.message(self.label, &format!("resuming {} at byte {have}", self.url));
+        } else {
+            self.progress.message(self.label, &format!("downloading {}{}", self.url, self.via()));
+        }
+        let mut resp = match req.send() {
+            Ok(r) => r,
+            Err(e) => return Ok(Attempt::Retry { why: RetryWhy::Network(e), progressed: false }),
+        };
+        let status = resp.status();
+        let (mut file, mut done, total) = match status {
+            StatusCode::PARTIAL_CONTENT if have > 0 => {
+                let range = resp.headers().get(CONTENT_RANGE).and_then(|v| v.to_str().ok()).and_then(parse_content_range);
+                match range {
+                    Some((start, total)) if start == have => {
+                        let mut f = OpenOptions::new().append(true).open(&part).map_err(self.io(&part))?;
+                        f.seek(SeekFrom::End(0)).map_err(self.io(&part))?;
+                        (f, have, total)
+                    }
+                    _ => {
+                        self.discard_part();
+                        return Ok(Attempt::Retry { why: RetryWhy::Restart, progressed: false });
+                    }
+                }
+            }
+            StatusCode::OK => {
+                // A fresh start: no range asked, the server ignores ranges, or the file changed.
+                if have > 0 {
+                    self.progress.message(self.label, &format!("{}: the server sent the whole file; starting over", self.url));
+                }
+                let f = File::create(&part).map_err(self.io(&part))?;
+                let validator = resp
+                    .headers()
+                    .get(ETAG)
+                    .and_then(|v| v.to_str().ok())
+                    .filter(|v| !v.starts_with("W/"))
+                    .or_else(|| resp.headers().get(LAST_MODIFIED).and_then(|v| v.to_str().ok()))
+                    .unwrap_or("")
+                    .to_string();
+                std::fs::write(self.validator_path(), validator).map_err(self.io(&self.validator_path()))?;
+                (f, 0, resp.content_length())
+            }
+            StatusCode::RANGE_NOT_SATISFIABLE if have > 0 => {
+                // Perhaps the part file is already whole; the hash decides.
+                return Ok(Attempt::Complete);
+            }
+            s if s.is_server_error() || s == StatusCode::TOO_MANY_REQUESTS || s == StatusCode::REQUEST_TIMEOUT => {
+                return Ok(Attempt::Retry { why: RetryWhy::Status(s), progressed: false });
+            }
+            s => {
+                return Err(DownloadError::Http { url: self.url.into(), via: self.via(), status: s.as_u16(), attempts: 1 });
+            }
+        };
+        let start = done;
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut last_report = 0u64;
+        loop {
+            match resp.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    file.write_all(&buf[..n]).map_err(self.io(&part))?;
+                    done += n as u64;
+                    if done - last_report >= 1 << 20 {
+                        last_report = done;
+                        self.progress.transfer(self.label, self.url, done, total);
+                    }
+                }
+                Err(e) => {
+                    file.flush().map_err(self.io(&part))?;
+                    return Ok(Attempt::Retry { why: RetryWhy::Broken(e), progressed: done > start });
+                }
+            }
+        }
+        file.flush().map_err(self.io(&part))?;
+        self.progress.transfer(self.label, self.url, done, total);
+        if let Some(t) = total {
+            if done < t {
+                let e = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("the body ended after {done} of {t} bytes"));
+                return Ok(Attempt::Retry { why: RetryWhy::Broken(e), progressed: done > start });
+            }
+        }
+        Ok(Attempt::Complete)
+    }
+}
+
+/// A `file://` source (a local mirror): copied while hashing, renamed only when it matches.
+fn copy_local(url: &str, fetch_url: &str, sha256: &str, dest: &Path) -> Result<(), DownloadError> {
+    let src = url::Url::parse(fetch_url).ok().and_then(|u| u.to_file_path().ok()).ok_or_else(|| DownloadError::Io {
+        path: PathBuf::from(fetch_url),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a local file URL"),
+    })?;
+    let part = dest.with_extension("part");
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| DownloadError::Io { path: p, source }
+    };
+    let mut from = File::open(&src).map_err(io(&src))?;
+    let mut to = File::create(&part).map_err(io(&part))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut bytes = 0u64;
+    loop {
+        let n = from.read(&mut buf).map_err(io(&src))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        to.write_all(&buf[..n]).map_err(io(&part))?;
+        bytes += n as u64;
+    }
+    to.sync_all().map_err(io(&part))?;
+    let actual = hex::encode(h.finalize());
+    if actual != sha256 {
+        let _ = std::fs::remove_file(&part);
+        return Err(DownloadError::Mismatch { url: url.into(), expected: sha256.into(), actual, bytes });
+    }
+    std::fs::rename(&part, dest).map_err(io(dest))
+}
+
+/// `bytes 100-199/200` -> (100, Some(200)).
+fn parse_content_range(v: &str) -> Option<(u64, Option<u64>)> {
+    let rest = v.trim().strip_prefix("bytes ")?;
+    let (range, total) = rest.split_once('/')?;
+    let (start, _) = range.split_once('-')?;
+    Some((start.trim().parse().ok()?, total.trim().parse().ok()))
+}
+
+fn hash_file(p: &Path) -> std::io::Result<(String, u64)> {
+    let mut f = File::open(p)?;
+    let mut h = Sha256::new();
+    let n = std::io::copy(&mut f, &mut h)?;
+    Ok((hex::encode(h.finalize()), n))
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(&format!(": {c}"));
+        cur = c.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_range() {
+        assert_eq!(parse_content_range("bytes 100-199/200"), Some((100, Some(200))));
+        assert_eq!(parse_content_range("bytes 5-9/*"), Some((5, None)));
+        assert_eq!(parse_content_range("items 1-2/3"), None);
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(file_name("https://x.org/a/b-1.0.tar.gz?x=1"), "b-1.0.tar.gz");
+        assert_eq!(file_name("https://x.org/"), "download");
+    }
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let p = RetryPolicy { attempts: 3, base: Duration::from_millis(10), timeout: Duration::from_secs(1) };
+        assert_eq!(p.backoff(1), Duration::from_millis(10));
+        assert_eq!(p.backoff(3), Duration::from_millis(40));
+        assert_eq!(p.backoff(30), Duration::from_millis(10240));
+        let slow = RetryPolicy { base: Duration::from_secs(5), ..p };
+        assert_eq!(slow.backoff(8), Duration::from_secs(30));
+    }
+}

@@ -1,0 +1,319 @@
+//! Sources: getting a recipe's pinned source into the cache (`fetch`), laying a pristine tree
+//! out (`checkout`), and a patched work tree that survives crashes (`prepare`).
+//!
+//! Cache layout under `cache_dir`: `git/<name>-<hash>.git` (bare mirrors, one per URL),
+//! `downloads/<sha256>` (verified files; `.part` while downloading). Everything is verified
+//! (commit id, sha256) before anything is built from it.
+
+pub mod archive;
+pub mod download;
+pub mod git;
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::config::Config;
+use crate::patch::{self, PatchError};
+use crate::progress::Progress;
+use crate::recipe::{Recipe, RecipeTree, SourceSpec};
+
+pub use archive::ArchiveError;
+pub use download::DownloadError;
+pub use git::GitError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error(transparent)]
+    Download(#[from] DownloadError),
+    #[error(transparent)]
+    Archive(#[from] ArchiveError),
+    #[error(transparent)]
+    Patch(#[from] PatchError),
+    #[error("recipe `{recipe}` is unlocked (its git source has a tag but no `rev`): run `rocmforge lock` to pin it")]
+    Unlocked { recipe: String },
+    #[error("recipe `{recipe}` takes its source from `{from}`: prepare `{from}` and use its tree")]
+    FromOther { recipe: String, from: String },
+    #[error("patch `{name}` of recipe `{recipe}` is missing from the recipe tree (expected `{path}`)")]
+    PatchMissing { recipe: String, name: String, path: String },
+    #[error("`{path}`")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SourceError + '_ {
+    move |source| SourceError::Io { path: path.to_path_buf(), source }
+}
+
+/// What a source is, exactly: the input of cache keys.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum SourceIdentity {
+    /// The commit, and each submodule's `(path, commit)`.
+    Git { commit: String, submodules: Vec<(String, String)> },
+    Sha256 { sha256: String },
+    /// The tree of another recipe: its identity is that recipe's.
+    From { recipe: String },
+    None,
+}
+
+impl SourceIdentity {
+    /// One stable line for cache keys (`git:<commit>`, `sha256:<hex>`, `from:<recipe>`, `none`).
+    pub fn key(&self) -> String {
+        match self {
+            SourceIdentity::Git { commit, submodules } => {
+                let mut s = format!("git:{commit}");
+                for (p, c) in submodules {
+                    s.push_str(&format!(" {p}={c}"));
+                }
+                s
+            }
+            SourceIdentity::Sha256 { sha256 } => format!("sha256:{sha256}"),
+            SourceIdentity::From { recipe } => format!("from:{recipe}"),
+            SourceIdentity::None => "none".into(),
+        }
+    }
+}
+
+/// Where a fetched source is in the cache.
+#[derive(Debug, Clone)]
+pub enum FetchedKind {
+    Git(git::FetchedGit),
+    /// A verified download (`downloads/<sha256>`), with how to lay it out.
+    File { url: String, path: PathBuf, strip_components: u32 },
+    From { recipe: String },
+    None,
+}
+
+/// A source present in the cache and verified.
+#[derive(Debug, Clone)]
+pub struct FetchedSource {
+    pub recipe: String,
+    pub identity: SourceIdentity,
+    pub kind: FetchedKind,
+}
+
+/// Brings `recipe`'s source into the cache (mirror or download) and verifies it. Offline
+/// (`cfg.offline`), uses only the cache and says what is missing.
+pub fn fetch(cfg: &Config, recipe: &Recipe, progress: &dyn Progress) -> Result<FetchedSource, SourceError> {
+    let (identity, kind) = match &recipe.source {
+        SourceSpec::Git { url, tag, rev, submodules, .. } => {
+            let Some(rev) = rev else { return Err(SourceError::Unlocked { recipe: recipe.name.clone() }) };
+            let g = git::fetch(cfg, &recipe.name, url, tag.as_deref(), rev, *submodules, progress)?;
+            let subs = g.submodules.iter().map(|s| (s.path.clone(), s.commit.clone())).collect();
+            (SourceIdentity::Git { commit: g.commit.clone(), submodules: subs }, FetchedKind::Git(g))
+        }
+        SourceSpec::Url { url, sha256, strip_components, .. } => {
+            let path = download::fetch(cfg, &recipe.name, url, sha256, progress)?;
+            (
+                SourceIdentity::Sha256 { sha256: sha256.clone() },
+                FetchedKind::File { url: url.clone(), path, strip_components: *strip_components },
+            )
+        }
+        SourceSpec::From { recipe: other, .. } => {
+            (SourceIdentity::From { recipe: other.clone() }, FetchedKind::From { recipe: other.clone() })
+        }
+        SourceSpec::None => (SourceIdentity::None, FetchedKind::None),
+    };
+    Ok(FetchedSource { recipe: recipe.name.clone(), identity, kind })
+}
+
+/// Lays the pristine source out at `dest` (which must not exist, or be empty).
+pub fn checkout(cfg: &Config, recipe: &Recipe, fetched: &FetchedSource, dest: &Path) -> Result<(), SourceError> {
+    let _ = cfg;
+    match &fetched.kind {
+        FetchedKind::Git(g) => git::checkout(g, dest)?,
+        FetchedKind::File { url, path, strip_components } => {
+            std::fs::create_dir_all(dest).map_err(io_err(dest))?;
+            match archive::detect(path, url).map_err(ArchiveError::from_io(path))? {
+                Some(format) => archive::extract(path, format, dest, *strip_components)?,
+                None => {
+                    let name = download::file_name(url);
+                    std::fs::copy(path, dest.join(&name)).map_err(io_err(&dest.join(&name)))?;
+                }
+            }
+        }
+        FetchedKind::From { recipe: from } => {
+            return Err(SourceError::FromOther { recipe: recipe.name.clone(), from: from.clone() })
+        }
+        FetchedKind::None => std::fs::create_dir_all(dest).map_err(io_err(dest))?,
+    }
+    Ok(())
+}
+
+/// A recipe's patch series: `(name, bytes)` in order, read from the recipe tree.
+pub fn patch_series(tree: &RecipeTree, recipe: &Recipe) -> Result<Vec<(String, Vec<u8>)>, SourceError> {
+    recipe
+        .patches
+        .iter()
+        .map(|p| match tree.get(&p.path) {
+            Some(b) => Ok((p.name.clone(), b.to_vec())),
+            None => Err(SourceError::PatchMissing { recipe: recipe.name.clone(), name: p.name.clone(), path: tree.display_path(&p.path) }),
+        })
+        .collect()
+}
+
+/// Checks that the series applies onto the fetched pristine source, without touching any tree
+/// the user sees: git sources are read from the mirrors, downloads unpacked into a scratch dir.
+pub fn check_patches(
+    cfg: &Config,
+    recipe: &Recipe,
+    fetched: &FetchedSource,
+    patches: &[(String, Vec<u8>)],
+) -> Result<(), SourceError> {
+    if patches.is_empty() {
+        return Ok(());
+    }
+    match &fetched.kind {
+        FetchedKind::Git(g) => {
+            let reader = git::GitTreeReader::open(g)?;
+            patch::check_series_with(&reader, patches)?;
+        }
+        _ => {
+            let scratch_parent = cfg.work_dir.join(".scratch");
+            std::fs::create_dir_all(&scratch_parent).map_err(io_err(&scratch_parent))?;
+            let scratch = tempfile::tempdir_in(&scratch_parent).map_err(io_err(&scratch_parent))?;
+            let dest = scratch.path().join("src");
+            checkout(cfg, recipe, fetched, &dest)?;
+            patch::check_series(&dest, patches)?;
+        }
+    }
+    Ok(())
+}
+
+/// What `prepare` records beside a finished work tree.
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreparedMarker {
+    pub format: u32,
+    pub source: String,
+    /// `(patch name, sha256)` in the order applied.
+    pub patches: Vec<(String, String)>,
+}
+
+const MARKER_FORMAT: u32 = 1;
+
+/// The marker file of the work tree `dest`: beside it, so nothing in the tree changes.
+pub fn marker_path(dest: &Path) -> PathBuf {
+    let name = dest.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "src".into());
+    dest.with_file_name(format!("{name}.prepared.json"))
+}
+
+/// The source identity a recipe pins, known without fetching (for markers and plans).
+pub fn pinned_identity(recipe: &Recipe) -> Option<String> {
+    match &recipe.source {
+        SourceSpec::Git { rev: Some(rev), .. } => Some(format!("git:{rev}")),
+        SourceSpec::Git { rev: None, .. } => None,
+        SourceSpec::Url { sha256, .. } => Some(format!("sha256:{sha256}")),
+        SourceSpec::From { recipe, .. } => Some(format!("from:{recipe}")),
+        SourceSpec::None => Some("none".into()),
+    }
+}
+
+/// The marker `prepare` writes for this recipe and series.
+pub fn expected_marker(recipe: &Recipe, patches: &[(String, Vec<u8>)]) -> Result<PreparedMarker, SourceError> {
+    let source = pinned_identity(recipe).ok_or_else(|| SourceError::Unlocked { recipe: recipe.name.clone() })?;
+    Ok(PreparedMarker {
+        format: MARKER_FORMAT,
+        source,
+        patches: patches.iter().map(|(n, b)| (n.clone(), hex::encode(Sha256::digest(b)))).collect(),
+    })
+}
+
+/// Whether `dest` holds a complete prepared tree for exactly this recipe and series.
+pub fn is_prepared(dest: &Path, expected: &PreparedMarker) -> bool {
+    dest.is_dir()
+        && std::fs::read(marker_path(dest))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<PreparedMarker>(&b).ok())
+            .is_some_and(|m| &m == expected)
+}
+
+/// The default work tree of a recipe: `<work>/<stack>/<recipe>/src`.
+pub fn work_tree_dir(cfg: &Config, stack: &str, recipe: &str) -> PathBuf {
+    cfg.work_dir.join(stack).join(recipe).join("src")
+}
+
+/// Fetch + pristine checkout + patch series at `dest`, with a marker written last. A complete
+/// tree for the same source and patches is trusted as is; anything else (no marker, another
+/// source, other patches, a crash half-way) is removed and recreated: a patch is never applied
+/// twice.
+pub fn prepare(
+    cfg: &Config,
+    tree: &RecipeTree,
+    recipe: &Recipe,
+    dest: &Path,
+    progress: &dyn Progress,
+) -> Result<PathBuf, SourceError> {
+    if let SourceSpec::From { recipe: from, .. } = &recipe.source {
+        return Err(SourceError::FromOther { recipe: recipe.name.clone(), from: from.clone() });
+    }
+    let patches = patch_series(tree, recipe)?;
+    let expected = expected_marker(recipe, &patches)?;
+    if is_prepared(dest, &expected) {
+        progress.message(&recipe.name, &format!("source tree ready at {}", dest.display()));
+        return Ok(dest.to_path_buf());
+    }
+    let fetched = fetch(cfg, recipe, progress)?;
+    let marker = marker_path(dest);
+    remove_path(&marker)?;
+    remove_path(dest)?;
+    if let Some(parent) = dest.parent() {
+        std::fs::create_dir_all(parent).map_err(io_err(parent))?;
+    }
+    progress.message(&recipe.name, &format!("checking out into {}", dest.display()));
+    checkout(cfg, recipe, &fetched, dest)?;
+    if !patches.is_empty() {
+        progress.message(&recipe.name, &format!("applying {} patch(es)", patches.len()));
+        patch::apply_series(dest, &patches)?;
+    }
+    let json = serde_json::to_vec_pretty(&expected).expect("marker serialises");
+    write_atomic(&marker, &json).map_err(io_err(&marker))?;
+    Ok(dest.to_path_buf())
+}
+
+fn remove_path(p: &Path) -> Result<(), SourceError> {
+    match std::fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(p).map_err(io_err(p)),
+        Ok(_) => std::fs::remove_file(p).map_err(io_err(p)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io_err(p)(e)),
+    }
+}
+
+/// Temp file in the same directory, fsync, rename: readers see the old or the new, never half.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// An exclusive lock on `path` (created if needed), held until the file is dropped.
+pub(crate) fn lock_file(path: &Path) -> std::io::Result<File> {
+    use fs4::fs_std::FileExt;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path)?;
+    f.lock_exclusive()?;
+    Ok(f)
+}
+
+/// Creates a cache dir, marked with `CACHEDIR.TAG` so backup tools skip it.
+pub(crate) fn ensure_cache_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let tag = dir.join("CACHEDIR.TAG");
+    if !tag.exists() {
+        std::fs::write(
+            &tag,
+            "Signature: 8a477f597d28d172789f06886806bc55\n# This directory is a cache of rocmforge (sources).\n# For information see https://bford.info/cachedir/\n",
+        )?;
+    }
+    Ok(())
+}
