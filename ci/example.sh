@@ -17,4 +17,9 @@ state-dir = "$root/state"
 TOML
 cargo build --quiet --release
 export ROCMFORGE_CONFIG="$root/config.toml"
-./target/release/rocmforge --stack example plan pyvec --target "${TARGET:-gfx1010}" "$@"
+rf=./target/release/rocmforge
+$rf --stack example plan pyvec --target "${TARGET:-gfx1010}"
+$rf --stack example build pyvec --target "${TARGET:-gfx1010}" "$@"
+prefix=$root/state/prefix/example
+echo "GPU code in libhipvec.so:"; roc-obj-ls "$prefix/lib/libhipvec.so" || true
+echo "wheels in the local index: $($rf index url)"; $rf index list

@@ -369,7 +369,7 @@ impl<'a> Engine<'a> {
         let index = self.cfg.index_dir();
         let reports = crate::index::publish_all(&index, &wheels).map_err(|e| BuildError::Publish { recipe: r.name.clone(), source: e })?;
         for rep in reports {
-            self.progress.message(&r.name, &format!("{:?}: {}", rep.outcome, rep.filename));
+            self.progress.message(&r.name, &format!("{}: {}", match rep.outcome { crate::index::PublishOutcome::Published => "published", _ => "already in the index" }, rep.filename));
         }
         Ok(())
     }

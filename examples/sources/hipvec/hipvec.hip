@@ -1,6 +1,8 @@
 #include <hip/hip_runtime.h>
 #include "hipvec.h"
+extern "C" {
 #include "vecmath.h"
+}
 
 __global__ void scale_kernel(double *x, int n, double factor) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
