@@ -14,5 +14,6 @@ pub mod graph;
 pub mod key;
 pub mod plan;
 pub mod progress;
+pub mod report;
 pub mod recipe;
 pub mod target;
