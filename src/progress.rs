@@ -184,10 +184,12 @@ pub fn clock(d: Duration) -> String {
     format!("{:02}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60)
 }
 
-/// A short human duration: `0.4s`, `12.3s`, `4m05s`, `2h03m`.
+/// A short human duration: `420ms`, `12.3s`, `4m05s`, `2h03m`.
 pub fn human_secs(secs: f64) -> String {
     let s = secs.max(0.0);
-    if s < 60.0 {
+    if s < 1.0 {
+        format!("{:.0}ms", s * 1000.0)
+    } else if s < 60.0 {
         format!("{s:.1}s")
     } else if s < 3600.0 {
         let t = s.round() as u64;
@@ -416,7 +418,8 @@ mod tests {
         assert_eq!(Eta { secs: 4980.0, unknown: 0 }.render(), "ETA ~1h23m");
         assert_eq!(Eta { secs: 125.0, unknown: 2 }.render(), "ETA ~2m05s + 2 recipe(s) never built");
         assert_eq!(Eta { secs: 0.0, unknown: 3 }.render(), "ETA unknown (3 recipe(s) never built)");
-        assert_eq!(human_secs(0.42), "0.4s");
+        assert_eq!(human_secs(0.42), "420ms");
+        assert_eq!(human_secs(12.34), "12.3s");
     }
 
     #[test]

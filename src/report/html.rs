@@ -61,7 +61,7 @@ pub fn render(rec: &BuildRecord) -> String {
     let height = TOP + rows.len() as f64 * ROW_H + 10.0;
     let width = LABEL_W + CHART_W + 30.0;
     let mut svg = String::new();
-    let _ = write!(svg, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="system-ui, sans-serif" font-size="12">"#);
+    let _ = write!(svg, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" style="max-width:100%;height:auto" font-family="system-ui, sans-serif" font-size="12">"#);
     for (i, _) in rows.iter().enumerate() {
         if i % 2 == 0 {
             let _ = write!(svg, r##"<rect x="0" y="{}" width="{width}" height="{ROW_H}" fill="#f4f6f8"/>"##, TOP + i as f64 * ROW_H);

@@ -29,6 +29,8 @@ pub struct BuildRecord {
     pub pid: u32,
     /// UTC, RFC 3339.
     pub started_at: String,
+    /// The same instant in milliseconds since the Unix epoch (for "how long ago").
+    pub started_unix_ms: u64,
     pub updated_at: String,
     pub state: BuildState,
     /// Seconds from start to end (set when it ended).
@@ -182,6 +184,7 @@ impl Recorder {
             stack: stack.to_string(),
             pid: std::process::id(),
             started_at: utc(start_sys),
+            started_unix_ms: start_sys.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
             updated_at: utc(start_sys),
             ..Default::default()
         };
