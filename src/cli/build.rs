@@ -62,6 +62,11 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     install_signal_handler(recorder.clone());
     let engine = Engine::new(&cfg, &tree, &stack, &progress, opts);
     let result = engine.build(&graph);
+    if result.is_err() && recorder.record().state == report::BuildState::Interrupted {
+        // The signal handler is stopping the steps (that is why they failed) and exits with
+        // 130 in a moment; an error and exit 1 from here would misreport the interruption.
+        std::thread::sleep(std::time::Duration::from_secs(10));
+    }
     let quiet = ctx.verbosity == Verbosity::Quiet;
     let report_line = match recorder.report() {
         Some(Ok(dir)) => Some(format!("report: {} (timeline.html; trace.json opens in https://ui.perfetto.dev)", dir.display())),

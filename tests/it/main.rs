@@ -5,3 +5,4 @@ mod support;
 
 mod engine;
 mod foundation;
+mod report;
