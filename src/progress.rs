@@ -273,13 +273,15 @@ struct BarsState {
 struct Running {
     bar: indicatif::ProgressBar,
     since: Instant,
-    step: Option<(String, PathBuf)>,
+    /// The running step, its log, and when it started.
+    step: Option<(String, PathBuf, Instant)>,
 }
 
 impl Bars {
     pub fn new(last: BTreeMap<String, f64>) -> Bars {
         let multi = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr_with_hz(5));
-        let overall = multi.add(indicatif::ProgressBar::new(0));
+        // Added to `multi` when the build starts, so nothing is drawn before.
+        let overall = indicatif::ProgressBar::hidden();
         overall.set_style(
             indicatif::ProgressStyle::with_template("{prefix:.bold} [{bar:32.cyan/blue}] {pos}/{len} recipes  {elapsed_precise}  {wide_msg}")
                 .expect("valid template")
@@ -308,9 +310,9 @@ impl BarsInner {
         let Ok(st) = self.state.lock() else { return };
         for r in st.running.values() {
             let text = match &r.step {
-                Some((step, log)) => match last_line(log) {
-                    Some(l) => format!("{step} {}  {l}", clock(r.since.elapsed())),
-                    None => format!("{step} {}", clock(r.since.elapsed())),
+                Some((step, log, since)) => match last_line(log) {
+                    Some(l) => format!("{step} {}  {l}", clock(since.elapsed())),
+                    None => format!("{step} {}", clock(since.elapsed())),
                 },
                 None => format!("preparing {}", clock(r.since.elapsed())),
             };
@@ -336,6 +338,7 @@ impl Progress for Bars {
         self.inner.println(recipe, &format!("warning: {msg}"));
     }
     fn build_started(&self, recipes: &[String]) {
+        self.inner.multi.insert(0, self.inner.overall.clone());
         self.inner.overall.set_length(recipes.len() as u64);
         if let Ok(mut st) = self.inner.state.lock() {
             st.remaining = recipes.to_vec();
@@ -369,7 +372,7 @@ impl Progress for Bars {
     fn step_started(&self, recipe: &str, step: &str, log: &Path) {
         if let Ok(mut st) = self.inner.state.lock() {
             if let Some(r) = st.running.get_mut(recipe) {
-                r.step = Some((step.to_string(), log.to_path_buf()));
+                r.step = Some((step.to_string(), log.to_path_buf(), Instant::now()));
             }
         }
     }
@@ -386,7 +389,10 @@ impl Progress for Bars {
     }
     fn build_finished(&self, ok: bool) {
         self.stop_ticker();
-        self.inner.overall.finish_with_message(if ok { "done" } else { "FAILED" });
+        let (done, total) = (self.inner.overall.position(), self.inner.overall.length().unwrap_or(0));
+        self.inner.overall.finish_and_clear();
+        let _ = self.inner.multi.clear();
+        eprintln!("[{}] build {}: {done}/{total} recipes", clock(self.inner.start.elapsed()), if ok { "done" } else { "FAILED" });
     }
 }
 
