@@ -8,11 +8,12 @@ cd "$(dirname "$0")/.."
 
 need_apt=()
 for cmd in hipcc:hipcc cmake:cmake ninja:ninja-build ccache:ccache nginx:nginx git:git \
-           pkg-config:pkg-config roc-obj-ls:hipcc cc:build-essential; do
+           pkg-config:pkg-config roc-obj-ls:hipcc cc:build-essential chromium:chromium; do
   command -v "${cmd%%:*}" >/dev/null 2>&1 || need_apt+=("${cmd##*:}")
 done
 [ -f /usr/include/openssl/ssl.h ] || need_apt+=(libssl-dev)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+[ -f "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ] || need_apt+=(python3-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -qq

@@ -15,6 +15,7 @@ pub mod key;
 pub mod patch;
 pub mod plan;
 pub mod progress;
+pub mod report;
 pub mod recipe;
 pub mod source;
 pub mod target;

@@ -422,6 +422,7 @@ impl<'a> Engine<'a> {
                     continue;
                 }
                 self.progress.message(&r.name, &format!("{} ({} jobs)", s.name, vars.jobs));
+                self.progress.step_command(&r.name, &s.name, &s.command);
                 self.progress.step_started(&r.name, &s.name, &dirs.logs.join(format!("{}.log", s.name)));
                 let result = step::run(&r.name, i, s, &dirs, Some(client));
                 self.progress.step_finished(&r.name, &s.name, result.is_ok());

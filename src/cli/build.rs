@@ -2,11 +2,13 @@
 //! stopped and reusing cached artifacts.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::{CliResult, Context, Failure};
 use crate::build::{budget, BuildOptions, Engine, Outcome};
 use crate::graph::BuildGraph;
-use crate::progress::Lines;
+use crate::progress::{self, Fanout, Verbosity};
+use crate::report::{self, Recorder};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -56,10 +58,40 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     let prefix = args.prefix.clone().unwrap_or_else(|| cfg.prefix_for(&stack.name));
     let prefix = std::path::absolute(&prefix).unwrap_or(prefix);
     let opts = BuildOptions { targets, jobs: args.jobs.unwrap_or_else(budget::default_jobs).max(1), rebuild: args.rebuild.clone(), prefix: prefix.clone(), keep_going: args.keep_going };
-    let progress = Lines::new();
-    install_signal_handler();
+    // The display (bars or lines) and the recorder (status file, report, durations) both hear
+    // every event.
+    let recorder = Arc::new(Recorder::new(&cfg.state_dir, &stack.name));
+    let display = progress::display(ctx.verbosity, report::load_durations(&cfg.state_dir, &stack.name));
+    let progress = Fanout(vec![display, recorder.clone()]);
+    install_signal_handler(recorder.clone());
     let engine = Engine::new(&cfg, &tree, &stack, &progress, opts);
-    let outcomes = engine.build(&graph).map_err(Failure::failed)?;
+    let result = engine.build(&graph);
+    if result.is_err() && recorder.record().state == report::BuildState::Interrupted {
+        // The signal handler is stopping the steps (that is why they failed) and exits with
+        // 130 in a moment; an error and exit 1 from here would misreport the interruption.
+        std::thread::sleep(std::time::Duration::from_secs(10));
+    }
+    let quiet = ctx.verbosity == Verbosity::Quiet;
+    let report_line = match recorder.report() {
+        Some(Ok(dir)) => Some(format!("report: {} (timeline.html; trace.json opens in https://ui.perfetto.dev)", dir.display())),
+        Some(Err(e)) => {
+            eprintln!("warning: cannot write the build report: {e}");
+            None
+        }
+        None => None,
+    };
+    let outcomes = match result {
+        Ok(o) => o,
+        Err(e) => {
+            if let Some(l) = report_line {
+                eprintln!("{l}");
+            }
+            return Err(Failure::failed(e));
+        }
+    };
+    if quiet {
+        return Ok(());
+    }
     let built: Vec<&str> = outcomes.iter().filter(|(_, o)| *o == Outcome::Built).map(|(n, _)| n.as_str()).collect();
     let cached = outcomes.iter().filter(|(_, o)| *o == Outcome::Cached).count();
     if built.is_empty() {
@@ -67,14 +99,23 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     } else {
         println!("built {} recipe(s): {}; {cached} from the cache; prefix {}", built.len(), built.join(", "), prefix.display());
     }
+    if let Some(l) = report_line {
+        println!("{l}");
+    }
     Ok(())
 }
 
-/// Ctrl-C / SIGTERM: stop every running step's process group, then exit. Finished steps are
-/// recorded, so the same command continues from there.
-fn install_signal_handler() {
-    let _ = ctrlc::set_handler(|| {
+/// Ctrl-C / SIGTERM: record the build as interrupted (report included), stop every running
+/// step's process group, then exit. Finished steps are recorded, so the same command continues
+/// from there.
+fn install_signal_handler(recorder: Arc<Recorder>) {
+    let _ = ctrlc::set_handler(move || {
         eprintln!("\ninterrupted: stopping running steps; run the same command again to continue");
+        // Before the kill: the steps' deaths must not be recorded as failures.
+        recorder.interrupted();
+        if let Some(Ok(dir)) = recorder.report() {
+            eprintln!("report: {}", dir.display());
+        }
         crate::build::step::kill_running_groups();
         std::process::exit(130);
     });

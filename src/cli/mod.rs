@@ -7,9 +7,12 @@ mod fetch;
 mod graph;
 mod index;
 mod patch;
+mod log;
 mod plan;
 mod recipes;
+mod report;
 mod source;
+mod status;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -53,6 +56,14 @@ pub struct Cli {
     #[arg(long, global = true, env = "ROCMFORGE_OFFLINE")]
     pub offline: bool,
 
+    /// Only warnings and errors.
+    #[arg(long, short = 'q', global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+
+    /// Plain lines (no bars), with every step's command and log path.
+    #[arg(long, short = 'v', global = true)]
+    pub verbose: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -82,6 +93,12 @@ pub enum Command {
     Patch(patch::Cmd),
     /// Prepare a recipe's patched source tree and print its path.
     Source(source::Args),
+    /// Where is the build? (From another terminal: running recipes, steps, newest log lines.)
+    Status(status::Args),
+    /// Print a recipe's step logs (all steps in order, or one); --follow a running build.
+    Log(log::Args),
+    /// Print the path of the latest build report (timeline.html, trace.json, report.json).
+    Report(report::Args),
 }
 
 /// A failure with its exit code; `main` prints the error chain.
@@ -110,6 +127,7 @@ pub struct Context {
     pub cli_recipes: Option<PathBuf>,
     pub cli_stack: Option<String>,
     pub offline: bool,
+    pub verbosity: crate::progress::Verbosity,
 }
 
 impl Context {
@@ -134,6 +152,19 @@ impl Context {
         Ok(cfg)
     }
 
+    /// The stack a command about past or running builds means: `--stack`, else the stack built
+    /// most recently, else the default stack.
+    pub fn build_stack(&self, cfg: &crate::config::Config) -> Result<String, Failure> {
+        if let Some(s) = &self.cli_stack {
+            return Ok(s.clone());
+        }
+        if let Ok((_, rec)) = crate::report::status::read(&cfg.state_dir, None) {
+            return Ok(rec.stack);
+        }
+        let tree = self.tree()?;
+        Ok(self.stack(&tree)?.name)
+    }
+
     /// `--target` if given, else the stack's default targets.
     pub fn targets(&self, stack: &Stack, spec: Option<&str>) -> Result<TargetSet, Failure> {
         match spec {
@@ -144,7 +175,15 @@ impl Context {
 }
 
 pub fn run(cli: Cli) -> CliResult {
-    let ctx = Context { cli_recipes: cli.recipes, cli_stack: cli.stack, offline: cli.offline };
+    use crate::progress::Verbosity;
+    let verbosity = if cli.quiet {
+        Verbosity::Quiet
+    } else if cli.verbose {
+        Verbosity::Verbose
+    } else {
+        Verbosity::Normal
+    };
+    let ctx = Context { cli_recipes: cli.recipes, cli_stack: cli.stack, offline: cli.offline, verbosity };
     match cli.command {
         Command::Build(a) => build::run(&ctx, a),
         Command::Plan(a) => plan::run(&ctx, a),
@@ -156,6 +195,9 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Fetch(a) => fetch::run(&ctx, a),
         Command::Patch(c) => patch::run(&ctx, c),
         Command::Source(a) => source::run(&ctx, a),
+        Command::Status(a) => status::run(&ctx, a),
+        Command::Log(a) => log::run(&ctx, a),
+        Command::Report(a) => report::run(&ctx, a),
     }
 }
 

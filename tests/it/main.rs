@@ -4,7 +4,9 @@
 mod support;
 
 mod engine;
+mod example;
 mod foundation;
-mod schedule;
 mod index;
+mod report;
+mod schedule;
 mod sources;

@@ -1,0 +1,81 @@
+//! `rocmforge status`: where is the build? Reads the status file a running build keeps current,
+//! and tells a live build from one whose process is gone.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::{CliResult, Context, Failure};
+use crate::progress::{clock, human_secs, last_line};
+use crate::report::status::{liveness, read, rocmforge_alive};
+use crate::report::{BuildRecord, BuildState};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Machine-readable output: the status file plus `liveness` and `alive`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(ctx: &Context, args: Args) -> CliResult {
+    let cfg = ctx.config()?;
+    let stack = ctx.build_stack(&cfg)?;
+    let (_, rec) = read(&cfg.state_dir, Some(&stack)).map_err(Failure::failed)?;
+    let live = liveness(&rec);
+    if args.json {
+        let mut v = serde_json::to_value(&rec).map_err(Failure::failed)?;
+        v["liveness"] = live.clone().into();
+        v["alive"] = (rec.state == BuildState::Running && rocmforge_alive(rec.pid)).into();
+        println!("{}", serde_json::to_string_pretty(&v).map_err(Failure::failed)?);
+        return Ok(());
+    }
+    print!("{}", render(&rec, &live));
+    Ok(())
+}
+
+fn ago(rec: &BuildRecord, offset_secs: f64) -> f64 {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
+    now - rec.started_unix_ms as f64 / 1000.0 - offset_secs
+}
+
+fn render(rec: &BuildRecord, live: &str) -> String {
+    let mut s = format!("build of stack `{}`: {live} (pid {})\n", rec.stack, rec.pid);
+    s.push_str(&format!("  started  {} (UTC), {} ago\n", rec.started_at, human_secs(ago(rec, 0.0))));
+    if let Some(d) = rec.duration_secs {
+        s.push_str(&format!("  took     {}\n", human_secs(d)));
+    }
+    s.push_str(&format!("  recipes  {}/{} done\n", rec.recipes_done, rec.recipes_total));
+    for r in &rec.running {
+        let rr = rec.recipe(&r.recipe);
+        match (&r.step, &r.log) {
+            (Some(step), Some(log)) => {
+                let since = rr.and_then(|x| x.steps.last()).map(|st| clock(std::time::Duration::from_secs_f64(ago(rec, st.start_secs).max(0.0))));
+                s.push_str(&format!("  {} {}: step {step}{}\n", if rec.state == BuildState::Running { "running" } else { "was at" }, r.recipe, since.map(|c| format!(" for {c}")).unwrap_or_default()));
+                s.push_str(&format!("    log: {}\n", log.display()));
+                if let Some(l) = last_line(log) {
+                    s.push_str(&format!("    | {l}\n"));
+                }
+            }
+            _ => s.push_str(&format!("  running  {}: preparing its source\n", r.recipe)),
+        }
+    }
+    // A build that stopped without a word leaves its last step "running": show it as such.
+    if rec.state != BuildState::Running {
+        for r in &rec.recipes {
+            if let Some(st) = r.steps.iter().find(|st| st.status == "interrupted") {
+                s.push_str(&format!("  interrupted {}: step {}\n    log: {}\n", r.name, st.name, st.log.display()));
+            }
+        }
+    }
+    let done: Vec<String> = rec.recipes.iter().filter_map(|r| r.outcome.as_ref().map(|o| format!("{} {o}", r.name))).collect();
+    if !done.is_empty() {
+        s.push_str(&format!("  outcomes {}\n", done.join(", ")));
+    }
+    if let Some(f) = rec.recipes.iter().find(|r| r.outcome.as_deref() == Some("failed")) {
+        if let Some(st) = f.steps.iter().rev().find(|st| st.status == "failed") {
+            s.push_str(&format!("  failed   {}: step {}; log {}\n", f.name, st.name, st.log.display()));
+        }
+    }
+    if let Some(r) = &rec.report {
+        s.push_str(&format!("  report   {}\n", r.display()));
+    }
+    s
+}

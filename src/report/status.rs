@@ -1,0 +1,66 @@
+//! Reading a build's status file from another process: which build, is it still alive.
+
+use std::path::{Path, PathBuf};
+
+use super::{status_path, BuildRecord, BuildState};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    #[error("no build recorded yet in `{0}` (a build writes its status there while it runs)")]
+    None(PathBuf),
+    #[error("cannot read build status `{path}`")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("build status `{path}` is not readable JSON (from another rocmforge version?)")]
+    Parse { path: PathBuf, source: serde_json::Error },
+}
+
+/// The status of `stack`'s last build, or (no stack given) of the most recently updated build.
+pub fn read(state_dir: &Path, stack: Option<&str>) -> Result<(PathBuf, BuildRecord), StatusError> {
+    let path = match stack {
+        Some(s) => status_path(state_dir, s),
+        None => newest(&state_dir.join("status")).ok_or_else(|| StatusError::None(state_dir.join("status")))?,
+    };
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(StatusError::None(path)),
+        Err(source) => return Err(StatusError::Read { path, source }),
+    };
+    let rec = serde_json::from_slice(&bytes).map_err(|source| StatusError::Parse { path: path.clone(), source })?;
+    Ok((path, rec))
+}
+
+fn newest(dir: &Path) -> Option<PathBuf> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .max()
+        .map(|(_, p)| p)
+}
+
+/// Is `pid` a live rocmforge process? (A reused pid running something else is not.)
+pub fn rocmforge_alive(pid: u32) -> bool {
+    let Ok(p) = i32::try_from(pid) else { return false };
+    // SAFETY: signal 0 only checks that the process exists.
+    let exists = p > 0 && (unsafe { libc::kill(p, 0) } == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM));
+    if !exists {
+        return false;
+    }
+    match std::fs::read(format!("/proc/{pid}/cmdline")) {
+        Ok(cmd) => String::from_utf8_lossy(&cmd).contains("rocmforge"),
+        Err(_) => true,
+    }
+}
+
+/// What the user should read: "running", "finished", "finished: failed", "interrupted (stopped
+/// by a signal)", or "interrupted (rocmforge pid N is gone)" when its process died without a word.
+pub fn liveness(rec: &BuildRecord) -> String {
+    match rec.state {
+        BuildState::Running if rocmforge_alive(rec.pid) => "running".into(),
+        BuildState::Running => format!("interrupted (rocmforge pid {} is gone)", rec.pid),
+        BuildState::Succeeded => "finished".into(),
+        BuildState::Failed => "finished: failed".into(),
+        BuildState::Interrupted => "interrupted (stopped by a signal)".into(),
+    }
+}
