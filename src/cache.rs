@@ -120,6 +120,7 @@ impl ArtifactCache {
         fsutil::sync_dir(&tmp);
         fs::rename(&tmp, &final_dir).map_err(io(&final_dir))?;
         fsutil::sync_dir(&self.root);
+        crate::fault::point("store", &inputs.recipe);
         let marker = final_dir.join(MARKER);
         fsutil::write_atomic(&marker, key.as_str().as_bytes()).map_err(io(&marker))?;
         Ok(Artifact { key: key.clone(), dir: final_dir })

@@ -81,7 +81,10 @@ impl Prefix {
         let err = |path: PathBuf| move |source| DeployError::Io { recipe: recipe.to_string(), path, source };
         self.remove_files(recipe, &old_files)?;
         let tree = artifact.tree();
-        for e in &entries {
+        for (i, e) in entries.iter().enumerate() {
+            if i == entries.len() / 2 {
+                crate::fault::point("deploy", recipe);
+            }
             let to = fsutil::join_rel(&self.root, &e.path);
             fsutil::copy_entry(&tree.join(&e.path), &to, false).map_err(err(to.clone()))?;
         }

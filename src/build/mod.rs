@@ -413,6 +413,18 @@ impl<'a> Engine<'a> {
             std::fs::create_dir_all(wd.build()).map_err(io_err("cannot create", &wd.build()))?;
             let mut vars = self.vars(r, d, &wd, src, jobs)?;
             let mut steps = systems::steps(r, &vars, &systems::step_env(r, &vars, &self.keyed_env)?)?;
+            let stage = wd.stage();
+            let produced = match r.build.system {
+                BuildSystem::Cmake => crate::fsutil::join_rel(&stage, &self.opts.prefix.display().to_string()),
+                _ => stage.clone(),
+            };
+            // A store interrupted after it took the stage: redo the steps that fill the stage.
+            if !produced.exists() {
+                if let Some(first) = steps.iter().position(|s| s.fills_stage) {
+                    let refill: Vec<&str> = steps[first..].iter().map(|s| s.name.as_str()).collect();
+                    state.steps_done.retain(|n| !refill.contains(&n.as_str()));
+                }
+            }
             let mut retried_oom = false;
             let mut i = 0;
             while i < steps.len() {
@@ -427,7 +439,7 @@ impl<'a> Engine<'a> {
                 let result = step::run(&r.name, i, s, &dirs, Some(client));
                 self.progress.step_finished(&r.name, &s.name, result.is_ok());
                 match result {
-                    Ok(()) => {}
+                    Ok(()) => crate::fault::point(&format!("step:{}", steps[i].name), &r.name),
                     // Killed for memory: once, with half the jobs.
                     Err(StepError::Failed(f)) if f.looks_oom && !retried_oom => {
                         retried_oom = true;
@@ -446,11 +458,6 @@ impl<'a> Engine<'a> {
                 wd.save(&state).map_err(io_err("cannot record step in", &wd.root))?;
                 i += 1;
             }
-            let stage = wd.stage();
-            let produced = match r.build.system {
-                BuildSystem::Cmake => crate::fsutil::join_rel(&stage, &self.opts.prefix.display().to_string()),
-                _ => stage.clone(),
-            };
             std::fs::create_dir_all(&produced).map_err(io_err("cannot create", &produced))?;
             if let Some(old) = self.cache.get(&d.key).filter(|_| forced) {
                 self.cache.remove(&old.dir)?;

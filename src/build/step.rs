@@ -43,6 +43,8 @@ pub struct Step {
     pub command: String,
     pub cwd: PathBuf,
     pub env: BTreeMap<String, String>,
+    /// This step empties and refills the stage (the tree stored as the artifact).
+    pub fills_stage: bool,
 }
 
 /// A failed step, with everything needed to understand and reproduce it.
@@ -242,6 +244,7 @@ mod tests {
             command: "for i in $(seq 1 100); do echo line $i; done; echo \"value=$MY_VAR\"; exit 3".into(),
             cwd: d.path().join("b"),
             env: BTreeMap::from([("MY_VAR".into(), "it's here".into()), ("PATH".into(), "/usr/bin:/bin".into())]),
+            fills_stage: false,
         };
         let e = run("demo", 0, &step, &dirs, None).unwrap_err();
         let StepError::Failed(f) = e else { panic!("{e}") };
@@ -268,6 +271,7 @@ mod tests {
             command: "echo 'clang++: error: unable to execute command: Killed signal terminated program'; exit 1".into(),
             cwd: d.path().to_path_buf(),
             env: BTreeMap::from([("PATH".into(), "/usr/bin:/bin".into())]),
+            fills_stage: false,
         };
         let StepError::Failed(f) = run("demo", 0, &step, &dirs, None).unwrap_err() else { panic!() };
         assert!(f.looks_oom);

@@ -138,7 +138,13 @@ pub fn step_env(recipe: &Recipe, vars: &Vars, keyed_env: &BTreeMap<String, Strin
 pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Result<Vec<Step>, ExpandError> {
     let x = |t: &str| vars.expand(&recipe.name, t);
     let q = |p: &Path| shell_words(&p.display().to_string());
-    let step = |name: &str, command: String, cwd: &Path| Step { name: name.into(), command, cwd: cwd.to_path_buf(), env: env.clone() };
+    let step = |name: &str, command: String, cwd: &Path| Step {
+        name: name.into(),
+        fills_stage: command.starts_with(&format!("rm -rf {}", q(&vars.stage))),
+        command,
+        cwd: cwd.to_path_buf(),
+        env: env.clone(),
+    };
     let mut steps = Vec::new();
     let user_steps = |steps: &mut Vec<Step>| -> Result<(), ExpandError> {
         for (i, s) in recipe.build.steps.iter().enumerate() {

@@ -258,6 +258,7 @@ pub fn prepare(
         return Ok(dest.to_path_buf());
     }
     let fetched = fetch(cfg, recipe, progress)?;
+    crate::fault::point("fetch", &recipe.name);
     let marker = marker_path(dest);
     remove_path(&marker)?;
     remove_path(dest)?;
@@ -266,6 +267,7 @@ pub fn prepare(
     }
     progress.message(&recipe.name, &format!("checking out into {}", dest.display()));
     checkout(cfg, recipe, &fetched, dest)?;
+    crate::fault::point("patch", &recipe.name);
     if !patches.is_empty() {
         progress.message(&recipe.name, &format!("applying {} patch(es)", patches.len()));
         patch::apply_series(dest, &patches)?;

@@ -1,0 +1,203 @@
+//! The example stack end to end with real parts: sources from a git daemon and an HTTP server
+//! on 127.0.0.1, cmake/ninja, Debian's hipcc compiling gfx1010 code, a wheel installed by pip
+//! from the local index; plus crash-and-resume at every phase.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::support::git::GitDaemon;
+use crate::support::http::HttpServer;
+use crate::support::{copy_tree, repo_root, rocmforge};
+
+struct Example {
+    home: tempfile::TempDir,
+    tree: PathBuf,
+    config: PathBuf,
+    _daemon: GitDaemon,
+    _http: HttpServer,
+}
+
+fn wheelhouse() -> PathBuf {
+    let p = std::env::var_os("ROCMFORGE_TEST_WHEELHOUSE").map(PathBuf::from).unwrap_or_else(|| repo_root().join("target/wheelhouse"));
+    assert!(p.is_dir(), "no wheelhouse at {}: run ci/setup.sh (it downloads setuptools and wheel there)", p.display());
+    p
+}
+
+impl Example {
+    fn new() -> Example {
+        let home = tempfile::tempdir().unwrap();
+        let up = home.path().join("upstream");
+        let st = Command::new("bash").arg(repo_root().join("ci/example-sources.sh")).arg(&up).output().unwrap();
+        assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+        let daemon = GitDaemon::start(&up.join("git"));
+        let http = HttpServer::start();
+        http.add("hipvec-1.0.0.tar.gz", std::fs::read(up.join("files/hipvec-1.0.0.tar.gz")).unwrap());
+        let config = home.path().join("config.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[url-rewrite]\n\"https://example.invalid/rocmforge/hipvec-1.0.0.tar.gz\" = \"{}\"\n\"https://example.invalid/rocmforge/\" = \"{}\"\n",
+                http.url("hipvec-1.0.0.tar.gz"),
+                daemon.url("")
+            ),
+        )
+        .unwrap();
+        // A tree of our own, so a test can edit a patch.
+        let tree = home.path().join("tree");
+        copy_tree(&repo_root().join("recipes/example"), &tree.join("recipes/example"));
+        copy_tree(&repo_root().join("patches/example"), &tree.join("patches/example"));
+        Example { home, tree, config, _daemon: daemon, _http: http }
+    }
+
+    fn prefix(&self) -> PathBuf {
+        self.home.path().join("prefix")
+    }
+
+    fn cmd(&self, home: &Path) -> assert_cmd::Command {
+        let mut c = rocmforge(home);
+        c.env("ROCMFORGE_CONFIG", &self.config)
+            .env("PIP_NO_INDEX", "1")
+            .env("PIP_FIND_LINKS", wheelhouse())
+            .env("ROCMFORGE_RETRIES", "1")
+            .env("ROCMFORGE_RETRY_BASE_MS", "10")
+            .arg("--recipes")
+            .arg(&self.tree)
+            .args(["--stack", "example"]);
+        c
+    }
+
+    fn build(&self, home: &Path, prefix: &Path, args: &[&str]) -> std::process::Output {
+        self.cmd(home).args(["build", "--prefix"]).arg(prefix).args(args).output().unwrap()
+    }
+
+    /// One work dir path for every run of the crash test: compilers record source paths (debug
+    /// info of the Python extension), so only builds made in the same place are byte-identical.
+    fn shared_work(&self) -> PathBuf {
+        let w = self.home.path().join("work");
+        let _ = std::fs::remove_dir_all(&w);
+        w
+    }
+}
+
+fn text(o: &std::process::Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn gpu_targets(lib: &Path) -> String {
+    let o = Command::new("roc-obj-ls").arg(lib).output().expect("roc-obj-ls (Debian package hipcc) is installed");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn example_stack_builds_gfx1010_code_and_pip_installs_the_wheel() {
+    let e = Example::new();
+    let home = e.home.path();
+    let out = e.build(home, &e.prefix(), &["pyvec", "--target", "gfx1010"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("built 3 recipe(s): vecmath, hipvec, pyvec"), "{}", text(&out));
+    let objs = gpu_targets(&e.prefix().join("lib/libhipvec.so"));
+    assert!(objs.contains("gfx1010") && !objs.contains("gfx1030"), "{objs}");
+    // The patch was applied.
+    assert!(std::fs::read_to_string(e.prefix().join("include/hipvec.h")).unwrap().contains("hipvec_patched"));
+
+    // The wheel is in the index with its local label; pip installs it into a fresh venv.
+    let index = home.join("state/rocmforge/index/simple");
+    let page = std::fs::read_to_string(index.join("pyvec/index.html")).unwrap();
+    assert!(page.contains("pyvec-1.0.0+rocm5.2.3.k"), "{page}");
+    let venv = home.join("venv");
+    assert!(Command::new("python3").args(["-m", "venv"]).arg(&venv).status().unwrap().success());
+    let pip = Command::new(venv.join("bin/pip"))
+        .args(["install", "--disable-pip-version-check", "--no-cache-dir", "--index-url"])
+        .arg(format!("file://{}/", index.display()))
+        .arg("pyvec==1.0.0")
+        .output()
+        .unwrap();
+    assert!(pip.status.success(), "{}", text(&pip));
+    let run = Command::new(venv.join("bin/python"))
+        .args(["-c", "import pyvec; print(pyvec.dot([1.0, 2.0], [3.0, 4.0]))"])
+        .env("LD_LIBRARY_PATH", e.prefix().join("lib"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "11.0", "{}", text(&run));
+
+    // Nothing to do the second time.
+    let again = e.build(home, &e.prefix(), &["pyvec", "--target", "gfx1010"]);
+    assert!(text(&again).contains("nothing to build: 3 recipe(s) up to date"), "{}", text(&again));
+
+    // A changed patch: plan says why, and only hipvec and what depends on it rebuild.
+    let patch = e.tree.join("patches/example/hipvec/0001-report-patched-build.patch");
+    let p = std::fs::read_to_string(&patch).unwrap();
+    std::fs::write(&patch, p.replace("this build carries rocmforge's example patch", "this build carries the example patch")).unwrap();
+    let plan = e.cmd(home).args(["plan", "pyvec", "--json", "--prefix"]).arg(e.prefix()).output().unwrap();
+    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let reason = |n: &str| {
+        let r = plan["recipes"].as_array().unwrap().iter().find(|r| r["name"] == n).unwrap();
+        format!("{}: {}", r["state"].as_str().unwrap(), r["reason"].as_str().unwrap())
+    };
+    assert!(reason("vecmath").starts_with("cached"), "{}", reason("vecmath"));
+    assert_eq!(reason("hipvec"), "rebuild: patch 0001-report-patched-build.patch changed");
+    assert_eq!(reason("pyvec"), "rebuild: dependency hipvec rebuilt");
+    let out = e.build(home, &e.prefix(), &["pyvec", "--target", "gfx1010"]);
+    assert!(text(&out).contains("built 2 recipe(s): hipvec, pyvec; 1 from the cache"), "{}", text(&out));
+
+    // Two targets: both in the library; host-only vecmath is not rebuilt.
+    let out = e.build(home, &e.prefix(), &["hipvec", "--target", "gfx1010,gfx1030"]);
+    assert!(text(&out).contains("built 1 recipe(s): hipvec; 1 from the cache"), "{}", text(&out));
+    let objs = gpu_targets(&e.prefix().join("lib/libhipvec.so"));
+    assert!(objs.contains("gfx1010") && objs.contains("gfx1030"), "{objs}");
+}
+
+/// Every file of a tree with the sha256 of its bytes (a symlink: its target).
+fn snapshot(p: &Path) -> Vec<(String, String)> {
+    use sha2::Digest;
+    let mut v: Vec<(String, String)> = walkdir::WalkDir::new(p)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| !e.file_type().is_dir())
+        .map(|e| {
+            let bytes = if e.file_type().is_symlink() { std::fs::read_link(e.path()).unwrap().display().to_string().into_bytes() } else { std::fs::read(e.path()).unwrap() };
+            (e.path().strip_prefix(p).unwrap().display().to_string(), hex::encode(sha2::Sha256::digest(&bytes)))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn sigkill_at_every_phase_then_resume_gives_the_same_prefix() {
+    let e = Example::new();
+    // One prefix path for every run (it is part of the cache keys), emptied between runs.
+    let prefix = e.home.path().join("shared-prefix");
+    let clean_home = e.home.path().join("clean");
+    let out = e.cmd(&clean_home).env("ROCMFORGE_WORK_DIR", e.shared_work()).args(["build", "pyvec", "--prefix"]).arg(&prefix).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let want = snapshot(&prefix);
+    let want_wheels = snapshot(&clean_home.join("state/rocmforge/index/simple/pyvec"));
+
+    for point in ["fetch:hipvec", "patch:hipvec", "step:build:hipvec", "store:hipvec", "deploy:hipvec", "store:pyvec"] {
+        std::fs::remove_dir_all(&prefix).unwrap();
+        let home = e.home.path().join(point.replace(':', "-"));
+        let work = e.shared_work();
+        let crashed = e.cmd(&home).env("ROCMFORGE_WORK_DIR", &work).env("ROCMFORGE_FAULT", point).args(["build", "pyvec", "--prefix"]).arg(&prefix).output().unwrap();
+        assert_eq!(crashed.status.code(), None, "{point}: expected SIGKILL\n{}", text(&crashed));
+        let resumed = e.cmd(&home).env("ROCMFORGE_WORK_DIR", &work).args(["build", "pyvec", "--prefix"]).arg(&prefix).output().unwrap();
+        let t = text(&resumed);
+        assert!(resumed.status.success(), "{point}: {t}");
+        // vecmath finished before every crash point: never rebuilt.
+        assert!(!t.contains("vecmath: building"), "{point}: finished recipe rebuilt\n{t}");
+        if point == "store:pyvec" {
+            assert!(!t.contains("hipvec: building"), "{point}: {t}");
+        }
+        if point == "store:hipvec" || point == "deploy:hipvec" {
+            assert!(!t.contains("hipvec: build ("), "{point}: finished compile re-run\n{t}");
+        }
+        let got = snapshot(&prefix);
+        let differ: Vec<&String> = got.iter().filter(|f| !want.contains(f)).map(|(p, _)| p).collect();
+        let manifests: Vec<String> = differ.iter().filter(|p| p.ends_with(".json")).map(|p| std::fs::read_to_string(prefix.join(p)).unwrap()).collect();
+        assert!(differ.is_empty() && got.len() == want.len(), "{point}: prefix differs from an uninterrupted build: {differ:?} {manifests:?}");
+        assert_eq!(snapshot(&home.join("state/rocmforge/index/simple/pyvec")), want_wheels, "{point}: published wheel differs");
+        let verify = e.cmd(&home).args(["cache", "verify"]).output().unwrap();
+        assert!(verify.status.success(), "{point}: {}", text(&verify));
+    }
+}
