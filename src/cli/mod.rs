@@ -6,6 +6,7 @@ mod cache;
 mod fetch;
 mod graph;
 mod index;
+mod lock;
 mod patch;
 mod log;
 mod plan;
@@ -86,6 +87,8 @@ pub enum Command {
     Recipes(recipes::Cmd),
     /// The local wheel index pip and uv install from: publish, list, yank, serve.
     Index(index::Args),
+    /// Resolve the tags of unlocked git recipes to commits and write the stack's lock file.
+    Lock(lock::Args),
     /// Fetch every source of the recipes' closure and check every patch series (the preflight).
     Fetch(fetch::Args),
     /// Check patch series, or turn edits of a work tree into the next patch.
@@ -138,7 +141,16 @@ impl Context {
         }
     }
 
+    /// The stack, with its lock file applied (unlocked recipes pinned by `rocmforge lock`).
     pub fn stack(&self, tree: &RecipeTree) -> Result<Stack, Failure> {
+        let mut stack = self.stack_unlocked(tree)?;
+        let cfg = self.config()?;
+        crate::recipe::lock::apply(&mut stack, tree, &cfg).map_err(Failure::usage)?;
+        Ok(stack)
+    }
+
+    /// The stack as its recipe files say, without the lock applied.
+    pub fn stack_unlocked(&self, tree: &RecipeTree) -> Result<Stack, Failure> {
         pick_stack(tree, self.cli_stack.as_deref()).map_err(|e| match e {
             StackError::Invalid(_) => Failure::new(exit::INVALID_RECIPES, e),
             _ => Failure::usage(e),
@@ -193,6 +205,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Recipes(c) => recipes::run(&ctx, c),
         Command::Index(a) => index::run(&ctx, a),
         Command::Fetch(a) => fetch::run(&ctx, a),
+        Command::Lock(a) => lock::run(&ctx, a),
         Command::Patch(c) => patch::run(&ctx, c),
         Command::Source(a) => source::run(&ctx, a),
         Command::Status(a) => status::run(&ctx, a),
