@@ -57,6 +57,11 @@ pub struct Cli {
     #[arg(long, global = true, env = "ROCMFORGE_OFFLINE")]
     pub offline: bool,
 
+    /// An installed ROCm (e.g. /opt/rocm) whose components are used instead of built
+    /// (recognised by each recipe's `[external]`).
+    #[arg(long = "rocm-path", global = true, value_name = "DIR")]
+    pub rocm_path: Option<PathBuf>,
+
     /// Only warnings and errors.
     #[arg(long, short = 'q', global = true, conflicts_with = "verbose")]
     pub quiet: bool,
@@ -130,6 +135,7 @@ pub struct Context {
     pub cli_recipes: Option<PathBuf>,
     pub cli_stack: Option<String>,
     pub offline: bool,
+    pub rocm_path: Option<PathBuf>,
     pub verbosity: crate::progress::Verbosity,
 }
 
@@ -161,6 +167,9 @@ impl Context {
     pub fn config(&self) -> Result<crate::config::Config, Failure> {
         let mut cfg = crate::config::Config::load().map_err(Failure::usage)?;
         cfg.offline |= self.offline;
+        if let Some(p) = &self.rocm_path {
+            cfg.rocm_path = Some(p.clone());
+        }
         Ok(cfg)
     }
 
@@ -195,7 +204,7 @@ pub fn run(cli: Cli) -> CliResult {
     } else {
         Verbosity::Normal
     };
-    let ctx = Context { cli_recipes: cli.recipes, cli_stack: cli.stack, offline: cli.offline, verbosity };
+    let ctx = Context { cli_recipes: cli.recipes, cli_stack: cli.stack, offline: cli.offline, rocm_path: cli.rocm_path, verbosity };
     match cli.command {
         Command::Build(a) => build::run(&ctx, a),
         Command::Plan(a) => plan::run(&ctx, a),
