@@ -219,3 +219,27 @@ fn rocm_path_marks_matching_recipes_external_and_build_skips_them() {
     let cpp = std::fs::read_to_string(prefix.join("share/cmake-prefix-path.txt")).unwrap();
     assert_eq!(cpp.trim(), format!("{}:{r}", prefix.display()));
 }
+
+#[test]
+fn embedded_recipes_lock_into_the_state_dir() {
+    let git_base = tempfile::tempdir().unwrap();
+    let repo = Repo::init(git_base.path().join("ROCm/clr.git"));
+    let c1 = repo.write("CMakeLists.txt", "\n").commit("clr");
+    repo.tag("rocm-6.2.4", &c1);
+    let daemon = GitDaemon::start(git_base.path());
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let cfg = dir.path().join("config.toml");
+    std::fs::write(&cfg, format!("[url-rewrite]\n\"https://github.com/\" = \"{}\"\n", daemon.url(""))).unwrap();
+    let run = |args: &[&str]| rocmforge(&home).env("ROCMFORGE_CONFIG", &cfg).args(args).output().unwrap();
+    let out = run(&["--stack", "rocm-6.2", "lock", "clr"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(home.join("state/rocmforge/locks/rocm-6.2.lock")).unwrap();
+    assert!(text.contains(&c1) && text.contains("recipe = \"clr\""), "{text}");
+    let out = run(&["--stack", "rocm-6.2", "plan", "clr", "--json"]);
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(entry(&plan, "clr")["source"]["rev"], c1.as_str());
+    // An unknown recipe is bad usage.
+    assert_eq!(run(&["--stack", "rocm-6.2", "lock", "nosuch"]).status.code(), Some(2));
+}
