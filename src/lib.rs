@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod deploy;
 pub mod diagnostic;
+pub mod external;
 pub mod fault;
 pub mod fsutil;
 pub mod graph;

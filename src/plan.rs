@@ -121,10 +121,16 @@ impl Plan {
     pub fn apply(&mut self, decisions: &[crate::build::Decision]) {
         use crate::build::Status;
         for e in &mut self.recipes {
+            let Some(d) = decisions.iter().find(|d| d.name == e.name) else { continue };
+            if let Status::External(reason) = &d.status {
+                e.state = State::External;
+                e.reason = reason.clone();
+                e.key = Some(d.key.0.clone());
+                continue;
+            }
             if matches!(e.state, State::Blocked | State::Skipped) {
                 continue;
             }
-            let Some(d) = decisions.iter().find(|d| d.name == e.name) else { continue };
             e.key = Some(d.key.0.clone());
             match &d.status {
                 Status::Cached => {

@@ -84,6 +84,8 @@ pub enum Status {
     SourceOnly,
     /// Not built for these targets.
     Skipped(String),
+    /// Provided by the installed ROCm (`--rocm-path`); the reason says by what.
+    External(String),
 }
 
 /// What happened to each recipe.
@@ -93,6 +95,7 @@ pub enum Outcome {
     Cached,
     SourceOnly,
     Skipped,
+    External,
 }
 
 impl Outcome {
@@ -102,6 +105,7 @@ impl Outcome {
             Outcome::Cached => "cached",
             Outcome::SourceOnly => "source",
             Outcome::Skipped => "skipped",
+            Outcome::External => "external",
         }
     }
 }
@@ -115,6 +119,8 @@ pub struct Engine<'a> {
     cache: ArtifactCache,
     keyed_env: BTreeMap<String, String>,
     toolchain: String,
+    /// The installed ROCm providing components, if any.
+    rocm: Option<crate::external::InstalledRocm>,
     /// Source trees are prepared one at a time (several recipes share one checkout).
     prepare_lock: std::sync::Mutex<()>,
 }
@@ -124,7 +130,8 @@ impl<'a> Engine<'a> {
         let keyed_env: BTreeMap<String, String> =
             ENV_ALLOWLIST.iter().filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v))).collect();
         let toolchain = key::toolchain_identity(&std::env::var("PATH").unwrap_or_default());
-        Engine { cfg, tree, stack, progress, opts, cache: ArtifactCache::new(&cfg.cache_dir), keyed_env, toolchain, prepare_lock: std::sync::Mutex::new(()) }
+        let rocm = cfg.rocm_path.as_deref().map(crate::external::InstalledRocm::open);
+        Engine { cfg, tree, stack, progress, opts, cache: ArtifactCache::new(&cfg.cache_dir), keyed_env, toolchain, rocm, prepare_lock: std::sync::Mutex::new(()) }
     }
 
     pub fn cache(&self) -> &ArtifactCache {
@@ -154,7 +161,9 @@ impl<'a> Engine<'a> {
         for name in graph.order() {
             let r = &self.stack.recipes[name];
             let decision = if r.is_source_only() { TargetDecision::SourceOnly } else { r.targets.decide(&self.opts.targets) };
+            let external = self.external(r);
             let source = match &r.source {
+                _ if external.is_some() => self.rocm.as_ref().expect("external needs a rocm").key_input(),
                 SourceSpec::From { recipe, subdir } => {
                     format!("tree:{}:{}", keys.get(recipe).map(|k| k.as_str()).unwrap_or("?"), subdir.as_deref().unwrap_or(""))
                 }
@@ -165,7 +174,7 @@ impl<'a> Engine<'a> {
                 recipe: r.name.clone(),
                 recipe_content: key::sha256_hex(r.canonical.as_bytes()),
                 source,
-                patches: key::patch_hashes(self.tree, r),
+                patches: if external.is_some() { Vec::new() } else { key::patch_hashes(self.tree, r) },
                 targets: key::targets_of(decision.targets()),
                 prefix: self.opts.prefix.display().to_string(),
                 env: if r.is_source_only() { BTreeMap::new() } else { self.keyed_env.clone() },
@@ -174,7 +183,9 @@ impl<'a> Engine<'a> {
             };
             let key = inputs.key();
             keys.insert(name.to_string(), key.clone());
-            let status = if r.is_source_only() {
+            let status = if let Some(reason) = external {
+                Status::External(reason)
+            } else if r.is_source_only() {
                 Status::SourceOnly
             } else if let TargetDecision::Skip { reason } = &decision {
                 Status::Skipped(reason.clone())
@@ -197,16 +208,27 @@ impl<'a> Engine<'a> {
         out
     }
 
+    /// Why `r` is provided by the installed ROCm (`--rocm-path`), if it is.
+    pub fn external(&self, r: &Recipe) -> Option<String> {
+        let rocm = self.rocm.as_ref()?;
+        let found = rocm.provides(r.external.as_ref()?)?;
+        Some(rocm.reason(&found))
+    }
+
     /// Builds the closure of `graph`. Returns each recipe's outcome in order.
     pub fn build(&self, graph: &BuildGraph) -> Result<Vec<(String, Outcome)>, BuildError> {
-        let unlocked: Vec<String> =
-            graph.order().into_iter().filter(|n| self.stack.recipes[*n].source.is_unlocked()).map(String::from).collect();
+        let decisions = self.decide(graph);
+        let unlocked: Vec<String> = decisions
+            .iter()
+            .filter(|d| !matches!(d.status, Status::External(_)) && self.stack.recipes[&d.name].source.is_unlocked())
+            .map(|d| d.name.clone())
+            .collect();
         if !unlocked.is_empty() {
             return Err(BuildError::Unlocked(unlocked));
         }
-        let decisions = self.decide(graph);
         let unsupported: Vec<String> = decisions
             .iter()
+            .filter(|d| !matches!(d.status, Status::External(_)))
             .filter_map(|d| match &d.targets {
                 TargetDecision::Unsupported { reason } => Some(format!("{} ({reason})", d.name)),
                 _ => None,
@@ -326,6 +348,10 @@ impl<'a> Engine<'a> {
         self.progress.recipe_started(&d.name, d.status == Status::Cached);
         let result = match &d.status {
             Status::SourceOnly => Ok(Outcome::SourceOnly),
+            Status::External(reason) => {
+                self.progress.message(&d.name, reason);
+                Ok(Outcome::External)
+            }
             Status::Skipped(reason) => {
                 self.progress.message(&d.name, &format!("skipped: {reason}"));
                 Ok(Outcome::Skipped)
@@ -502,6 +528,7 @@ impl<'a> Engine<'a> {
                 d.key.as_str(),
             ),
             source_trees,
+            rocm_path: self.rocm.as_ref().map(|r| r.path.clone()),
         })
     }
 

@@ -33,6 +33,8 @@ pub struct Vars {
     pub wheel_version: String,
     /// `{src:<recipe>}`: prepared trees of source dependencies.
     pub source_trees: BTreeMap<String, PathBuf>,
+    /// An installed ROCm providing some components (`--rocm-path`): searched after the prefix.
+    pub rocm_path: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -117,7 +119,11 @@ pub fn step_env(recipe: &Recipe, vars: &Vars, keyed_env: &BTreeMap<String, Strin
     }
     env.insert("PATH".into(), path);
     env.insert("LANG".into(), "C.UTF-8".into());
-    env.insert("CMAKE_PREFIX_PATH".into(), prefix.clone());
+    let cmake_prefix_path = match &vars.rocm_path {
+        Some(rocm) => format!("{prefix}:{}", rocm.display()),
+        None => prefix.clone(),
+    };
+    env.insert("CMAKE_PREFIX_PATH".into(), cmake_prefix_path);
     env.insert("LD_LIBRARY_PATH".into(), format!("{prefix}/lib"));
     env.insert("PKG_CONFIG_PATH".into(), format!("{prefix}/lib/pkgconfig:{prefix}/share/pkgconfig"));
     env.insert("SOURCE_DATE_EPOCH".into(), SOURCE_DATE_EPOCH.into());
@@ -252,6 +258,7 @@ mod tests {
             version: "1.0".into(),
             wheel_version: "1.0+x".into(),
             source_trees: BTreeMap::from([("hip".into(), "/w/hip/src".into())]),
+            rocm_path: None,
         }
     }
 

@@ -6,6 +6,7 @@ mod cache;
 mod fetch;
 mod graph;
 mod index;
+mod lock;
 mod patch;
 mod log;
 mod plan;
@@ -56,6 +57,11 @@ pub struct Cli {
     #[arg(long, global = true, env = "ROCMFORGE_OFFLINE")]
     pub offline: bool,
 
+    /// An installed ROCm (e.g. /opt/rocm) whose components are used instead of built
+    /// (recognised by each recipe's `[external]`).
+    #[arg(long = "rocm-path", global = true, value_name = "DIR")]
+    pub rocm_path: Option<PathBuf>,
+
     /// Only warnings and errors.
     #[arg(long, short = 'q', global = true, conflicts_with = "verbose")]
     pub quiet: bool,
@@ -86,6 +92,8 @@ pub enum Command {
     Recipes(recipes::Cmd),
     /// The local wheel index pip and uv install from: publish, list, yank, serve.
     Index(index::Args),
+    /// Resolve the tags of unlocked git recipes to commits and write the stack's lock file.
+    Lock(lock::Args),
     /// Fetch every source of the recipes' closure and check every patch series (the preflight).
     Fetch(fetch::Args),
     /// Check patch series, or turn edits of a work tree into the next patch.
@@ -127,6 +135,7 @@ pub struct Context {
     pub cli_recipes: Option<PathBuf>,
     pub cli_stack: Option<String>,
     pub offline: bool,
+    pub rocm_path: Option<PathBuf>,
     pub verbosity: crate::progress::Verbosity,
 }
 
@@ -138,7 +147,16 @@ impl Context {
         }
     }
 
+    /// The stack, with its lock file applied (unlocked recipes pinned by `rocmforge lock`).
     pub fn stack(&self, tree: &RecipeTree) -> Result<Stack, Failure> {
+        let mut stack = self.stack_unlocked(tree)?;
+        let cfg = self.config()?;
+        crate::recipe::lock::apply(&mut stack, tree, &cfg).map_err(Failure::usage)?;
+        Ok(stack)
+    }
+
+    /// The stack as its recipe files say, without the lock applied.
+    pub fn stack_unlocked(&self, tree: &RecipeTree) -> Result<Stack, Failure> {
         pick_stack(tree, self.cli_stack.as_deref()).map_err(|e| match e {
             StackError::Invalid(_) => Failure::new(exit::INVALID_RECIPES, e),
             _ => Failure::usage(e),
@@ -149,6 +167,9 @@ impl Context {
     pub fn config(&self) -> Result<crate::config::Config, Failure> {
         let mut cfg = crate::config::Config::load().map_err(Failure::usage)?;
         cfg.offline |= self.offline;
+        if let Some(p) = &self.rocm_path {
+            cfg.rocm_path = Some(p.clone());
+        }
         Ok(cfg)
     }
 
@@ -183,7 +204,7 @@ pub fn run(cli: Cli) -> CliResult {
     } else {
         Verbosity::Normal
     };
-    let ctx = Context { cli_recipes: cli.recipes, cli_stack: cli.stack, offline: cli.offline, verbosity };
+    let ctx = Context { cli_recipes: cli.recipes, cli_stack: cli.stack, offline: cli.offline, rocm_path: cli.rocm_path, verbosity };
     match cli.command {
         Command::Build(a) => build::run(&ctx, a),
         Command::Plan(a) => plan::run(&ctx, a),
@@ -193,6 +214,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Recipes(c) => recipes::run(&ctx, c),
         Command::Index(a) => index::run(&ctx, a),
         Command::Fetch(a) => fetch::run(&ctx, a),
+        Command::Lock(a) => lock::run(&ctx, a),
         Command::Patch(c) => patch::run(&ctx, c),
         Command::Source(a) => source::run(&ctx, a),
         Command::Status(a) => status::run(&ctx, a),

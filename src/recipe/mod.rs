@@ -2,6 +2,7 @@
 //! problem of a tree with its file, line and column.
 
 mod load;
+pub mod lock;
 pub mod tree;
 
 pub use load::{closest as load_closest, load_all, load_stack, pick_stack, StackError};

@@ -7,6 +7,7 @@ mod engine;
 mod example;
 mod foundation;
 mod index;
+mod lock;
 mod report;
 mod schedule;
 mod sources;

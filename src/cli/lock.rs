@@ -1,0 +1,49 @@
+//! `rocmforge lock`: pin the tags of unlocked git recipes to commits in the stack's lock file.
+
+use super::{CliResult, Context, Failure};
+use crate::recipe::lock::{self, LockError};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Re-resolve every pinned tag too, and report the tags that moved.
+    #[arg(long)]
+    pub update: bool,
+    /// Recipes to lock (default: every unlocked recipe of the stack).
+    #[arg(value_name = "RECIPE")]
+    pub recipes: Vec<String>,
+}
+
+pub fn run(ctx: &Context, args: Args) -> CliResult {
+    let tree = ctx.tree()?;
+    let stack = ctx.stack_unlocked(&tree)?;
+    let cfg = ctx.config()?;
+    if cfg.offline {
+        return Err(Failure::usage(anyhow::anyhow!("`rocmforge lock` resolves tags over the network; it cannot run with --offline")));
+    }
+    let report = lock::lock(&stack, &tree, &cfg, &args.recipes, args.update).map_err(|e| match e {
+        LockError::UnknownRecipe(_) => Failure::usage(e),
+        _ => Failure::failed(e),
+    })?;
+    let quiet = ctx.verbosity == crate::progress::Verbosity::Quiet;
+    for m in &report.moved {
+        println!("{}: {} moved {} -> {}", m.recipe, m.tag, &m.old[..8.min(m.old.len())], &m.new[..8.min(m.new.len())]);
+    }
+    if quiet {
+        return Ok(());
+    }
+    for p in &report.added {
+        println!("{}: {} -> {}", p.recipe, p.tag, &p.rev[..12.min(p.rev.len())]);
+    }
+    for p in &report.pruned {
+        println!("{}: pin of {} dropped (the recipe no longer has this unlocked url and tag)", p.recipe, p.tag);
+    }
+    println!(
+        "wrote {}: {} new, {} moved, {} unchanged, {} pruned",
+        report.path.display(),
+        report.added.len(),
+        report.moved.len(),
+        report.unchanged,
+        report.pruned.len()
+    );
+    Ok(())
+}

@@ -1,0 +1,245 @@
+//! `rocmforge lock` (unlocked git recipes pinned through a lock file, over a real git daemon
+//! behind a github.com URL rewrite) and `--rocm-path` (components of an installed ROCm used,
+//! not built).
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+use crate::support::git::{GitDaemon, Repo};
+use crate::support::rocmforge;
+
+const STACK: &str = "[stack]\nname = \"t\"\nrocm-version = \"6.2.4\"\nsummary = \"t\"\ndefault-targets = [\"gfx1010\"]\ndefault = true\n";
+
+fn script(name: &str, extra: &str, steps: &[&str]) -> String {
+    let steps: Vec<String> = steps.iter().map(|s| format!("  {s:?},")).collect();
+    format!(
+        "[package]\nname = \"{name}\"\nversion = \"1.0\"\nsummary = \"{name}\"\n{extra}\n[build]\nsystem = \"script\"\nsteps = [\n  \"mkdir -p {{stage}}/lib\",\n  \"echo built >> {{prefix}}/../{name}.runs\",\n{}\n]\n\n[targets]\ngpu = false\n",
+        steps.join("\n")
+    )
+}
+
+/// A recipe tree in `root`: `app` (from `app_source`, a `[source]` table or "") needs `hip`,
+/// `blas` and `smi`, which an installed ROCm may provide.
+fn write_tree(root: &Path, app_source: &str) {
+    let d = root.join("recipes/t");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("stack.toml"), STACK).unwrap();
+    std::fs::write(d.join("hip.toml"), script("hip", "[external]\ncmake-package = \"hip\"\n", &[])).unwrap();
+    std::fs::write(
+        d.join("blas.toml"),
+        script("blas", "[external]\ncmake-package = \"rocblas\"\nfiles = [\"include/rocblas/rocblas.h\"]\n", &[]),
+    )
+    .unwrap();
+    std::fs::write(d.join("smi.toml"), script("smi", "[external]\nfiles = [\"bin/rocm-smi\"]\n", &[])).unwrap();
+    std::fs::write(
+        d.join("app.toml"),
+        script(
+            "app",
+            &format!("{app_source}\n[dependencies]\nbuild = [\"hip\", \"blas\", \"smi\"]\n"),
+            &["mkdir -p {stage}/share", "echo \"$CMAKE_PREFIX_PATH\" > {stage}/share/cmake-prefix-path.txt", "if [ -e {src}/app.txt ]; then cp {src}/app.txt {stage}/share/; fi"],
+        ),
+    )
+    .unwrap();
+}
+
+struct World {
+    dir: tempfile::TempDir,
+}
+
+impl World {
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+    fn tree(&self) -> PathBuf {
+        self.dir.path().join("tree")
+    }
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = rocmforge(&self.home());
+        c.env("ROCMFORGE_CONFIG", self.dir.path().join("config.toml"));
+        c.arg("--recipes").arg(self.tree()).args(args);
+        c
+    }
+    fn plan(&self, extra: &[&str]) -> Value {
+        let mut args = vec!["plan", "app", "--json"];
+        args.extend_from_slice(extra);
+        let out = self.cmd(&args).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+    fn lock_text(&self) -> String {
+        std::fs::read_to_string(self.tree().join("recipes/t/rocmforge.lock")).unwrap()
+    }
+}
+
+fn entry<'a>(plan: &'a Value, name: &str) -> &'a Value {
+    plan["recipes"].as_array().unwrap().iter().find(|e| e["name"] == name).unwrap_or_else(|| panic!("{name} in {plan}"))
+}
+
+fn world(config: &str, app_source: &str) -> World {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("home")).unwrap();
+    std::fs::write(dir.path().join("config.toml"), config).unwrap();
+    write_tree(&dir.path().join("tree"), app_source);
+    World { dir }
+}
+
+#[test]
+fn lock_pins_unlocked_tags_and_update_reports_moves() {
+    let git_base = tempfile::tempdir().unwrap();
+    let repo = Repo::init(git_base.path().join("test/app.git"));
+    let c1 = repo.write("app.txt", "one\n").commit("one");
+    repo.tag("v1", &c1);
+    let daemon = GitDaemon::start(git_base.path());
+    let w = world(
+        &format!("[url-rewrite]\n\"https://github.com/\" = \"{}\"\n", daemon.url("")),
+        "[source]\ngit = \"https://github.com/test/app.git\"\ntag = \"v1\"\n",
+    );
+
+    // Unlocked: the plan says so and build refuses, naming the fix.
+    let plan = w.plan(&[]);
+    assert_eq!(entry(&plan, "app")["locked"], false);
+    assert_eq!(entry(&plan, "app")["state"], "blocked");
+    let prefix = w.home().join("prefix");
+    let out = w.cmd(&["build", "app", "--prefix", prefix.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("rocmforge lock") && err.contains("app"), "{err}");
+
+    // lock writes the lock file beside the recipes.
+    let out = w.cmd(&["lock"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = w.lock_text();
+    let lock: toml::Value = toml::from_str(&text).unwrap();
+    let pins = lock["pin"].as_array().unwrap();
+    assert_eq!(pins.len(), 1, "{text}");
+    assert_eq!(pins[0]["recipe"].as_str(), Some("app"));
+    assert_eq!(pins[0]["url"].as_str(), Some("https://github.com/test/app.git"));
+    assert_eq!(pins[0]["tag"].as_str(), Some("v1"));
+    assert_eq!(pins[0]["rev"].as_str(), Some(c1.as_str()));
+
+    // Now the plan shows it locked at that commit, and build goes through.
+    let plan = w.plan(&[]);
+    assert_eq!(entry(&plan, "app")["locked"], true);
+    assert_eq!(entry(&plan, "app")["source"]["rev"], c1.as_str());
+    assert_eq!(entry(&plan, "app")["state"], "not-built");
+    let text_plan = String::from_utf8(w.cmd(&["plan", "app"]).output().unwrap().stdout).unwrap();
+    assert!(text_plan.contains(&format!("@ v1 ({})", &c1[..12])), "{text_plan}");
+    let out = w.cmd(&["build", "app", "--prefix", prefix.to_str().unwrap()]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(prefix.join("share/app.txt")).unwrap(), "one\n");
+
+    // The tag moves upstream: plain `lock` keeps the pin, `lock --update` reports and takes it.
+    let c2 = repo.write("app.txt", "two\n").commit("two");
+    repo.tag("v1", &c2);
+    let out = w.cmd(&["lock"]).output().unwrap();
+    assert!(out.status.success());
+    assert!(w.lock_text().contains(&c1));
+    let out = w.cmd(&["lock", "--update"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(&format!("app: v1 moved {} -> {}", &c1[..8], &c2[..8])), "{stdout}");
+    assert!(w.lock_text().contains(&c2) && !w.lock_text().contains(&c1));
+    assert_eq!(entry(&w.plan(&[]), "app")["source"]["rev"], c2.as_str());
+}
+
+#[test]
+fn lock_entry_for_a_changed_recipe_is_ignored_and_pruned() {
+    let git_base = tempfile::tempdir().unwrap();
+    let repo = Repo::init(git_base.path().join("test/app.git"));
+    let c1 = repo.write("app.txt", "one\n").commit("one");
+    repo.tag("v1", &c1);
+    repo.tag("v2", &c1);
+    let daemon = GitDaemon::start(git_base.path());
+    let w = world(
+        &format!("[url-rewrite]\n\"https://github.com/\" = \"{}\"\n", daemon.url("")),
+        "[source]\ngit = \"https://github.com/test/app.git\"\ntag = \"v1\"\n",
+    );
+    assert!(w.cmd(&["lock"]).output().unwrap().status.success());
+    // The recipe now names another tag: the old pin does not apply.
+    let app = w.tree().join("recipes/t/app.toml");
+    std::fs::write(&app, std::fs::read_to_string(&app).unwrap().replace("tag = \"v1\"", "tag = \"v2\"")).unwrap();
+    assert_eq!(entry(&w.plan(&[]), "app")["locked"], false);
+    let out = w.cmd(&["lock"]).output().unwrap();
+    assert!(out.status.success());
+    let text = w.lock_text();
+    assert!(text.contains("tag = \"v2\"") && !text.contains("tag = \"v1\""), "{text}");
+    assert_eq!(entry(&w.plan(&[]), "app")["locked"], true);
+}
+
+fn fake_rocm(root: &Path, version: &str) {
+    std::fs::create_dir_all(root.join("lib/cmake/hip")).unwrap();
+    std::fs::create_dir_all(root.join("lib/cmake/rocblas")).unwrap(); // but no rocblas.h
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    std::fs::write(root.join("bin/rocm-smi"), "#!/bin/sh\n").unwrap();
+    std::fs::create_dir_all(root.join(".info")).unwrap();
+    std::fs::write(root.join(".info/version"), format!("{version}-120\n")).unwrap();
+}
+
+#[test]
+fn rocm_path_marks_matching_recipes_external_and_build_skips_them() {
+    let w = world("", "");
+    let rocm = w.dir.path().join("rocm");
+    fake_rocm(&rocm, "6.2.4");
+    let r = rocm.to_str().unwrap();
+
+    let without = w.plan(&[]);
+    for n in ["hip", "blas", "smi", "app"] {
+        assert_eq!(entry(&without, n)["state"], "not-built", "{n}");
+    }
+    let plan = w.plan(&["--rocm-path", r]);
+    assert_eq!(entry(&plan, "hip")["state"], "external");
+    assert_eq!(entry(&plan, "hip")["reason"], format!("provided by {r} (ROCm 6.2.4): lib/cmake/hip"));
+    assert_eq!(entry(&plan, "smi")["state"], "external");
+    assert_eq!(entry(&plan, "smi")["reason"], format!("provided by {r} (ROCm 6.2.4): bin/rocm-smi"));
+    assert_eq!(entry(&plan, "blas")["state"], "not-built", "rocblas.h is missing");
+    assert_eq!(entry(&plan, "app")["state"], "not-built");
+
+    // The environment variable does the same.
+    let out = w.cmd(&["plan", "app", "--json"]).env("ROCMFORGE_ROCM_PATH", &rocm).output().unwrap();
+    let p: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(entry(&p, "hip")["state"], "external");
+
+    // Dependents' keys follow the installed ROCm's version.
+    let key = |p: &Value| entry(p, "app")["key"].as_str().unwrap().to_string();
+    assert_ne!(key(&plan), key(&without));
+    std::fs::write(rocm.join(".info/version"), "6.2.5-1\n").unwrap();
+    let newer = w.plan(&["--rocm-path", r]);
+    assert_ne!(key(&newer), key(&plan));
+    assert!(entry(&newer, "hip")["reason"].as_str().unwrap().contains("(ROCm 6.2.5)"));
+
+    // build skips the external ones and finds the ROCm after the stack prefix.
+    let prefix = w.home().join("p/prefix");
+    let out = w.cmd(&["build", "app", "--rocm-path", r, "--prefix", prefix.to_str().unwrap()]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let runs = |n: &str| w.home().join(format!("p/{n}.runs")).exists();
+    assert!(!runs("hip") && !runs("smi"), "external recipes were built");
+    assert!(runs("blas") && runs("app"));
+    let cpp = std::fs::read_to_string(prefix.join("share/cmake-prefix-path.txt")).unwrap();
+    assert_eq!(cpp.trim(), format!("{}:{r}", prefix.display()));
+}
+
+#[test]
+fn embedded_recipes_lock_into_the_state_dir() {
+    let git_base = tempfile::tempdir().unwrap();
+    let repo = Repo::init(git_base.path().join("ROCm/clr.git"));
+    let c1 = repo.write("CMakeLists.txt", "\n").commit("clr");
+    repo.tag("rocm-6.2.4", &c1);
+    let daemon = GitDaemon::start(git_base.path());
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let cfg = dir.path().join("config.toml");
+    std::fs::write(&cfg, format!("[url-rewrite]\n\"https://github.com/\" = \"{}\"\n", daemon.url(""))).unwrap();
+    let run = |args: &[&str]| rocmforge(&home).env("ROCMFORGE_CONFIG", &cfg).args(args).output().unwrap();
+    let out = run(&["--stack", "rocm-6.2", "lock", "clr"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(home.join("state/rocmforge/locks/rocm-6.2.lock")).unwrap();
+    assert!(text.contains(&c1) && text.contains("recipe = \"clr\""), "{text}");
+    let out = run(&["--stack", "rocm-6.2", "plan", "clr", "--json"]);
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(entry(&plan, "clr")["source"]["rev"], c1.as_str());
+    // An unknown recipe is bad usage.
+    assert_eq!(run(&["--stack", "rocm-6.2", "lock", "nosuch"]).status.code(), Some(2));
+}
