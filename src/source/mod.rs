@@ -286,15 +286,7 @@ fn remove_path(p: &Path) -> Result<(), SourceError> {
     }
 }
 
-/// Temp file in the same directory, fsync, rename: readers see the old or the new, never half.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
-}
+pub use crate::fsutil::write_atomic;
 
 /// An exclusive lock on `path` (created if needed), held until the file is dropped.
 pub(crate) fn lock_file(path: &Path) -> std::io::Result<File> {

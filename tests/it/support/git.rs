@@ -97,7 +97,7 @@ impl GitDaemon {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("git daemon starts (install git-daemon-sysvinit or git with git-daemon)");
+            .expect("git daemon starts (Debian: the `git` package has it; run ci/setup.sh)");
         let start = Instant::now();
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(start.elapsed() < Duration::from_secs(10), "git daemon did not listen on {port}");
