@@ -10,7 +10,6 @@ pub mod download;
 pub mod git;
 
 use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
