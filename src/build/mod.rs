@@ -196,7 +196,7 @@ impl<'a> Engine<'a> {
             } else {
                 let why = match self.last_inputs(name) {
                     Some(old) => {
-                        let w = old_vs_new(&old, &inputs);
+                        let w = inputs.explain_change(&old);
                         if w.is_empty() { vec!["artifact missing from the cache".into()] } else { w }
                     }
                     None => Vec::new(),
@@ -239,10 +239,9 @@ impl<'a> Engine<'a> {
         }
         let prefix = Prefix::new(&self.opts.prefix);
         std::fs::create_dir_all(&self.opts.prefix).map_err(io_err("cannot create prefix", &self.opts.prefix))?;
-        let keys: BTreeMap<&str, &CacheKey> = decisions.iter().map(|d| (d.name.as_str(), &d.key)).collect();
         let mut outcomes = Vec::new();
         self.progress.build_started(&decisions.iter().map(|d| d.name.clone()).collect::<Vec<_>>());
-        let result = self.build_all(&decisions, &keys, &prefix, &mut outcomes);
+        let result = self.build_all(&decisions, &prefix, &mut outcomes);
         self.progress.build_finished(result.is_ok());
         result.map(|()| outcomes)
     }
@@ -252,7 +251,6 @@ impl<'a> Engine<'a> {
     fn build_all(
         &self,
         decisions: &[Decision],
-        keys: &BTreeMap<&str, &CacheKey>,
         prefix: &Prefix,
         outcomes: &mut Vec<(String, Outcome)>,
     ) -> Result<(), BuildError> {
@@ -294,7 +292,7 @@ impl<'a> Engine<'a> {
                     let tx = tx.clone();
                     running += 1;
                     scope.spawn(move || {
-                        let result = self.run_recipe(d, jobs, keys, prefix);
+                        let result = self.run_recipe(d, jobs, prefix);
                         let _ = tx.send((i, result));
                     });
                 }
@@ -341,7 +339,6 @@ impl<'a> Engine<'a> {
         &self,
         d: &Decision,
         jobs: usize,
-        keys: &BTreeMap<&str, &CacheKey>,
         prefix: &Prefix,
     ) -> Result<Outcome, BuildError> {
         let r = &self.stack.recipes[&d.name];
@@ -368,7 +365,7 @@ impl<'a> Engine<'a> {
             Status::Build(why) => {
                 let why = if why.is_empty() { "not built before".to_string() } else { why.join(", ") };
                 self.progress.message(&d.name, &format!("building ({why})"));
-                self.build_one(r, d, jobs, keys, prefix).map(|()| Outcome::Built)
+                self.build_one(r, d, jobs, prefix).map(|()| Outcome::Built)
             }
         };
         self.progress.recipe_finished(&d.name, result.as_ref().map(Outcome::as_str).unwrap_or("failed"));
@@ -414,7 +411,6 @@ impl<'a> Engine<'a> {
         r: &Recipe,
         d: &Decision,
         jobs: usize,
-        keys: &BTreeMap<&str, &CacheKey>,
         prefix: &Prefix,
     ) -> Result<(), BuildError> {
         // make-style tools in this recipe's steps share its slice of the budget (GNU make
@@ -434,7 +430,7 @@ impl<'a> Engine<'a> {
             let mut state = wd.begin(d.key.as_str()).map_err(io_err("cannot prepare work dir", &wd.root))?;
             let src = {
                 let _one_at_a_time = self.prepare_lock.lock().unwrap_or_else(|e| e.into_inner());
-                self.prepare_tree(r, keys)?
+                self.prepare_tree(r)?
             };
             std::fs::create_dir_all(wd.build()).map_err(io_err("cannot create", &wd.build()))?;
             let mut vars = self.vars(r, d, &wd, src, jobs)?;
@@ -533,10 +529,10 @@ impl<'a> Engine<'a> {
     }
 
     /// The tree a recipe builds from (patched), preparing source dependencies as needed.
-    fn prepare_tree(&self, r: &Recipe, keys: &BTreeMap<&str, &CacheKey>) -> Result<PathBuf, BuildError> {
+    fn prepare_tree(&self, r: &Recipe) -> Result<PathBuf, BuildError> {
         for dep in &r.source_deps {
             let dr = &self.stack.recipes[dep];
-            self.prepare_own(dr, keys[dep.as_str()])?;
+            self.prepare_own(dr)?;
         }
         match &r.source {
             SourceSpec::From { recipe, subdir } => {
@@ -547,14 +543,13 @@ impl<'a> Engine<'a> {
                 })
             }
             _ => {
-                let src = self.prepare_own(r, keys[r.name.as_str()])?;
-                Ok(src)
+                self.prepare_own(r)
             }
         }
     }
 
     /// Fetches, checks out and patches a recipe's own source into its work dir.
-    fn prepare_own(&self, r: &Recipe, key: &CacheKey) -> Result<PathBuf, BuildError> {
+    fn prepare_own(&self, r: &Recipe) -> Result<PathBuf, BuildError> {
         let wd = self.work_dir(&r.name);
         let src = wd.src();
         let subdir = match &r.source {
@@ -566,9 +561,8 @@ impl<'a> Engine<'a> {
                 std::fs::create_dir_all(&src).map_err(io_err("cannot create", &src))?;
             }
             _ => {
-                let _ = key;
-                prepare_source(self.cfg, self.tree, r, &src, self.progress)
-                    .map_err(|e| BuildError::Source { recipe: r.name.clone(), source: e })?;
+                crate::source::prepare(self.cfg, self.tree, r, &src, self.progress)
+                    .map_err(|e| BuildError::Source { recipe: r.name.clone(), source: e.into() })?;
             }
         }
         Ok(match subdir {
@@ -576,16 +570,6 @@ impl<'a> Engine<'a> {
             None => src,
         })
     }
-}
-
-/// The seam to the source module (fetch, checkout, patch with a completion marker).
-fn prepare_source(cfg: &Config, tree: &RecipeTree, r: &Recipe, dest: &Path, p: &dyn Progress) -> anyhow::Result<()> {
-    crate::source::prepare(cfg, tree, r, dest, p)?;
-    Ok(())
-}
-
-fn old_vs_new(old: &KeyInputs, new: &KeyInputs) -> Vec<String> {
-    new.explain_change(old)
 }
 
 /// A host Python of `version` ("3.11"): `$ROCMFORGE_PYTHON`, `python3.11` on PATH, or pyenv's.

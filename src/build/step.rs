@@ -17,23 +17,22 @@ static RUNNING: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 pub fn kill_running_groups() {
     let groups = RUNNING.lock().map(|g| g.clone()).unwrap_or_default();
     for pgid in &groups {
-        // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
-        unsafe {
-            libc::kill(-pgid, libc::SIGTERM);
-        }
+        signal_group(*pgid, libc::SIGTERM);
     }
     std::thread::sleep(std::time::Duration::from_millis(300));
     for pgid in &groups {
-        // SAFETY: as above.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
+        signal_group(*pgid, libc::SIGKILL);
     }
 }
 
+/// Sends `sig` to process group `pgid` (0: only checks that it exists); true if it was there.
+fn signal_group(pgid: i32, sig: i32) -> bool {
+    // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
+    unsafe { libc::kill(-pgid, sig) == 0 }
+}
+
 fn group_alive(pgid: i32) -> bool {
-    // SAFETY: signal 0 only checks for existence.
-    unsafe { libc::kill(-pgid, 0) == 0 }
+    signal_group(pgid, 0)
 }
 
 #[derive(Debug, Clone)]
@@ -136,10 +135,7 @@ pub fn reap_orphan(dirs: &StepDirs) {
     let Ok(text) = fs::read_to_string(&dirs.running) else { return };
     if let Ok(pgid) = text.trim().parse::<i32>() {
         if pgid > 1 && group_alive(pgid) {
-            // SAFETY: signalling a process group we started in an earlier run.
-            unsafe {
-                libc::kill(-pgid, libc::SIGKILL);
-            }
+            signal_group(pgid, libc::SIGKILL);
             for _ in 0..100 {
                 if !group_alive(pgid) {
                     break;
@@ -198,10 +194,7 @@ pub fn run(recipe: &str, index: usize, step: &Step, dirs: &StepDirs, jobserver: 
     let output = result.map_err(io("wait for", &script))?;
     // The step's own children may linger (a daemonised compiler server): stop the group.
     if pgid > 0 && group_alive(pgid) {
-        // SAFETY: signalling the group we created for this step.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
+        signal_group(pgid, libc::SIGKILL);
     }
     let _ = fs::remove_file(&dirs.running);
     if output.status.success() {

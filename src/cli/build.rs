@@ -55,8 +55,7 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
         roots = vec![u.clone()];
     }
     let graph = BuildGraph::closure(&stack, &roots).map_err(Failure::usage)?;
-    let prefix = args.prefix.clone().unwrap_or_else(|| cfg.prefix_for(&stack.name));
-    let prefix = std::path::absolute(&prefix).unwrap_or(prefix);
+    let prefix = ctx.prefix(&cfg, &stack, args.prefix.as_deref());
     let opts = BuildOptions { targets, jobs: args.jobs.unwrap_or_else(budget::default_jobs).max(1), rebuild: args.rebuild.clone(), prefix: prefix.clone(), keep_going: args.keep_going };
     // The display (bars or lines) and the recorder (status file, report, durations) both hear
     // every event.

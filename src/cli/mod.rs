@@ -186,6 +186,13 @@ impl Context {
         Ok(self.stack(&tree)?.name)
     }
 
+    /// `--prefix` if given, else the config's or `<state-dir>/prefix/<stack>`; absolute, since
+    /// it is part of every cache key.
+    pub fn prefix(&self, cfg: &crate::config::Config, stack: &Stack, flag: Option<&std::path::Path>) -> PathBuf {
+        let p = flag.map(PathBuf::from).unwrap_or_else(|| cfg.prefix_for(&stack.name));
+        std::path::absolute(&p).unwrap_or(p)
+    }
+
     /// `--target` if given, else the stack's default targets.
     pub fn targets(&self, stack: &Stack, spec: Option<&str>) -> Result<TargetSet, Failure> {
         match spec {

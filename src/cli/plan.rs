@@ -28,8 +28,7 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     let graph = BuildGraph::closure(&stack, &args.recipes).map_err(Failure::usage)?;
     let mut plan = Plan::new(&stack, &graph, &targets);
     let cfg = ctx.config()?;
-    let prefix = args.prefix.clone().unwrap_or_else(|| cfg.prefix_for(&stack.name));
-    let prefix = std::path::absolute(&prefix).unwrap_or(prefix);
+    let prefix = ctx.prefix(&cfg, &stack, args.prefix.as_deref());
     let opts = BuildOptions { targets: targets.clone(), jobs: 1, rebuild: Vec::new(), prefix, keep_going: false };
     let engine = Engine::new(&cfg, &tree, &stack, &crate::progress::Silent, opts);
     plan.apply(&engine.decide(&graph));

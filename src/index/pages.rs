@@ -2,7 +2,6 @@
 //! PEP 658/714 metadata links, `data-requires-python`), PEP 691 JSON (api-version 1.1, PEP 700),
 //! and the atomic writes that let a reader see the old page or the new one, never half of one.
 
-use std::io::Write;
 use std::path::Path;
 
 use serde::Serialize;
@@ -182,16 +181,7 @@ fn to_json<T: Serialize>(v: &T) -> String {
     s
 }
 
-/// Writes `bytes` to `path` so that readers see the old content or the new, never a mix: a
-/// temp file in the same directory, fsynced, renamed over `path`, then the directory fsynced.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().ok_or_else(|| std::io::Error::other("path has no parent directory"))?;
-    let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    sync_dir(dir)
-}
+pub use crate::fsutil::write_atomic;
 
 /// Like [`write_atomic`], but leaves the file (and its mtime) alone when it already holds `bytes`.
 pub fn write_if_changed(path: &Path, bytes: &[u8]) -> std::io::Result<bool> {
@@ -209,16 +199,10 @@ pub fn copy_atomic(src: &Path, dst: &Path) -> std::io::Result<()> {
     std::io::copy(&mut input, tmp.as_file_mut())?;
     tmp.as_file().sync_all()?;
     tmp.persist(dst).map_err(|e| e.error)?;
-    sync_dir(dir)
+    crate::fsutil::sync_dir(dir);
+    Ok(())
 }
 
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    // Makes the rename itself durable; directories cannot be opened for this everywhere.
-    match std::fs::File::open(dir) {
-        Ok(d) => d.sync_all().or(Ok(())),
-        Err(_) => Ok(()),
-    }
-}
 
 #[cfg(test)]
 mod tests {
