@@ -6,15 +6,38 @@ use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-/// Writes `bytes` to `path` atomically: a temp file in the same dir, fsynced, then renamed.
+/// Writes `bytes` to `path` atomically and durably: a temp file in the same dir, fsynced,
+/// renamed, then the dir synced. For records a resume relies on (markers, manifests, state).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_via_temp(path, bytes, true)
+}
+
+/// Replaces `path` with `bytes` atomically (a reader never sees half a file) but without
+/// fsync: for status, reports and other records that may be lost in a power cut.
+pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_via_temp(path, bytes, false)
+}
+
+/// Like [`write_atomic`], but leaves the file (and its mtime) alone when it already holds `bytes`.
+pub fn write_if_changed(path: &Path, bytes: &[u8]) -> io::Result<bool> {
+    match fs::read(path) {
+        Ok(old) if old == bytes => Ok(false),
+        _ => write_atomic(path, bytes).map(|()| true),
+    }
+}
+
+fn write_via_temp(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir)?;
     let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
     tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
+    if durable {
+        tmp.as_file().sync_all()?;
+    }
     tmp.persist(path).map_err(|e| e.error)?;
-    sync_dir(dir);
+    if durable {
+        sync_dir(dir);
+    }
     Ok(())
 }
 

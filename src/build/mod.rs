@@ -399,7 +399,7 @@ impl<'a> Engine<'a> {
 
     fn remember(&self, d: &Decision) -> Result<(), BuildError> {
         let p = self.last_inputs_path(&d.name);
-        crate::fsutil::write_atomic(&p, &serde_json::to_vec_pretty(&d.inputs).expect("serialises")).map_err(io_err("cannot write", &p))
+        crate::fsutil::write_if_changed(&p, &serde_json::to_vec_pretty(&d.inputs).expect("serialises")).map(drop).map_err(io_err("cannot write", &p))
     }
 
     fn work_dir(&self, recipe: &str) -> WorkDir {

@@ -181,15 +181,7 @@ fn to_json<T: Serialize>(v: &T) -> String {
     s
 }
 
-pub use crate::fsutil::write_atomic;
-
-/// Like [`write_atomic`], but leaves the file (and its mtime) alone when it already holds `bytes`.
-pub fn write_if_changed(path: &Path, bytes: &[u8]) -> std::io::Result<bool> {
-    match std::fs::read(path) {
-        Ok(old) if old == bytes => Ok(false),
-        _ => write_atomic(path, bytes).map(|()| true),
-    }
-}
+pub use crate::fsutil::{write_atomic, write_if_changed};
 
 /// Copies `src` to `dst` atomically (streamed, not read into memory: wheels can be gigabytes).
 pub fn copy_atomic(src: &Path, dst: &Path) -> std::io::Result<()> {

@@ -14,7 +14,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::fsutil::write_atomic;
+use crate::fsutil;
 use crate::progress::Progress;
 
 /// Bump when a field changes meaning, so readers can tell old files.
@@ -207,7 +207,7 @@ impl Recorder {
         f(&mut inner.rec, t, &at);
         inner.rec.updated_at = at;
         inner.rec.refresh_running();
-        let _ = write_atomic(&status_path(&self.state_dir, &inner.rec.stack), &serde_json::to_vec_pretty(&inner.rec).expect("serialises"));
+        let _ = fsutil::replace(&status_path(&self.state_dir, &inner.rec.stack), &serde_json::to_vec_pretty(&inner.rec).expect("serialises"));
     }
 
     /// A copy of the record so far.
@@ -251,7 +251,7 @@ impl Recorder {
             rec.report = Some(dir.clone());
         }
         remember_durations(&self.state_dir, rec);
-        let _ = write_atomic(&status_path(&self.state_dir, &rec.stack), &serde_json::to_vec_pretty(&*rec).expect("serialises"));
+        let _ = fsutil::replace(&status_path(&self.state_dir, &rec.stack), &serde_json::to_vec_pretty(&*rec).expect("serialises"));
         inner.report = Some(report);
     }
 }
@@ -338,9 +338,9 @@ pub fn write_report(state_dir: &Path, started: &SystemTime, rec: &BuildRecord) -
     }
     let mut rec = rec.clone();
     rec.report = Some(dir.clone());
-    write_atomic(&dir.join("report.json"), &serde_json::to_vec_pretty(&rec).expect("serialises"))?;
-    write_atomic(&dir.join("trace.json"), &serde_json::to_vec(&trace::render(&rec)).expect("serialises"))?;
-    write_atomic(&dir.join("timeline.html"), html::render(&rec).as_bytes())?;
+    fsutil::replace(&dir.join("report.json"), &serde_json::to_vec_pretty(&rec).expect("serialises"))?;
+    fsutil::replace(&dir.join("trace.json"), &serde_json::to_vec(&trace::render(&rec)).expect("serialises"))?;
+    fsutil::replace(&dir.join("timeline.html"), html::render(&rec).as_bytes())?;
     // `latest` -> the new dir, replaced atomically (a symlink renamed over the old one).
     let tmp = root.join(format!(".latest.{}", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
@@ -360,7 +360,7 @@ fn remember_durations(state_dir: &Path, rec: &BuildRecord) {
         }
     }
     if changed {
-        let _ = write_atomic(&durations_path(state_dir, &rec.stack), &serde_json::to_vec_pretty(&d).expect("serialises"));
+        let _ = fsutil::replace(&durations_path(state_dir, &rec.stack), &serde_json::to_vec_pretty(&d).expect("serialises"));
     }
 }
 
