@@ -217,6 +217,44 @@ struct Parsed {
     rel: String,
 }
 
+/// A prebuilt-wheel recipe is one verified `.whl` download, published as it is: its source must
+/// be a `url` whose file name is a wheel filename (the index, pip and uv read the project,
+/// version and tags from it), and nothing may change the file (no patches, no subdir).
+///
+/// The file name is what the source step will call the download and the filename grammar is
+/// the index's: both are pure functions, reused here so `recipes check` reports a bad URL at
+/// its line instead of a build failing after the download.
+fn check_prebuilt_wheel(src: &Source, raw: &RawRecipe, source: &SourceSpec, diags: &mut Diagnostics) {
+    let url = raw.source.as_ref().and_then(|s| s.get_ref().url.as_ref());
+    match (source, url) {
+        (SourceSpec::Url { url: text, subdir, .. }, Some(url)) => {
+            let file = crate::source::download::file_name(text);
+            if let Err(e) = crate::index::WheelName::parse(&file) {
+                diags.push(src.at(url.span(), format!("a prebuilt-wheel source must be a wheel: {e}")).with_help(
+                    "the last path segment of the URL, percent-decoded, is the wheel's file name \
+                     (`.../torch-2.5.1%2Brocm6.2-cp311-cp311-linux_x86_64.whl` is `torch-2.5.1+rocm6.2-cp311-cp311-linux_x86_64.whl`)",
+                ));
+            }
+            if subdir.is_some() {
+                diags.push(src.at(url.span(), "`subdir` does not apply to a prebuilt-wheel source (a single .whl file)"));
+            }
+        }
+        _ => {
+            let d = match &raw.source {
+                Some(s) => src.at(s.span(), "a prebuilt-wheel recipe takes its wheel from a `url` source"),
+                None => Diagnostic::file(&src.display, "a prebuilt-wheel recipe needs a [source] with the wheel's `url` and `sha256`"),
+            };
+            diags.push(d.with_help("add `[source] url = \"https://.../name-version-py3-none-any.whl\"` and `sha256 = \"...\"` (`sha256sum FILE`)"));
+        }
+    }
+    if let Some(first) = raw.patches.series.first() {
+        diags.push(
+            src.at(first.span(), "a prebuilt-wheel recipe cannot have patches: the wheel is published byte for byte as downloaded")
+                .with_help("build it from source with a `python-wheel` recipe to patch it"),
+        );
+    }
+}
+
 fn parse_recipe(tree: &RecipeTree, stack: &str, rel: &str, text: &str, diags: &mut Diagnostics) -> Option<Parsed> {
     let src = Source { display: tree.display_path(rel), text };
     let raw: RawRecipe = match toml::from_str(text) {
@@ -322,6 +360,10 @@ fn parse_recipe(tree: &RecipeTree, stack: &str, rel: &str, text: &str, diags: &m
             );
         }
         patches.push(PatchRef { name: p.get_ref().clone(), path });
+    }
+
+    if raw.build.system == BuildSystem::PrebuiltWheel {
+        check_prebuilt_wheel(&src, &raw, &source, diags);
     }
 
     let gpu = raw.targets.gpu.unwrap_or(true);

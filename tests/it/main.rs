@@ -8,6 +8,7 @@ mod example;
 mod foundation;
 mod index;
 mod lock;
+mod prebuilt;
 mod report;
 mod schedule;
 mod sources;

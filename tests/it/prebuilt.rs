@@ -1,0 +1,330 @@
+//! The `prebuilt-wheel` build system with real parts: a wheel built here by pip (setuptools from
+//! the test wheelhouse), served by the HTTP test server on 127.0.0.1 under a URL that spells the
+//! local label's `+` as `%2B` (as download.pytorch.org does), a `--recipes` tree pinning it by
+//! sha256, `rocmforge build`, then pip and uv installing it from the local index into fresh
+//! venvs. Nothing reaches beyond 127.0.0.1.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use sha2::Digest;
+
+use crate::support::http::HttpServer;
+use crate::support::{repo_root, rocmforge};
+
+const VERSION: &str = "1.0.0+rocm6.2";
+const VALUE: &str = "prebuilt and untouched";
+
+fn wheelhouse() -> PathBuf {
+    let p = std::env::var_os("ROCMFORGE_TEST_WHEELHOUSE").map(PathBuf::from).unwrap_or_else(|| repo_root().join("target/wheelhouse"));
+    assert!(p.is_dir(), "no wheelhouse at {}: run ci/setup.sh (it downloads setuptools and wheel there)", p.display());
+    p
+}
+
+fn text(o: &Output) -> String {
+    format!("[status] {}\n[stdout]\n{}\n[stderr]\n{}", o.status, String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn run_ok(cmd: &mut Command, what: &str) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: cannot run {cmd:?}: {e}"));
+    assert!(out.status.success(), "{what} failed: {cmd:?}\n{}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// `rfprebuilt-1.0.0+rocm6.2-py3-none-any.whl`, built once per test run with pip and the
+/// setuptools of the wheelhouse (PEP 517, build isolation, no index), reproducibly.
+fn wheel() -> &'static (String, Vec<u8>) {
+    static WHEEL: OnceLock<(String, Vec<u8>)> = OnceLock::new();
+    WHEEL.get_or_init(|| {
+        let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("prebuilt-wheel");
+        let _ = std::fs::remove_dir_all(&root);
+        let src = root.join("src");
+        std::fs::create_dir_all(src.join("rfprebuilt")).unwrap();
+        std::fs::write(
+            src.join("pyproject.toml"),
+            format!(
+                "[build-system]\nrequires = [\"setuptools\"]\nbuild-backend = \"setuptools.build_meta\"\n\n\
+                 [project]\nname = \"rfprebuilt\"\nversion = \"{VERSION}\"\nrequires-python = \">=3.8\"\n\n\
+                 [tool.setuptools]\npackages = [\"rfprebuilt\"]\n"
+            ),
+        )
+        .unwrap();
+        std::fs::write(src.join("rfprebuilt/__init__.py"), format!("VALUE = {VALUE:?}\n")).unwrap();
+        let out = root.join("out");
+        run_ok(
+            Command::new("python3")
+                .args(["-m", "pip", "wheel", "--isolated", "--no-index", "--no-deps", "--no-cache-dir", "--disable-pip-version-check", "-q"])
+                .arg("--find-links")
+                .arg(wheelhouse())
+                .arg("-w")
+                .arg(&out)
+                .arg(&src)
+                .env("PIP_CONFIG_FILE", "/dev/null")
+                .env("SOURCE_DATE_EPOCH", "315532800"),
+            "building the test wheel with pip wheel",
+        );
+        let found: Vec<PathBuf> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().path()).collect();
+        assert_eq!(found.len(), 1, "{found:?}");
+        let name = found[0].file_name().unwrap().to_str().unwrap().to_string();
+        assert_eq!(name, format!("rfprebuilt-{VERSION}-py3-none-any.whl"));
+        (name, std::fs::read(&found[0]).unwrap())
+    })
+}
+
+/// A home, a one-recipe `--recipes` tree and the HTTP server serving the wheel.
+struct Env {
+    home: tempfile::TempDir,
+    tree: PathBuf,
+    http: HttpServer,
+    /// The URL the recipe names: `…/whl/rfprebuilt-1.0.0%2Brocm6.2-py3-none-any.whl`.
+    url: String,
+}
+
+impl Env {
+    /// Serves the wheel and writes a recipe pinning it with `sha256`.
+    fn new(sha256: &str) -> Env {
+        let (name, bytes) = wheel();
+        let home = tempfile::tempdir().unwrap();
+        let http = HttpServer::start();
+        let served = format!("whl/{}", name.replace('+', "%2B"));
+        http.add(&served, bytes.clone());
+        let url = http.url(&served);
+        let tree = home.path().join("tree");
+        let stack = tree.join("recipes/prebuilt");
+        std::fs::create_dir_all(&stack).unwrap();
+        std::fs::write(
+            stack.join("stack.toml"),
+            "[stack]\nname = \"prebuilt\"\nrocm-version = \"6.2.4\"\nsummary = \"one prebuilt wheel\"\ndefault-targets = [\"gfx1010\"]\ndefault = true\n",
+        )
+        .unwrap();
+        let e = Env { home, tree, http, url };
+        e.write_recipe(sha256);
+        e
+    }
+
+    fn write_recipe(&self, sha256: &str) {
+        std::fs::write(
+            self.tree.join("recipes/prebuilt/rfprebuilt.toml"),
+            format!(
+                "[package]\nname = \"rfprebuilt\"\nversion = \"1.0.0\"\nsummary = \"a wheel someone else built\"\n\n\
+                 [source]\nurl = \"{}\"\nsha256 = \"{sha256}\"\n\n\
+                 [build]\nsystem = \"prebuilt-wheel\"\n\n\
+                 [targets]\ngpu = false\n",
+                self.url
+            ),
+        )
+        .unwrap();
+    }
+
+    fn home(&self) -> &Path {
+        self.home.path()
+    }
+
+    fn prefix(&self) -> PathBuf {
+        self.home().join("prefix")
+    }
+
+    fn index(&self) -> PathBuf {
+        self.home().join("state/rocmforge/index")
+    }
+
+    fn downloads(&self) -> PathBuf {
+        self.home().join("cache/rocmforge/downloads")
+    }
+
+    fn cmd(&self) -> assert_cmd::Command {
+        let mut c = rocmforge(self.home());
+        c.env("ROCMFORGE_RETRIES", "1")
+            .env("ROCMFORGE_RETRY_BASE_MS", "10")
+            .env("ROCMFORGE_HTTP_TIMEOUT_SECS", "5")
+            .timeout(std::time::Duration::from_secs(60))
+            .arg("--recipes")
+            .arg(&self.tree);
+        c
+    }
+
+    fn build(&self) -> Output {
+        self.cmd().args(["build", "rfprebuilt", "--prefix"]).arg(self.prefix()).output().unwrap()
+    }
+
+    /// `rocmforge <args>`, which must succeed; its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.cmd().args(args).output().unwrap();
+        assert!(out.status.success(), "rocmforge {}: {}", args.join(" "), text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn wheel_requests(&self) -> usize {
+        self.http.with(|s| s.requests.iter().filter(|(p, _)| p.starts_with("/whl/")).count())
+    }
+}
+
+/// Every file under `p` with its bytes (empty when `p` does not exist).
+fn files(p: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = walkdir::WalkDir::new(p)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .map(|e| (e.path().strip_prefix(p).unwrap().display().to_string(), std::fs::read(e.path()).unwrap()))
+        .collect();
+    v.sort();
+    v
+}
+
+fn names(v: &[(String, Vec<u8>)]) -> Vec<&str> {
+    v.iter().map(|(n, _)| n.as_str()).collect()
+}
+
+#[test]
+fn prebuilt_wheel_is_verified_deployed_published_and_installable() {
+    let (name, bytes) = wheel();
+    let e = Env::new(&sha256_hex(bytes));
+
+    let out = e.build();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("built 1 recipe(s): rfprebuilt"), "{}", text(&out));
+    assert_eq!(e.wheel_requests(), 1, "the wheel is downloaded once");
+
+    // In the prefix under its real file name (`+`, not `%2B`), with the served bytes.
+    let deployed = files(&e.prefix().join("share/rocmforge/wheels"));
+    assert_eq!(names(&deployed), [name.as_str()]);
+    assert!(deployed[0].1 == *bytes, "the deployed wheel differs from the served one");
+
+    // Published as is: the same bytes, its own version (no local label added), in the pages.
+    let project = e.index().join("simple/rfprebuilt");
+    assert!(std::fs::read(project.join(name)).unwrap() == *bytes, "the published wheel differs from the served one");
+    let page = std::fs::read_to_string(project.join("index.html")).unwrap();
+    assert!(page.contains(&format!("#sha256={}", sha256_hex(bytes))), "{page}");
+    let list = e.ok(&["index", "list"]);
+    let line = list.lines().find(|l| l.contains(name.as_str())).unwrap_or_else(|| panic!("{name} not listed:\n{list}"));
+    assert_eq!(line.split_whitespace().next(), Some(VERSION), "{list}");
+    assert!(line.contains(&sha256_hex(bytes)[..12]), "{list}");
+    let url = e.ok(&["index", "url"]).trim().to_string();
+    assert_eq!(url, format!("file://{}/simple/", e.index().display()));
+
+    // pip and uv install it from the index into fresh venvs, and it imports.
+    let check = |python: &Path| {
+        let got = run_ok(
+            Command::new(python).args(["-c", "import importlib.metadata as m, rfprebuilt; print(m.version('rfprebuilt'), rfprebuilt.VALUE)"]),
+            "importing rfprebuilt",
+        );
+        assert_eq!(got.trim(), format!("{VERSION} {VALUE}"));
+    };
+    let venv = e.home().join("pip-venv");
+    run_ok(Command::new("python3").args(["-m", "venv"]).arg(&venv), "python3 -m venv");
+    run_ok(
+        Command::new(venv.join("bin/python"))
+            .args(["-m", "pip", "install", "--isolated", "--no-cache-dir", "--disable-pip-version-check", "--no-input"])
+            .args(["--timeout", "5", "--retries", "0", "--index-url", &url, "rfprebuilt==1.0.0"])
+            .env("PIP_CONFIG_FILE", "/dev/null"),
+        "pip install rfprebuilt==1.0.0 from the local index",
+    );
+    check(&venv.join("bin/python"));
+    let uv = |args: &[&str]| {
+        let mut c = Command::new("uv");
+        c.env("UV_CACHE_DIR", e.home().join("uv-cache"))
+            .env("UV_PYTHON_DOWNLOADS", "never")
+            .env("UV_HTTP_TIMEOUT", "5")
+            .env("UV_NO_CONFIG", "1")
+            .args(args);
+        for var in ["UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX", "UV_DEFAULT_INDEX", "UV_FIND_LINKS", "VIRTUAL_ENV"] {
+            c.env_remove(var);
+        }
+        c
+    };
+    let uv_venv = e.home().join("uv-venv");
+    run_ok(uv(&["venv", "-q", "--python", "python3"]).arg(&uv_venv), "uv venv");
+    run_ok(uv(&["pip", "install", "--python"]).arg(uv_venv.join("bin/python")).args(["--index-url", &url, "rfprebuilt==1.0.0"]), "uv pip install");
+    check(&uv_venv.join("bin/python"));
+
+    // Again: a cache hit, no download, prefix and index unchanged.
+    let (prefix_before, index_before) = (files(&e.prefix()), files(&e.index()));
+    let again = e.build();
+    assert!(again.status.success(), "{}", text(&again));
+    assert!(String::from_utf8_lossy(&again.stdout).starts_with("nothing to build: 1 recipe(s) up to date in the cache"), "{}", text(&again));
+    assert_eq!(e.wheel_requests(), 1, "a cache hit downloaded the wheel again");
+    assert!(files(&e.prefix()) == prefix_before, "a cache hit changed the prefix");
+    let index_after = files(&e.index());
+    assert!(index_after == index_before, "a cache hit changed the index: {:?} -> {:?}", names(&index_before), names(&index_after));
+}
+
+#[test]
+fn prebuilt_wheel_with_a_wrong_sha256_fails_clearly_and_leaves_nothing_behind() {
+    let (name, bytes) = wheel();
+    let wrong = sha256_hex(b"not the wheel");
+    let actual = sha256_hex(bytes);
+    let e = Env::new(&wrong);
+
+    let out = e.build();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for part in [
+        "rfprebuilt: cannot prepare its source".to_string(),
+        format!("sha256 mismatch for `{}`: expected {wrong}, got {actual} ({} bytes)", e.url, bytes.len()),
+        "nothing was cached".to_string(),
+    ] {
+        assert!(err.contains(&part), "missing {part:?} in:\n{}", text(&out));
+    }
+    // Nothing deployed, nothing published, nothing stored, nothing kept in the download cache.
+    assert!(files(&e.prefix()).iter().all(|(p, _)| !p.ends_with(".whl")), "{:?}", names(&files(&e.prefix())));
+    assert!(!e.index().join("simple/rfprebuilt").exists());
+    let list = e.ok(&["index", "list"]);
+    assert!(!list.contains("rfprebuilt"), "{list}");
+    assert!(e.ok(&["cache", "list"]).starts_with("0 artifact(s), 0 incomplete"));
+    let cached = files(&e.downloads());
+    assert!(cached.iter().all(|(p, _)| p == "CACHEDIR.TAG" || p.ends_with(".lock")), "left in the download cache: {:?}", names(&cached));
+
+    // With the right digest the same tree builds and publishes.
+    e.write_recipe(&actual);
+    let out = e.build();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(std::fs::read(e.prefix().join("share/rocmforge/wheels").join(name)).unwrap() == *bytes);
+    assert!(std::fs::read(e.index().join("simple/rfprebuilt").join(name)).unwrap() == *bytes);
+}
+
+#[test]
+fn prebuilt_wheel_recipes_must_name_a_wheel() {
+    let home = tempfile::tempdir().unwrap();
+    let tree = home.path().join("tree");
+    let stack = tree.join("recipes/prebuilt");
+    std::fs::create_dir_all(&stack).unwrap();
+    std::fs::create_dir_all(tree.join("patches/prebuilt/patched")).unwrap();
+    std::fs::write(tree.join("patches/prebuilt/patched/0001-x.patch"), "").unwrap();
+    std::fs::write(stack.join("stack.toml"), "[stack]\nname = \"prebuilt\"\nrocm-version = \"6.2.4\"\nsummary = \"s\"\ndefault-targets = [\"gfx1010\"]\n").unwrap();
+    let sha = "0".repeat(64);
+    let recipe = |name: &str, source: &str, extra: &str| {
+        let text = format!("[package]\nname = \"{name}\"\nversion = \"1.0\"\nsummary = \"s\"\n\n{source}\n{extra}[build]\nsystem = \"prebuilt-wheel\"\n");
+        std::fs::write(stack.join(format!("{name}.toml")), text).unwrap();
+    };
+    recipe("query", &format!("[source]\nurl = \"https://example.invalid/download?file=x-1.0-py3-none-any.whl\"\nsha256 = \"{sha}\""), "");
+    recipe("plain", &format!("[source]\nurl = \"https://example.invalid/x.whl\"\nsha256 = \"{sha}\""), "");
+    recipe("from-git", &format!("[source]\ngit = \"https://example.invalid/x.git\"\nrev = \"{}\"", "a".repeat(40)), "");
+    recipe("nothing", "", "");
+    recipe("patched", &format!("[source]\nurl = \"https://example.invalid/p-1.0%2Bx-py3-none-any.whl\"\nsha256 = \"{sha}\""), "[patches]\nseries = [\"0001-x.patch\"]\n\n");
+    // Valid: a `%2B`-encoded local label.
+    recipe("good", &format!("[source]\nurl = \"https://example.invalid/whl/good-1.0%2Brocm6.2-cp311-cp311-linux_x86_64.whl\"\nsha256 = \"{sha}\""), "");
+
+    let out = rocmforge(home.path()).arg("--recipes").arg(&tree).args(["recipes", "check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for part in [
+        "query.toml:7:7",
+        "a prebuilt-wheel source must be a wheel: `download` is not a wheel filename: it does not end in `.whl`",
+        "plain.toml:7:7",
+        "a prebuilt-wheel source must be a wheel: `x.whl` is not a wheel filename: it needs 5 or 6",
+        "from-git.toml:",
+        "a prebuilt-wheel recipe takes its wheel from a `url` source",
+        "nothing.toml",
+        "a prebuilt-wheel recipe needs a [source] with the wheel's `url` and `sha256`",
+        "patched.toml:",
+        "a prebuilt-wheel recipe cannot have patches",
+    ] {
+        assert!(err.contains(part), "missing {part:?} in:\n{err}");
+    }
+    assert!(!err.contains("good.toml"), "{err}");
+}
