@@ -1,5 +1,5 @@
 //! The artifact cache: each recipe's staged install tree stored under its key, only whole
-//! (temp name, fsync, rename, completion marker last), under a per-key lock.
+//! (temp name, syncfs, rename, completion marker last), under a per-key lock.
 //!
 //! Layout: `<cache>/artifacts-v1/<key>/{tree/, files.json, inputs.json, complete}`.
 
@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use fs4::fs_std::FileExt;
 
-use crate::fsutil::{self, Entry, EntryKind};
+use crate::fsutil::{self, Entry};
 use crate::key::{CacheKey, KeyInputs};
 
 const BUCKET: &str = "artifacts-v1";
@@ -105,19 +105,15 @@ impl ArtifactCache {
         }
         fs::create_dir_all(&tree).map_err(io(&tree))?;
         let files = fsutil::list_tree(&tree).map_err(io(&tree))?;
-        for e in &files {
-            if let EntryKind::File { .. } = e.kind {
-                let p = tree.join(&e.path);
-                fs::File::open(&p).and_then(|f| f.sync_all()).map_err(io(&p))?;
-            }
-        }
         let write = |name: &str, bytes: Vec<u8>| -> Result<(), CacheError> {
             let p = tmp.join(name);
-            fsutil::write_atomic(&p, &bytes).map_err(io(&p))
+            fsutil::replace(&p, &bytes).map_err(io(&p))
         };
         write("files.json", serde_json::to_vec_pretty(&files).expect("serialises"))?;
         write("inputs.json", serde_json::to_vec_pretty(inputs).expect("serialises"))?;
-        fsutil::sync_dir(&tmp);
+        // Every file, its directory entries and the two records on disk before the entry gets
+        // its final name: one syncfs rather than an fsync per file (thousands in a ROCm library).
+        fsutil::sync_filesystem(&tmp).map_err(io(&tmp))?;
         fs::rename(&tmp, &final_dir).map_err(io(&final_dir))?;
         fsutil::sync_dir(&self.root);
         crate::fault::point("store", &inputs.recipe);

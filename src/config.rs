@@ -10,6 +10,7 @@
 //! prefix = "/opt/rocmforge"
 //! rocm-path = "/opt/rocm"
 //! index-dir = "/srv/wheels"          # the local wheel index; default <state-dir>/index
+//! link-mode = "auto"                 # how cached files reach the prefix: "auto" or "copy"
 //!
 //! [url-rewrite]
 //! "https://github.com/" = "file:///srv/git/"
@@ -29,6 +30,7 @@ struct RawConfig {
     prefix: Option<PathBuf>,
     rocm_path: Option<PathBuf>,
     index_dir: Option<PathBuf>,
+    link_mode: Option<LinkMode>,
     #[serde(default)]
     url_rewrite: BTreeMap<String, String>,
 }
@@ -39,6 +41,21 @@ pub enum ConfigError {
     Read { path: PathBuf, source: std::io::Error },
     #[error("{0}")]
     Invalid(crate::diagnostic::Diagnostic),
+    #[error("{name}=`{value}` is not valid: use {expected}")]
+    BadEnv { name: &'static str, value: String, expected: &'static str },
+}
+
+/// How files of cached artifacts are laid into the prefix.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LinkMode {
+    /// A copy-on-write clone where the filesystem can (btrfs, XFS), else a hard link to the
+    /// cache's file when both are on one filesystem, else a copy. Restoring a multi-GB artifact
+    /// then takes moments; prefix files must not be edited in place (they are the cache's).
+    #[default]
+    Auto,
+    /// Always independent copies.
+    Copy,
 }
 
 /// The resolved configuration every command works with.
@@ -56,6 +73,8 @@ pub struct Config {
     pub rocm_path: Option<PathBuf>,
     /// The local wheel index; `None`: `<state>/index`.
     pub index_dir: Option<PathBuf>,
+    /// How cached files reach the prefix.
+    pub link_mode: LinkMode,
     /// URL prefix rewrites, longest prefix first.
     pub url_rewrites: Vec<(String, String)>,
     /// Use only what is cached.
@@ -82,7 +101,7 @@ impl Config {
 
     /// Loads the config file (if it exists) and applies environment overrides
     /// (`ROCMFORGE_CACHE_DIR`, `ROCMFORGE_WORK_DIR`, `ROCMFORGE_STATE_DIR`, `ROCMFORGE_PREFIX`,
-    /// `ROCMFORGE_ROCM_PATH`, `ROCMFORGE_INDEX_DIR`). Flags are applied by the caller on top.
+    /// `ROCMFORGE_ROCM_PATH`, `ROCMFORGE_INDEX_DIR`, `ROCMFORGE_LINK_MODE`). Flags are applied by the caller on top.
     pub fn load() -> Result<Config, ConfigError> {
         Self::load_from(&Self::default_file())
     }
@@ -106,6 +125,12 @@ impl Config {
         let xdg_state = env_path("XDG_STATE_HOME").unwrap_or_else(|| home().join(".local/state"));
         let mut rewrites: Vec<(String, String)> = raw.url_rewrite.into_iter().collect();
         rewrites.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
+        let link_mode = match std::env::var("ROCMFORGE_LINK_MODE").ok().filter(|v| !v.is_empty()) {
+            None => raw.link_mode.unwrap_or_default(),
+            Some(v) if v == "auto" => LinkMode::Auto,
+            Some(v) if v == "copy" => LinkMode::Copy,
+            Some(value) => return Err(ConfigError::BadEnv { name: "ROCMFORGE_LINK_MODE", value, expected: "`auto` or `copy`" }),
+        };
         Ok(Config {
             cache_dir: env_path("ROCMFORGE_CACHE_DIR").or(raw.cache_dir).unwrap_or_else(|| xdg_cache.join("rocmforge")),
             work_dir: env_path("ROCMFORGE_WORK_DIR").or(raw.work_dir).unwrap_or_else(|| xdg_cache.join("rocmforge/work")),
@@ -113,6 +138,7 @@ impl Config {
             prefix: env_path("ROCMFORGE_PREFIX").or(raw.prefix),
             rocm_path: env_path("ROCMFORGE_ROCM_PATH").or(raw.rocm_path),
             index_dir: env_path("ROCMFORGE_INDEX_DIR").or(raw.index_dir),
+            link_mode,
             url_rewrites: rewrites,
             offline: false,
             file,

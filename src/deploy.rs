@@ -4,6 +4,9 @@
 //! `<prefix>/.rocmforge/manifests/<recipe>.json` = { key, files, complete }. Before copying, the
 //! manifest lists the old and the new files with `complete: false`; after, only the new ones with
 //! `complete: true`. A run that finds an incomplete manifest removes everything it lists first.
+//!
+//! Files are cloned or hard-linked from the cache where the filesystem allows (`link-mode`,
+//! default `auto`), else copied: restoring a multi-GB artifact then costs a directory walk.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -12,6 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::cache::Artifact;
+use crate::config::LinkMode;
 use crate::fsutil::{self, EntryKind};
 
 #[derive(Debug, thiserror::Error)]
@@ -39,11 +43,12 @@ pub enum DeployOutcome {
 
 pub struct Prefix {
     pub root: PathBuf,
+    link_mode: LinkMode,
 }
 
 impl Prefix {
-    pub fn new(root: &Path) -> Prefix {
-        Prefix { root: root.to_path_buf() }
+    pub fn new(root: &Path, link_mode: LinkMode) -> Prefix {
+        Prefix { root: root.to_path_buf(), link_mode }
     }
 
     fn manifest_path(&self, recipe: &str) -> PathBuf {
@@ -81,12 +86,13 @@ impl Prefix {
         let err = |path: PathBuf| move |source| DeployError::Io { recipe: recipe.to_string(), path, source };
         self.remove_files(recipe, &old_files)?;
         let tree = artifact.tree();
+        let placer = fsutil::Placer::new(self.link_mode == LinkMode::Copy);
         for (i, e) in entries.iter().enumerate() {
             if i == entries.len() / 2 {
                 crate::fault::point("deploy", recipe);
             }
             let to = fsutil::join_rel(&self.root, &e.path);
-            fsutil::copy_entry(&tree.join(&e.path), &to, false).map_err(err(to.clone()))?;
+            placer.place(&tree.join(&e.path), &to).map_err(err(to.clone()))?;
         }
         self.write_manifest(&Manifest { recipe: recipe.into(), key: key.into(), files: new_files.clone(), complete: true })?;
         Ok(DeployOutcome::Deployed { files: new_files.len() })

@@ -64,9 +64,11 @@ pub enum EntryKind {
     Dir,
 }
 
-/// Lists a tree (sorted), hashing files. Used for artifact manifests and verification.
+/// Lists a tree (sorted), hashing files (on every core: multi-GB artifacts are listed when
+/// stored and verified). Used for artifact manifests and verification.
 pub fn list_tree(root: &Path) -> io::Result<Vec<Entry>> {
     let mut out = Vec::new();
+    let mut files = Vec::new();
     for e in walkdir::WalkDir::new(root).min_depth(1).sort_by_file_name() {
         let e = e.map_err(|e| io::Error::other(e.to_string()))?;
         let rel = e.path().strip_prefix(root).expect("under root").to_string_lossy().into_owned();
@@ -77,11 +79,51 @@ pub fn list_tree(root: &Path) -> io::Result<Vec<Entry>> {
             EntryKind::Dir
         } else {
             let m = e.metadata().map_err(|e| io::Error::other(e.to_string()))?;
-            EntryKind::File { sha256: hash_file(e.path())?, size: m.len(), mode: m.permissions().mode() & 0o7777 }
+            files.push((out.len(), m.len()));
+            EntryKind::File { sha256: String::new(), size: m.len(), mode: m.permissions().mode() & 0o7777 }
         };
         out.push(Entry { path: rel, kind });
     }
+    // Hash in parallel: files dealt to workers largest first, each taking the next from a shared
+    // counter, so one huge library does not leave the other cores idle at the end.
+    files.sort_by_key(|&(_, size)| std::cmp::Reverse(size));
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(files.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let hashes: Vec<io::Result<Vec<(usize, String)>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&(at, _)) = files.get(i) else { return Ok(done) };
+                        done.push((at, hash_file(&root.join(&out[at].path))?));
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("hash worker")).collect()
+    });
+    for part in hashes {
+        for (at, hash) in part? {
+            if let EntryKind::File { sha256, .. } = &mut out[at].kind {
+                *sha256 = hash;
+            }
+        }
+    }
     Ok(out)
+}
+
+/// Flushes the whole filesystem holding `path` (one `syncfs`, far cheaper than an fsync per file
+/// when thousands of new files must reach the disk before a completion marker).
+pub fn sync_filesystem(path: &Path) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let f = fs::File::open(path)?;
+    // SAFETY: syncfs only reads the descriptor, which `f` keeps open for the call.
+    if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 pub fn hash_file(path: &Path) -> io::Result<String> {
@@ -110,6 +152,62 @@ pub fn copy_tree(src: &Path, dst: &Path, fsync: bool) -> io::Result<()> {
 
 /// Copies one file, symlink or directory (not its contents), replacing what is at `to`.
 pub fn copy_entry(from: &Path, to: &Path, fsync: bool) -> io::Result<()> {
+    let placed = place_entry(from, to, Placement::Copy)?;
+    if fsync && placed == Placement::Copy {
+        fs::File::open(to)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// How a file from the cache is laid into a prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// A copy-on-write clone (btrfs, XFS, bcachefs): instant, and independent of the cache.
+    Clone,
+    /// A hard link to the cache's file: instant, but shares the file with the cache, so it must
+    /// not be edited in place (`rocmforge cache verify` finds such damage).
+    Hardlink,
+    /// A full copy.
+    Copy,
+}
+
+/// Places files the cheapest way the filesystem allows, remembering what failed so a big tree
+/// does not retry a refused clone or link for every file: clone, else hard link, else copy.
+pub struct Placer {
+    clone: std::sync::atomic::AtomicBool,
+    hardlink: std::sync::atomic::AtomicBool,
+}
+
+impl Placer {
+    /// `copy_only`: the user asked for independent copies (`link-mode = "copy"`).
+    pub fn new(copy_only: bool) -> Placer {
+        Placer { clone: (!copy_only).into(), hardlink: (!copy_only).into() }
+    }
+
+    /// Places one entry (file, symlink or directory) at `to`, replacing what is there.
+    pub fn place(&self, from: &Path, to: &Path) -> io::Result<Placement> {
+        use std::sync::atomic::Ordering::Relaxed;
+        for (flag, how) in [(&self.clone, Placement::Clone), (&self.hardlink, Placement::Hardlink)] {
+            if flag.load(Relaxed) {
+                match place_entry(from, to, how) {
+                    Err(e) if refused(&e) => flag.store(false, Relaxed),
+                    r => return r,
+                }
+            }
+        }
+        place_entry(from, to, Placement::Copy)
+    }
+}
+
+/// The filesystem cannot do this kind of placement here (not an I/O failure).
+fn refused(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EXDEV | libc::EINVAL | libc::ENOTTY | libc::EPERM | libc::EMLINK))
+}
+
+/// Places one entry with `how` (symlinks and directories are always made anew). Returns how a
+/// file was placed.
+fn place_entry(from: &Path, to: &Path, how: Placement) -> io::Result<Placement> {
     let m = fs::symlink_metadata(from)?;
     if let Some(parent) = to.parent() {
         fs::create_dir_all(parent)?;
@@ -118,16 +216,34 @@ pub fn copy_entry(from: &Path, to: &Path, fsync: bool) -> io::Result<()> {
         let target = fs::read_link(from)?;
         remove_if_exists(to)?;
         std::os::unix::fs::symlink(target, to)?;
-    } else if m.is_dir() {
+        return Ok(how);
+    }
+    if m.is_dir() {
         fs::create_dir_all(to)?;
-    } else {
-        remove_if_exists(to)?;
-        fs::copy(from, to)?;
-        if fsync {
-            fs::File::open(to)?.sync_all()?;
+        return Ok(how);
+    }
+    remove_if_exists(to)?;
+    match how {
+        Placement::Hardlink => fs::hard_link(from, to)?,
+        Placement::Copy => {
+            fs::copy(from, to)?;
+        }
+        Placement::Clone => {
+            use std::os::fd::AsRawFd;
+            let src = fs::File::open(from)?;
+            let dst = fs::OpenOptions::new().write(true).create_new(true).open(to)?;
+            // SAFETY: FICLONE takes the source descriptor; both stay open for the call.
+            let r = unsafe { libc::ioctl(dst.as_raw_fd(), libc::FICLONE, src.as_raw_fd()) };
+            if r != 0 {
+                let e = io::Error::last_os_error();
+                drop(dst);
+                let _ = fs::remove_file(to);
+                return Err(e);
+            }
+            dst.set_permissions(m.permissions())?;
         }
     }
-    Ok(())
+    Ok(how)
 }
 
 /// Removes a file or symlink if present (not directories).

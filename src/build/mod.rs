@@ -237,7 +237,7 @@ impl<'a> Engine<'a> {
         if !unsupported.is_empty() {
             return Err(BuildError::Unsupported(unsupported));
         }
-        let prefix = Prefix::new(&self.opts.prefix);
+        let prefix = Prefix::new(&self.opts.prefix, self.cfg.link_mode);
         std::fs::create_dir_all(&self.opts.prefix).map_err(io_err("cannot create prefix", &self.opts.prefix))?;
         let mut outcomes = Vec::new();
         self.progress.build_started(&decisions.iter().map(|d| d.name.clone()).collect::<Vec<_>>());

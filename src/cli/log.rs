@@ -2,7 +2,7 @@
 //! printing what a running build appends until the step (or recipe) is done or the build's
 //! process is gone.
 
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -59,10 +59,9 @@ fn copy_from(path: &Path, offset: u64) -> u64 {
     if f.seek(SeekFrom::Start(offset)).is_err() {
         return offset;
     }
-    let mut buf = Vec::new();
-    let n = f.read_to_end(&mut buf).unwrap_or(0) as u64;
+    // Streamed: a compiler's log can be gigabytes.
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(&buf);
+    let n = std::io::copy(&mut f, &mut out).unwrap_or(0);
     let _ = out.flush();
     offset + n
 }

@@ -174,7 +174,12 @@ struct Inner {
     rec: BuildRecord,
     ended: bool,
     report: Option<Result<PathBuf, String>>,
+    /// When the status file was last written: cache hits only rewrite it every so often.
+    written: Option<Instant>,
 }
+
+/// How often events that change little (a cache hit) rewrite the status file.
+const STATUS_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
 impl Recorder {
     pub fn new(state_dir: &Path, stack: &str) -> Recorder {
@@ -188,7 +193,7 @@ impl Recorder {
             updated_at: utc(start_sys),
             ..Default::default()
         };
-        Recorder { state_dir: state_dir.to_path_buf(), start: Instant::now(), start_sys, inner: Mutex::new(Inner { rec, ended: false, report: None }) }
+        Recorder { state_dir: state_dir.to_path_buf(), start: Instant::now(), start_sys, inner: Mutex::new(Inner { rec, ended: false, report: None, written: None }) }
     }
 
     fn now(&self) -> (f64, String) {
@@ -197,8 +202,9 @@ impl Recorder {
     }
 
     /// Applies `f` to the record and rewrites the status file (atomically, so a reader never
-    /// sees half a file). Ignored once the build ended.
-    fn update(&self, f: impl FnOnce(&mut BuildRecord, f64, &str)) {
+    /// sees half a file); a `minor` change only if the file is older than [`STATUS_EVERY`].
+    /// Ignored once the build ended.
+    fn update(&self, minor: bool, f: impl FnOnce(&mut BuildRecord, f64, &str)) {
         let (t, at) = self.now();
         let Ok(mut inner) = self.inner.lock() else { return };
         if inner.ended {
@@ -207,6 +213,10 @@ impl Recorder {
         f(&mut inner.rec, t, &at);
         inner.rec.updated_at = at;
         inner.rec.refresh_running();
+        if minor && inner.written.is_some_and(|w| w.elapsed() < STATUS_EVERY) {
+            return;
+        }
+        inner.written = Some(Instant::now());
         let _ = fsutil::replace(&status_path(&self.state_dir, &inner.rec.stack), &serde_json::to_vec_pretty(&inner.rec).expect("serialises"));
     }
 
@@ -246,13 +256,18 @@ impl Recorder {
             }
         }
         rec.refresh_running();
-        let report = write_report(&self.state_dir, &self.start_sys, rec).map_err(|e| e.to_string());
-        if let Ok(dir) = &report {
-            rec.report = Some(dir.clone());
+        // A build that found everything up to date leaves no report (the last one stays latest).
+        let did_work = state != BuildState::Succeeded || rec.recipes.iter().any(|r| r.outcome.as_deref() == Some("built"));
+        if did_work {
+            let report = write_report(&self.state_dir, &self.start_sys, rec).map_err(|e| e.to_string());
+            if let Ok(dir) = &report {
+                rec.report = Some(dir.clone());
+            }
+            inner.report = Some(report);
         }
+        let rec = &inner.rec;
         remember_durations(&self.state_dir, rec);
-        let _ = fsutil::replace(&status_path(&self.state_dir, &rec.stack), &serde_json::to_vec_pretty(&*rec).expect("serialises"));
-        inner.report = Some(report);
+        let _ = fsutil::replace(&status_path(&self.state_dir, &rec.stack), &serde_json::to_vec_pretty(rec).expect("serialises"));
     }
 }
 
@@ -260,7 +275,7 @@ impl Progress for Recorder {
     fn message(&self, _: &str, _: &str) {}
     fn warn(&self, _: &str, _: &str) {}
     fn build_started(&self, recipes: &[String]) {
-        self.update(|rec, _, _| {
+        self.update(false, |rec, _, _| {
             rec.recipes_total = recipes.len();
             for r in recipes {
                 rec.recipe_mut(r);
@@ -268,14 +283,14 @@ impl Progress for Recorder {
         });
     }
     fn recipe_started(&self, recipe: &str, cached: bool) {
-        self.update(|rec, t, _| {
+        self.update(cached, |rec, t, _| {
             let r = rec.recipe_mut(recipe);
             r.start_secs = Some(t);
             r.cache = Some(if cached { "hit" } else { "miss" }.into());
         });
     }
     fn step_started(&self, recipe: &str, step: &str, log: &Path) {
-        self.update(|rec, t, at| {
+        self.update(false, |rec, t, at| {
             let r = rec.recipe_mut(recipe);
             r.log_dir = log.parent().map(Path::to_path_buf);
             r.steps.push(StepRecord {
@@ -289,7 +304,7 @@ impl Progress for Recorder {
         });
     }
     fn step_finished(&self, recipe: &str, step: &str, ok: bool) {
-        self.update(|rec, t, at| {
+        self.update(false, |rec, t, at| {
             let r = rec.recipe_mut(recipe);
             if let Some(s) = r.steps.iter_mut().rev().find(|s| s.name == step && s.status == "running") {
                 s.status = if ok { "ok" } else { "failed" }.into();
@@ -300,7 +315,7 @@ impl Progress for Recorder {
         });
     }
     fn recipe_finished(&self, recipe: &str, outcome: &str) {
-        self.update(|rec, t, _| {
+        self.update(outcome != "built" && outcome != "failed", |rec, t, _| {
             let r = rec.recipe_mut(recipe);
             r.outcome = Some(outcome.to_string());
             r.end_secs = Some(t);

@@ -1,0 +1,176 @@
+//! Artifact store and restore, side by side with `tar -I 'zstd -T0'` on the same tree.
+//!
+//!   cargo bench --bench artifacts            (ROCMFORGE_BENCH_GB=2 by default; ci/bench.sh runs it)
+//!
+//! A tree shaped like a ROCm library's install (a few big shared objects, many code-object
+//! files, thousands of headers; compressible about 3x like real binaries) is made in a scratch
+//! dir on the cache's filesystem. Then, in one run:
+//! - store: `tar -I 'zstd -T0' -cf` of the stage vs `ArtifactCache::store` of an identical stage
+//!   (fresh from "the build": its pages dirty, as after `cmake --install`);
+//! - restore: `tar -I 'zstd -T0' -xf` into an empty dir vs `Prefix::deploy` into an empty prefix.
+//!
+//! Each is measured `ROCMFORGE_BENCH_RUNS` times (default 3), alternating; the medians' ratios
+//! are printed as `ratio store ...` / `ratio restore ...` lines that ci/bench.sh collects.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use rocmforge::cache::ArtifactCache;
+use rocmforge::config::LinkMode;
+use rocmforge::deploy::Prefix;
+use rocmforge::key::KeyInputs;
+
+fn main() {
+    // `cargo bench` passes `--bench`; there are no other options.
+    let gb: f64 = env_or("ROCMFORGE_BENCH_GB", 2.0);
+    let runs: usize = env_or("ROCMFORGE_BENCH_RUNS", 3.0) as usize;
+    let scratch = std::env::var_os("ROCMFORGE_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-scratch"));
+    let _ = fs::remove_dir_all(&scratch);
+    fs::create_dir_all(&scratch).unwrap();
+    let scratch = tempfile::tempdir_in(&scratch).unwrap();
+    let root = scratch.path();
+
+    let template = root.join("template");
+    let (files, bytes) = make_tree(&template, (gb * 1024.0 * 1024.0 * 1024.0) as u64);
+    println!("tree: {files} files, {:.2} GiB (scratch {})", bytes as f64 / (1u64 << 30) as f64, root.display());
+
+    let link_mode = if std::env::var("ROCMFORGE_LINK_MODE").as_deref() == Ok("copy") { LinkMode::Copy } else { LinkMode::Auto };
+    let cache = ArtifactCache::new(&root.join("cache"));
+    let mut tar_c = Vec::new();
+    let mut store = Vec::new();
+    let mut tar_x = Vec::new();
+    let mut deploy = Vec::new();
+    for run in 0..runs {
+        // Store: each side gets a fresh copy of the tree, written just before it is measured.
+        let stage = root.join("stage");
+        copy(&template, &stage);
+        let archive = root.join("tree.tar.zst");
+        tar_c.push(time(|| sh(Command::new("tar").args(["-I", "zstd -T0", "-cf"]).arg(&archive).arg("-C").arg(&stage).arg("."))));
+        fs::remove_dir_all(&stage).unwrap();
+
+        copy(&template, &stage);
+        let inputs = inputs(run);
+        let key = inputs.key();
+        let _lock = cache.lock(&key).unwrap();
+        store.push(time(|| {
+            cache.store(&key, &inputs, &stage).unwrap();
+        }));
+        let artifact = cache.get(&key).unwrap();
+
+        // Restore: into empty dirs.
+        let out = root.join("untar");
+        fs::create_dir_all(&out).unwrap();
+        tar_x.push(time(|| sh(Command::new("tar").args(["-I", "zstd -T0", "-xf"]).arg(&archive).arg("-C").arg(&out))));
+        fs::remove_dir_all(&out).unwrap();
+
+        let prefix = Prefix::new(&root.join("prefix"), link_mode);
+        deploy.push(time(|| {
+            prefix.deploy("bench", &artifact, false).unwrap();
+        }));
+        fs::remove_dir_all(root.join("prefix")).unwrap();
+        cache.remove(&artifact.dir).unwrap();
+        fs::remove_file(&archive).unwrap();
+        println!(
+            "run {}: tar -cf {:.2}s store {:.2}s | tar -xf {:.2}s deploy {:.2}s",
+            run + 1,
+            tar_c[run],
+            store[run],
+            tar_x[run],
+            deploy[run]
+        );
+    }
+    let (tc, st, tx, de) = (median(&tar_c), median(&store), median(&tar_x), median(&deploy));
+    println!("ratio store {:.3} (rocmforge {st:.2}s / tar+zstd -cf {tc:.2}s; target <= 1.0)", st / tc);
+    println!("ratio restore {:.3} (rocmforge {de:.2}s / tar+zstd -xf {tx:.2}s; target <= 0.25)", de / tx);
+}
+
+fn env_or(name: &str, default: f64) -> f64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn inputs(run: usize) -> KeyInputs {
+    KeyInputs {
+        format: 1,
+        recipe: "bench".into(),
+        recipe_content: format!("run {run}"),
+        source: "none".into(),
+        patches: vec![],
+        targets: vec!["gfx1010".into()],
+        prefix: "/opt/rocm".into(),
+        env: BTreeMap::new(),
+        toolchain: "bench".into(),
+        deps: BTreeMap::new(),
+    }
+}
+
+fn time(f: impl FnOnce()) -> f64 {
+    let t = Instant::now();
+    f();
+    t.elapsed().as_secs_f64()
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn sh(c: &mut Command) {
+    let st = c.status().unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"));
+    assert!(st.success(), "{c:?} failed: {st}");
+}
+
+fn copy(from: &Path, to: &Path) {
+    sh(Command::new("cp").arg("-a").arg("--reflink=never").arg(from).arg(to));
+}
+
+/// Writes about `total` bytes: 45% in 6 big libraries, 45% in code objects of 1 MiB, the rest
+/// in 8 KiB headers, plus a symlink per library as installs have. Returns (files, bytes).
+fn make_tree(root: &Path, total: u64) -> (usize, u64) {
+    let mut rng = 0x9e3779b97f4a7c15u64;
+    let mut files = 0;
+    let mut bytes = 0;
+    let mut write = |path: PathBuf, size: u64| {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let mut f = std::io::BufWriter::with_capacity(1 << 20, fs::File::create(&path).unwrap());
+        let mut left = size;
+        let mut block = [0u8; 4096];
+        while left > 0 {
+            // Half random, half a repeated run: zstd gets about 2-3x, like real binaries.
+            for chunk in block[..2048].chunks_mut(8) {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                chunk.copy_from_slice(&rng.to_le_bytes());
+            }
+            let fill = (rng & 0xff) as u8;
+            block[2048..].fill(fill);
+            let n = left.min(4096) as usize;
+            f.write_all(&block[..n]).unwrap();
+            left -= n as u64;
+        }
+        f.flush().unwrap();
+        files += 1;
+        bytes += size;
+    };
+    let big = total * 45 / 100 / 6;
+    for i in 0..6 {
+        write(root.join(format!("lib/librocbench{i}.so.6.2.0")), big);
+        std::os::unix::fs::symlink(format!("librocbench{i}.so.6.2.0"), root.join(format!("lib/librocbench{i}.so"))).unwrap();
+    }
+    let code_objects = (total * 45 / 100 / (1 << 20)).max(1);
+    for i in 0..code_objects {
+        write(root.join(format!("lib/rocbench/library/Kernels_{:03}/k{i}-gfx1010.co", i % 64)), 1 << 20);
+    }
+    let headers = ((total / 10) / 8192).max(1);
+    for i in 0..headers {
+        write(root.join(format!("include/rocbench/d{:02}/h{i}.hpp", i % 50)), 8192);
+    }
+    (files, bytes)
+}
