@@ -8,6 +8,7 @@ mod example;
 mod foundation;
 mod index;
 mod lock;
+mod realstack;
 mod report;
 mod schedule;
 mod sources;
