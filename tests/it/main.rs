@@ -12,3 +12,4 @@ mod realstack;
 mod report;
 mod schedule;
 mod sources;
+mod wheels;
