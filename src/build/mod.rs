@@ -44,6 +44,12 @@ pub enum BuildError {
     Publish { recipe: String, source: crate::index::IndexError },
     #[error("{what} `{path}`")]
     Io { what: &'static str, path: PathBuf, source: std::io::Error },
+    #[error("{recipe}: `install-wheels` names `{name}`, but no build dependency of {recipe} deployed a wheel of that project ({available})")]
+    NoDependencyWheel { recipe: String, name: String, available: String },
+    #[error("{recipe}: `install-wheels` names `{name}`, which more than one build dependency built: {}", .wheels.join(", "))]
+    AmbiguousDependencyWheel { recipe: String, name: String, wheels: Vec<String> },
+    #[error("{recipe}: requirement `{requirement}` names `{project}`, a project its dependency `{dep}` builds ({file}): from `requirements`, pip may install another build of it from an index; list it in `install-wheels` instead")]
+    RequirementIsDependencyWheel { recipe: String, requirement: String, project: String, dep: String, file: String },
     #[error("stack `{stack}` wants Python {version}, which was not found: install it (e.g. `pyenv install {version}`) or set ROCMFORGE_PYTHON to an interpreter")]
     NoPython { stack: String, version: String },
 }
@@ -434,6 +440,9 @@ impl<'a> Engine<'a> {
             };
             std::fs::create_dir_all(wd.build()).map_err(io_err("cannot create", &wd.build()))?;
             let mut vars = self.vars(r, d, &wd, src, jobs)?;
+            if r.build.system == BuildSystem::PythonWheel {
+                (vars.find_links, vars.install_wheels) = self.dependency_wheels(r, prefix, &wd.build().join("dependency-wheels"))?;
+            }
             let mut steps = systems::steps(r, &vars, &systems::step_env(r, &vars, &self.keyed_env)?)?;
             let stage = wd.stage();
             let produced = match r.build.system {
@@ -525,7 +534,79 @@ impl<'a> Engine<'a> {
             ),
             source_trees,
             rocm_path: self.rocm.as_ref().map(|r| r.path.clone()),
+            find_links: None,
+            install_wheels: Vec::new(),
         })
+    }
+
+    /// The wheels the recipe's build dependencies (transitively) deployed into the prefix, laid
+    /// out as links in `dir` (recreated) for pip's `--find-links`, and the files among them that
+    /// `install-wheels` names. `(None, [])` when no dependency deployed a wheel.
+    fn dependency_wheels(&self, r: &Recipe, prefix: &Prefix, dir: &Path) -> Result<(Option<PathBuf>, Vec<PathBuf>), BuildError> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut todo: Vec<&str> = r.build_deps.iter().map(String::as_str).collect();
+        // (recipe, project, file name, path in the prefix)
+        let mut wheels: Vec<(String, String, String, PathBuf)> = Vec::new();
+        while let Some(dep) = todo.pop() {
+            if !seen.insert(dep) {
+                continue;
+            }
+            let Some(dr) = self.stack.recipes.get(dep) else { continue };
+            todo.extend(dr.build_deps.iter().map(String::as_str));
+            for f in prefix.manifest(dep).map(|m| m.files).unwrap_or_default() {
+                let Some(file) = f.strip_prefix(&format!("{}/", systems::WHEEL_DIR)).filter(|n| !n.contains('/')) else { continue };
+                if let Ok(w) = crate::index::WheelName::parse(file) {
+                    wheels.push((dep.to_string(), w.project(), file.to_string(), prefix.root.join(&f)));
+                }
+            }
+        }
+        wheels.sort();
+        for req in &r.build.requirements {
+            let name: String = req.trim_start().chars().take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')).collect();
+            let project = crate::index::normalize_name(&name);
+            if let Some((dep, _, file, _)) = wheels.iter().find(|w| w.1 == project) {
+                return Err(BuildError::RequirementIsDependencyWheel {
+                    recipe: r.name.clone(),
+                    requirement: req.clone(),
+                    project: name,
+                    dep: dep.clone(),
+                    file: file.clone(),
+                });
+            }
+        }
+        let mut install = Vec::new();
+        for name in &r.build.install_wheels {
+            let project = crate::index::normalize_name(name);
+            let found: Vec<&(String, String, String, PathBuf)> = wheels.iter().filter(|w| w.1 == project).collect();
+            match found.as_slice() {
+                [one] => install.push(dir.join(&one.2)),
+                [] => {
+                    let available = if wheels.is_empty() {
+                        "its dependencies deployed no wheels".to_string()
+                    } else {
+                        format!("wheels of its dependencies: {}", wheels.iter().map(|w| format!("{} from {}", w.2, w.0)).collect::<Vec<_>>().join(", "))
+                    };
+                    return Err(BuildError::NoDependencyWheel { recipe: r.name.clone(), name: name.clone(), available });
+                }
+                many => {
+                    return Err(BuildError::AmbiguousDependencyWheel {
+                        recipe: r.name.clone(),
+                        name: name.clone(),
+                        wheels: many.iter().map(|w| format!("{} from {}", w.2, w.0)).collect(),
+                    })
+                }
+            }
+        }
+        crate::fsutil::remove_dir_all_if_exists(dir).map_err(io_err("cannot clean", dir))?;
+        if wheels.is_empty() {
+            return Ok((None, install));
+        }
+        std::fs::create_dir_all(dir).map_err(io_err("cannot create", dir))?;
+        for (_, _, file, path) in &wheels {
+            let link = dir.join(file);
+            std::os::unix::fs::symlink(path, &link).map_err(io_err("cannot link a dependency's wheel at", &link))?;
+        }
+        Ok((Some(dir.to_path_buf()), install))
     }
 
     /// The tree a recipe builds from (patched), preparing source dependencies as needed.

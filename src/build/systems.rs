@@ -35,6 +35,11 @@ pub struct Vars {
     pub source_trees: BTreeMap<String, PathBuf>,
     /// An installed ROCm providing some components (`--rocm-path`): searched after the prefix.
     pub rocm_path: Option<PathBuf>,
+    /// python-wheel: a folder holding the wheels of the recipe's build dependencies, offered to
+    /// pip with `--find-links`.
+    pub find_links: Option<PathBuf>,
+    /// python-wheel: the dependency wheel files `install-wheels` names, installed by path.
+    pub install_wheels: Vec<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -185,13 +190,22 @@ pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Re
             let host = vars.host_python.as_deref().ok_or_else(|| ExpandError::NoPython { recipe: recipe.name.clone() })?;
             let venv = vars.build.join("venv");
             steps.push(step("venv", format!("{} -m venv --clear {}", q(host), q(&venv)), &vars.build));
-            if !recipe.build.requirements.is_empty() {
-                let reqs: Vec<String> = recipe.build.requirements.iter().map(|r| x(r).map(|r| shell_words(&r))).collect::<Result<_, _>>()?;
-                steps.push(step(
-                    "requirements",
-                    format!("{} -m pip install --disable-pip-version-check --no-input -q {}", q(&venv.join("bin/python")), reqs.join(" ")),
-                    &vars.build,
-                ));
+            if !recipe.build.requirements.is_empty() || !vars.install_wheels.is_empty() {
+                // One pip run, so one resolver sees both: requirements from the index (and the
+                // dependencies' wheels), `install-wheels` as the exact files the dependencies built.
+                let mut command = format!("{} -m pip install --disable-pip-version-check --no-input -q", q(&venv.join("bin/python")));
+                if let Some(dir) = &vars.find_links {
+                    command.push_str(&format!(" --find-links {}", q(dir)));
+                }
+                for r in &recipe.build.requirements {
+                    command.push(' ');
+                    command.push_str(&shell_words(&x(r)?));
+                }
+                for w in &vars.install_wheels {
+                    command.push(' ');
+                    command.push_str(&q(w));
+                }
+                steps.push(step("requirements", command, &vars.build));
             }
             user_steps(&mut steps)?;
             let wheels = vars.stage.join(WHEEL_DIR);
@@ -259,7 +273,44 @@ mod tests {
             wheel_version: "1.0+x".into(),
             source_trees: BTreeMap::from([("hip".into(), "/w/hip/src".into())]),
             rocm_path: None,
+            find_links: None,
+            install_wheels: Vec::new(),
         }
+    }
+
+    fn python_wheel_recipe() -> Recipe {
+        let files = BTreeMap::from([
+            ("recipes/t/stack.toml".to_string(), b"[stack]\nname = \"t\"\nrocm-version = \"6.2.4\"\nsummary = \"t\"\ndefault-targets = [\"gfx1010\"]\n".to_vec()),
+            ("recipes/t/torch.toml".to_string(), b"[package]\nname = \"torch\"\nversion = \"1\"\nsummary = \"t\"\n[build]\nsystem = \"script\"\n".to_vec()),
+            (
+                "recipes/t/vision.toml".to_string(),
+                b"[package]\nname = \"vision\"\nversion = \"1\"\nsummary = \"v\"\n[dependencies]\nbuild = [\"torch\"]\n[build]\nsystem = \"python-wheel\"\nrequirements = [\"numpy==2.2.1\"]\ninstall-wheels = [\"torch\"]\n".to_vec(),
+            ),
+        ]);
+        let tree = crate::recipe::RecipeTree::from_files(crate::recipe::Origin::Embedded, files);
+        crate::recipe::load_stack(&tree, "t").unwrap_or_else(|d| panic!("{d}")).recipes["vision"].clone()
+    }
+
+    #[test]
+    fn requirements_and_dependency_wheels_in_one_pip_run() {
+        let r = python_wheel_recipe();
+        assert_eq!(r.build.install_wheels, vec!["torch".to_string()]);
+        let mut v = vars();
+        v.host_python = Some("/usr/bin/python3.11".into());
+        v.find_links = Some("/w/build/dependency-wheels".into());
+        v.install_wheels = vec!["/w/build/dependency-wheels/torch-2.6.0+rocm6.2.4.k1-cp311-cp311-linux_x86_64.whl".into()];
+        let with = steps(&r, &v, &BTreeMap::new()).unwrap();
+        let names: Vec<&str> = with.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["venv", "requirements", "wheel"]);
+        assert_eq!(
+            with[1].command,
+            "/w/build/venv/bin/python -m pip install --disable-pip-version-check --no-input -q --find-links /w/build/dependency-wheels numpy==2.2.1 /w/build/dependency-wheels/torch-2.6.0+rocm6.2.4.k1-cp311-cp311-linux_x86_64.whl"
+        );
+        // No dependency wheels: the plain requirements run, as before.
+        let mut v = vars();
+        v.host_python = Some("/usr/bin/python3.11".into());
+        let without = steps(&r, &v, &BTreeMap::new()).unwrap();
+        assert_eq!(without[1].command, "/w/build/venv/bin/python -m pip install --disable-pip-version-check --no-input -q numpy==2.2.1");
     }
 
     #[test]

@@ -73,6 +73,12 @@ pub fn run(ctx: &Context, cmd: Cmd) -> CliResult {
             for s in &r.build.steps {
                 println!("    step  {s}");
             }
+            for q in &r.build.requirements {
+                println!("    pip   {q}");
+            }
+            for w in &r.build.install_wheels {
+                println!("    wheel {w} (the wheel a build dependency built)");
+            }
             let t = &r.targets;
             if !t.gpu {
                 println!("  targets:  host code only");

@@ -97,6 +97,7 @@ struct RawBuild {
     memory_per_job_gb: Option<f64>,
     #[serde(default)]
     requirements: Vec<String>,
+    install_wheels: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -379,6 +380,33 @@ fn parse_recipe(tree: &RecipeTree, stack: &str, rel: &str, text: &str, diags: &m
         }
     }
 
+    let mut install_wheels = Vec::new();
+    if let Some(list) = &raw.build.install_wheels {
+        if raw.build.system != BuildSystem::PythonWheel {
+            diags.push(
+                src.at(list.span(), format!("`install-wheels` is for python-wheel recipes; this one is `{}`", raw.build.system.as_str()))
+                    .with_help("remove it, or build this recipe with `system = \"python-wheel\"`"),
+            );
+        } else if raw.dependencies.build.is_empty() && !list.get_ref().is_empty() {
+            diags.push(
+                src.at(list.span(), "`install-wheels` installs wheels built by the recipe's build dependencies, but it has none")
+                    .with_help("add the recipe that builds these wheels to `[dependencies] build`"),
+            );
+        }
+        for w in list.get_ref() {
+            if !crate::index::wheel::is_valid_project_name(w.get_ref()) {
+                diags.push(
+                    src.at(w.span(), format!("`{}` is not a Python project name", w.get_ref()))
+                        .with_help("`install-wheels` takes project names only (`torch`): the version is the one the dependency built; version pins belong in `requirements`"),
+                );
+            } else if install_wheels.contains(w.get_ref()) {
+                diags.push(src.at(w.span(), format!("`{}` is listed twice in `install-wheels`", w.get_ref())));
+            } else {
+                install_wheels.push(w.get_ref().clone());
+            }
+        }
+    }
+
     let canonical = toml::from_str::<toml::Value>(text)
         .map(|v| serde_json::to_string(&v).unwrap_or_default())
         .unwrap_or_default();
@@ -413,6 +441,7 @@ fn parse_recipe(tree: &RecipeTree, stack: &str, rel: &str, text: &str, diags: &m
             steps: raw.build.steps,
             memory_per_job_gb: raw.build.memory_per_job_gb.unwrap_or(DEFAULT_MEMORY_PER_JOB_GB),
             requirements: raw.build.requirements,
+            install_wheels,
         },
         targets: TargetPolicy { gpu, supported, when_unsupported, substitute, reason: raw.targets.reason },
         external: raw.external.map(|e| ExternalSpec { cmake_package: e.cmake_package, files: e.files }),

@@ -145,6 +145,9 @@ pub struct BuildSpec {
     pub steps: Vec<String>,
     pub memory_per_job_gb: f64,
     pub requirements: Vec<String>,
+    /// python-wheel: projects (by name) whose wheels, built by the recipe's build dependencies,
+    /// are installed into the build venv before the build; never taken from an index.
+    pub install_wheels: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,6 +9,8 @@ mod foundation;
 mod index;
 mod lock;
 mod prebuilt;
+mod realstack;
 mod report;
 mod schedule;
 mod sources;
+mod wheels;

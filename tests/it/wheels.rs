@@ -1,0 +1,207 @@
+//! `install-wheels` (issue #7, the Python side): a python-wheel recipe built against the wheel
+//! its dependency built, as torchvision is built against the torch wheel of the pytorch recipe.
+//! Fixture stack `tests/fixtures/wheels`: `app`'s setup.py imports the package `base` builds.
+//! Sources from a git daemon on 127.0.0.1; setuptools and wheel from the test wheelhouse (no
+//! PyPI: `PIP_NO_INDEX`).
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use crate::support::git::{GitDaemon, Repo};
+use crate::support::{copy_tree, repo_root, rocmforge};
+
+const TIMEOUT: Duration = Duration::from_secs(240);
+
+fn wheelhouse() -> PathBuf {
+    let p = std::env::var_os("ROCMFORGE_TEST_WHEELHOUSE").map(PathBuf::from).unwrap_or_else(|| repo_root().join("target/wheelhouse"));
+    assert!(p.is_dir(), "no wheelhouse at {}: run ci/setup.sh (it downloads setuptools and wheel there)", p.display());
+    p
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+struct World {
+    home: PathBuf,
+    tree: PathBuf,
+    config: PathBuf,
+    _daemon: GitDaemon,
+    _dir: tempfile::TempDir,
+}
+
+impl World {
+    fn new() -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let fixture = repo_root().join("tests/fixtures/wheels");
+        let srv = dir.path().join("srv");
+        for name in ["rf-base", "rf-app"] {
+            let repo = Repo::init(srv.join(format!("rocmforge-wheels/{name}.git")));
+            copy_tree(&fixture.join("sources").join(name), &repo.dir);
+            let c = repo.commit(name);
+            repo.tag("v1.0.0", &c);
+        }
+        let daemon = GitDaemon::start(&srv);
+        let config = dir.path().join("config.toml");
+        std::fs::write(&config, format!("[url-rewrite]\n\"https://example.invalid/\" = \"{}\"\n", daemon.url(""))).unwrap();
+        let tree = dir.path().join("tree");
+        copy_tree(&fixture.join("recipes"), &tree.join("recipes"));
+        let w = World { home: dir.path().join("home"), tree, config, _daemon: daemon, _dir: dir };
+        let out = w.cmd(&["lock"]);
+        assert!(out.status.success(), "{}", text(&out));
+        w
+    }
+
+    fn cmd(&self, args: &[&str]) -> Output {
+        rocmforge(&self.home)
+            .env("ROCMFORGE_CONFIG", &self.config)
+            .env("PIP_NO_INDEX", "1")
+            .env("PIP_FIND_LINKS", wheelhouse())
+            .arg("--recipes")
+            .arg(&self.tree)
+            .args(args)
+            .timeout(TIMEOUT)
+            .output()
+            .unwrap()
+    }
+
+    fn build(&self) -> Output {
+        self.cmd(&["build", "app", "--prefix", self.prefix().to_str().unwrap()])
+    }
+
+    fn prefix(&self) -> PathBuf {
+        self.home.join("prefix")
+    }
+
+    fn edit_app(&self, from: &str, to: &str) {
+        let f = self.tree.join("recipes/wheels/app.toml");
+        let t = std::fs::read_to_string(&f).unwrap();
+        assert!(t.contains(from), "{t}");
+        std::fs::write(&f, t.replace(from, to)).unwrap();
+    }
+
+    /// The one wheel of `project` in the local index, and its PEP 658 metadata.
+    fn indexed(&self, project: &str) -> (String, String) {
+        let dir = self.home.join("state/rocmforge/index/simple").join(project);
+        let mut wheels: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".whl"))
+            .collect();
+        assert_eq!(wheels.len(), 1, "{wheels:?}");
+        let wheel = wheels.pop().unwrap();
+        let metadata = std::fs::read_to_string(dir.join(format!("{wheel}.metadata"))).unwrap();
+        (wheel, metadata)
+    }
+}
+
+fn field<'a>(metadata: &'a str, name: &str) -> &'a str {
+    metadata.lines().find_map(|l| l.strip_prefix(&format!("{name}: "))).unwrap_or_else(|| panic!("no {name} in {metadata}"))
+}
+
+#[test]
+fn python_wheel_builds_against_the_wheel_its_dependency_built() {
+    let w = World::new();
+    let out = w.build();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("built 2 recipe(s): base, app") && text(&out).contains("base: building"), "{}", text(&out));
+
+    // app's setup.py imported rf_base, and it was this build's rf-base (its local version label
+    // carries base's cache key), installed from the wheel base deployed, not from an index.
+    let (base_wheel, base_meta) = w.indexed("rf-base");
+    let base_version = field(&base_meta, "Version");
+    assert!(base_version.starts_with("1.0.0+rocm6.2.4.k"), "{base_version}");
+    let (_, app_meta) = w.indexed("rf-app");
+    assert_eq!(field(&app_meta, "Summary"), format!("built with rf-base {base_version}"));
+    assert!(app_meta.contains("Requires-Dist: rf-base"), "{app_meta}");
+    assert!(w.prefix().join("share/rocmforge/wheels").join(&base_wheel).is_file());
+
+    // How: the requirements step offers the dependencies' wheels with --find-links and installs
+    // the one `install-wheels` names by its path.
+    let links = w.home.join("cache/rocmforge/work/wheels/app/build/dependency-wheels");
+    let script = std::fs::read_dir(w.home.join("cache/rocmforge/work/wheels/app/steps"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().contains("requirements"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .expect("a requirements step script");
+    assert!(script.contains(&format!("--find-links {}", links.display())), "{script}");
+    assert!(script.contains(&format!("setuptools wheel {}", links.join(&base_wheel).display())), "{script}");
+    assert_eq!(std::fs::read_link(links.join(&base_wheel)).unwrap(), w.prefix().join("share/rocmforge/wheels").join(&base_wheel));
+
+    // Without install-wheels the same build fails where torchvision would: importing the
+    // dependency in setup.py. base is not rebuilt.
+    w.edit_app("install-wheels = [\"rf_base\"]\n", "");
+    let out = w.build();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("No module named 'rf_base'"), "{}", text(&out));
+    assert!(!text(&out).contains("base: building"), "{}", text(&out));
+
+    // Naming a project no dependency built is refused before anything runs, listing what exists.
+    w.edit_app("requirements = [\"setuptools\", \"wheel\"]\n", "requirements = [\"setuptools\", \"wheel\"]\ninstall-wheels = [\"rf-nosuch\"]\n");
+    let out = w.build();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!(
+            "app: `install-wheels` names `rf-nosuch`, but no build dependency of app deployed a wheel of that project (wheels of its dependencies: {base_wheel} from base)"
+        )),
+        "{}",
+        text(&out)
+    );
+
+    // A dependency's project in `requirements` would let pip pick any build from an index.
+    w.edit_app("install-wheels = [\"rf-nosuch\"]\n", "");
+    w.edit_app("requirements = [\"setuptools\", \"wheel\"]", "requirements = [\"setuptools\", \"wheel\", \"RF.Base>=1\"]");
+    let out = w.build();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!(
+            "app: requirement `RF.Base>=1` names `RF.Base`, a project its dependency `base` builds ({base_wheel}): from `requirements`, pip may install another build of it from an index; list it in `install-wheels` instead"
+        )),
+        "{}",
+        text(&out)
+    );
+}
+
+/// Writes a one-stack tree whose `app` recipe has `build` as its `[build]` table body.
+fn tree_with(root: &Path, deps: &str, build: &str) {
+    let d = root.join("recipes/t");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("stack.toml"), "[stack]\nname = \"t\"\nrocm-version = \"6.2.4\"\nsummary = \"t\"\ndefault-targets = [\"gfx1010\"]\n").unwrap();
+    std::fs::write(d.join("dep.toml"), "[package]\nname = \"dep\"\nversion = \"1\"\nsummary = \"d\"\n[build]\nsystem = \"script\"\n").unwrap();
+    std::fs::write(d.join("app.toml"), format!("[package]\nname = \"app\"\nversion = \"1\"\nsummary = \"a\"\n{deps}[build]\n{build}")).unwrap();
+}
+
+#[test]
+fn install_wheels_mistakes_are_reported_with_file_and_line() {
+    let cases: &[(&str, &str, &str, &str)] = &[
+        (
+            "[dependencies]\nbuild = [\"dep\"]\n",
+            "system = \"cmake\"\ninstall-wheels = [\"torch\"]\n",
+            "app.toml:9:18",
+            "`install-wheels` is for python-wheel recipes; this one is `cmake`",
+        ),
+        ("", "system = \"python-wheel\"\ninstall-wheels = [\"torch\"]\n", "app.toml:7:18", "`install-wheels` installs wheels built by the recipe's build dependencies, but it has none"),
+        (
+            "[dependencies]\nbuild = [\"dep\"]\n",
+            "system = \"python-wheel\"\ninstall-wheels = [\"torch\", \"torch==2.6.0\"]\n",
+            "app.toml:9:28",
+            "`torch==2.6.0` is not a Python project name",
+        ),
+        (
+            "[dependencies]\nbuild = [\"dep\"]\n",
+            "system = \"python-wheel\"\ninstall-wheels = [\"torch\", \"torch\"]\n",
+            "app.toml:9:28",
+            "`torch` is listed twice in `install-wheels`",
+        ),
+    ];
+    for (deps, build, at, msg) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        tree_with(dir.path(), deps, build);
+        let out = rocmforge(&dir.path().join("home")).arg("--recipes").arg(dir.path()).args(["recipes", "check"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+        let t = text(&out);
+        assert!(t.contains(&format!("error: {msg}")) && t.contains(at), "want `{msg}` at {at}:\n{t}");
+    }
+}
