@@ -186,6 +186,20 @@ mod tests {
     }
 
     #[test]
+    fn link_mode_from_the_file_and_its_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(&f, "link-mode = \"copy\"\n").unwrap();
+        assert_eq!(Config::load_from(&f).unwrap().link_mode, LinkMode::Copy);
+        std::fs::write(&f, "cache-dir = \"/x\"\n").unwrap();
+        assert_eq!(Config::load_from(&f).unwrap().link_mode, LinkMode::Auto);
+        std::fs::write(&f, "cache-dir = \"/x\"\nlink-mode = \"symlink\"\n").unwrap();
+        let e = Config::load_from(&f).unwrap_err().to_string();
+        assert!(e.contains("c.toml:2:13"), "{e}");
+        assert!(e.contains("unknown variant `symlink`, expected `auto` or `copy`"), "{e}");
+    }
+
+    #[test]
     fn bad_config_names_file_and_line() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("c.toml");

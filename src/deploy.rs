@@ -129,3 +129,91 @@ impl Prefix {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::ArtifactCache;
+    use crate::key::KeyInputs;
+    use std::os::unix::fs::MetadataExt;
+
+    /// A stored artifact with a library, a symlink to it and a header.
+    fn artifact(cache_root: &Path) -> (ArtifactCache, Artifact) {
+        let stage = cache_root.join("stage");
+        fs::create_dir_all(stage.join("lib")).unwrap();
+        fs::create_dir_all(stage.join("include")).unwrap();
+        fs::write(stage.join("lib/libx.so.1"), b"elf bytes").unwrap();
+        std::os::unix::fs::symlink("libx.so.1", stage.join("lib/libx.so")).unwrap();
+        fs::write(stage.join("include/x.h"), b"#define X 1\n").unwrap();
+        let inputs = KeyInputs {
+            format: 1,
+            recipe: "x".into(),
+            recipe_content: "c".into(),
+            source: "none".into(),
+            patches: vec![],
+            targets: vec![],
+            prefix: "/p".into(),
+            env: Default::default(),
+            toolchain: "t".into(),
+            deps: Default::default(),
+        };
+        let cache = ArtifactCache::new(&cache_root.join("cache"));
+        let key = inputs.key();
+        let _l = cache.lock(&key).unwrap();
+        let a = cache.store(&key, &inputs, &stage).unwrap();
+        (cache, a)
+    }
+
+    fn same_file(a: &Path, b: &Path) -> bool {
+        let (a, b) = (fs::metadata(a).unwrap(), fs::metadata(b).unwrap());
+        (a.dev(), a.ino()) == (b.dev(), b.ino())
+    }
+
+    #[test]
+    fn auto_links_cached_files_on_one_filesystem_and_copy_mode_copies() {
+        let d = tempfile::tempdir().unwrap();
+        let (cache, a) = artifact(d.path());
+        let linked = Prefix::new(&d.path().join("linked"), LinkMode::Auto);
+        assert_eq!(linked.deploy("x", &a, false).unwrap(), DeployOutcome::Deployed { files: 3 });
+        let lib = linked.root.join("lib/libx.so.1");
+        assert_eq!(fs::read(&lib).unwrap(), b"elf bytes");
+        assert_eq!(fs::read_link(linked.root.join("lib/libx.so")).unwrap(), PathBuf::from("libx.so.1"));
+        // On ext4 and tmpfs (no clones) auto means a hard link: the prefix file is the cache's.
+        assert!(same_file(&lib, &a.tree().join("lib/libx.so.1")));
+        // Which is why the prefix must not be edited in place: verify finds it.
+        fs::write(linked.root.join("include/x.h"), b"#define X 2\n").unwrap();
+        let e = cache.verify(&a).unwrap_err().to_string();
+        assert!(e.contains("`include/x.h` is missing or changed"), "{e}");
+
+        let (cache, a) = artifact(&d.path().join("second"));
+        let copied = Prefix::new(&d.path().join("copied"), LinkMode::Copy);
+        copied.deploy("x", &a, false).unwrap();
+        let lib = copied.root.join("lib/libx.so.1");
+        assert_eq!(fs::read(&lib).unwrap(), b"elf bytes");
+        assert!(!same_file(&lib, &a.tree().join("lib/libx.so.1")));
+        assert_eq!(fs::metadata(&lib).unwrap().nlink(), 1);
+        fs::write(copied.root.join("include/x.h"), b"edited").unwrap();
+        cache.verify(&a).unwrap();
+    }
+
+    #[test]
+    fn auto_falls_back_to_copies_across_filesystems() {
+        // The cache under the work tree, the prefix on /dev/shm (tmpfs): a link is refused
+        // (EXDEV) and the deploy copies instead.
+        let d = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let other = tempfile::tempdir_in("/dev/shm").expect("/dev/shm (tmpfs) is needed for this test");
+        assert_ne!(
+            fs::metadata(d.path()).unwrap().dev(),
+            fs::metadata(other.path()).unwrap().dev(),
+            "the checkout and /dev/shm must be different filesystems for this test"
+        );
+        let (cache, a) = artifact(d.path());
+        let prefix = Prefix::new(&other.path().join("prefix"), LinkMode::Auto);
+        prefix.deploy("x", &a, false).unwrap();
+        let lib = prefix.root.join("lib/libx.so.1");
+        assert_eq!(fs::read(&lib).unwrap(), b"elf bytes");
+        assert_eq!(fs::metadata(&lib).unwrap().nlink(), 1);
+        assert_eq!(fs::read(prefix.root.join("include/x.h")).unwrap(), b"#define X 1\n");
+        cache.verify(&a).unwrap();
+    }
+}

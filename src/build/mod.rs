@@ -277,9 +277,9 @@ impl<'a> Engine<'a> {
         std::thread::scope(|scope| {
             let mut running = 0usize;
             loop {
-                let stop = !failures.is_empty() && !self.opts.keep_going;
-                while !stop {
-                    let Some(i) = ready.pop_first() else { break };
+                // After a failure (without --keep-going) nothing new starts.
+                let may_start = failures.is_empty() || self.opts.keep_going;
+                while let Some(i) = if may_start { ready.pop_first() } else { None } {
                     let d = &decisions[i];
                     let r = &self.stack.recipes[&d.name];
                     let want = match d.status {

@@ -129,7 +129,7 @@ fn follow(state_dir: &Path, stack: &str, recipe: &str, only: Option<&str>, mut c
             None => {
                 let running = rec.running.iter().find(|x| x.recipe == recipe).and_then(|x| x.step.clone().zip(x.log.clone()));
                 if let Some((step, log)) = running {
-                    if current.as_ref().map_or(true, |(s, _, _)| *s != step) {
+                    if current.as_ref().is_none_or(|(s, _, _)| *s != step) {
                         if let Some((_, old, off)) = current.as_mut() {
                             *off = copy_from(old, *off);
                         }

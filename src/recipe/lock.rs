@@ -46,7 +46,7 @@ pub enum LockError {
     #[error("cannot write lock file `{path}`")]
     Write { path: PathBuf, source: std::io::Error },
     #[error("{recipe}: cannot resolve tag `{tag}`")]
-    Resolve { recipe: String, tag: String, source: crate::source::GitError },
+    Resolve { recipe: String, tag: String, source: Box<crate::source::GitError> },
     #[error("unknown recipe `{0}` in stack")]
     UnknownRecipe(String),
 }
@@ -168,7 +168,7 @@ pub fn lock(stack: &Stack, tree: &RecipeTree, cfg: &Config, only: &[String], upd
             continue;
         }
         let rev = crate::source::git::resolve_tag(cfg, url, tag)
-            .map_err(|source| LockError::Resolve { recipe: name.clone(), tag: tag.to_string(), source })?;
+            .map_err(|source| LockError::Resolve { recipe: name.clone(), tag: tag.to_string(), source: Box::new(source) })?;
         let pin = Pin { recipe: name.clone(), url: url.to_string(), tag: tag.to_string(), rev: rev.clone() };
         match existing {
             Some(e) if e.rev == rev => report.unchanged += 1,

@@ -387,7 +387,7 @@ impl GitTreeReader {
             let (r, t) = open(&s.url, &s.mirror, &s.commit)?;
             layers.push((format!("{}/", s.path), r, t));
         }
-        layers.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        layers.sort_by_key(|l| std::cmp::Reverse(l.0.len()));
         Ok(GitTreeReader { layers })
     }
 }

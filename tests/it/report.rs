@@ -205,6 +205,17 @@ fn report_has_one_trace_span_per_step_and_knows_cache_hits() {
     assert!(status.starts_with("build of stack `scripts`: finished (pid "), "{status}");
     assert!(status.contains("outcomes base cached, mid built, tool cached, top built"), "{status}");
     assert_eq!(e.stdout(&["report"]).trim(), dir2.display().to_string());
+
+    // Nothing changed: no new report (the last real one stays latest), but status is current.
+    let out = e.build();
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("nothing to build: 4 recipe(s) up to date"), "{stdout}");
+    assert!(!stdout.contains("report: "), "{stdout}");
+    assert_eq!(e.latest(), dir2);
+    assert_eq!(std::fs::read_dir(e.state().join("reports/scripts")).unwrap().count(), 3, "two reports and `latest`");
+    let status = e.stdout(&["status"]);
+    assert!(status.contains("outcomes base cached, mid cached, tool cached, top cached"), "{status}");
 }
 
 #[test]

@@ -521,9 +521,12 @@ fn pp(name: &str, text: &str) -> (String, Vec<u8>) {
 const P1: &str = "diff --git a/src/conv.cpp b/src/conv.cpp\n--- a/src/conv.cpp\n+++ b/src/conv.cpp\n@@ -2,3 +2,3 @@\n int a = 1;\n-int b = 2;\n+int b = 20;\n int c = 3;\n";
 const P2: &str = "--- a/README\n+++ b/README\n@@ -1 +1,2 @@\n readme\n+patched\n";
 
+/// (what, patch series as (file name, bytes), expected error).
+type PatchCase = (&'static str, Vec<(String, Vec<u8>)>, String);
+
 #[test]
 fn patch_failures_have_their_own_messages_and_leave_the_tree_pristine() {
-    let cases: Vec<(&str, Vec<(String, Vec<u8>)>, String)> = vec![
+    let cases: Vec<PatchCase> = vec![
         (
             "context mismatch",
             vec![pp("0001-conv.patch", P1), pp("0002-readme.patch", P2), pp("0003-ctx.patch", "--- a/src/conv.cpp\n+++ b/src/conv.cpp\n@@ -3,3 +3,3 @@\n int b = 2;\n-int c = 3;\n+int c = 30;\n int d = 4;\n")],
