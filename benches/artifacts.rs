@@ -7,7 +7,8 @@
 //! dir on the cache's filesystem. Then, in one run:
 //! - store: `tar -I 'zstd -T0' -cf` of the stage vs `ArtifactCache::store` of an identical stage
 //!   (fresh from "the build": its pages dirty, as after `cmake --install`);
-//! - restore: `tar -I 'zstd -T0' -xf` into an empty dir vs `Prefix::deploy` into an empty prefix.
+//! - restore: `tar -I 'zstd -T0' -xf` into an empty dir vs `Prefix::deploy` into an empty prefix
+//!   (default link mode; `link-mode = "copy"` is measured too, for comparison).
 //!
 //! Each is measured `ROCMFORGE_BENCH_RUNS` times (default 3), alternating; the medians' ratios
 //! are printed as `ratio store ...` / `ratio restore ...` lines that ci/bench.sh collects.
@@ -46,14 +47,18 @@ fn main() {
     let mut store = Vec::new();
     let mut tar_x = Vec::new();
     let mut deploy = Vec::new();
+    let mut deploy_copy = Vec::new();
     for run in 0..runs {
-        // Store: each side gets a fresh copy of the tree, written just before it is measured.
+        // Store: each side gets a fresh copy of the tree, written just before it is measured
+        // (after a `sync`, so neither pays for the other's writeback).
         let stage = root.join("stage");
+        sync();
         copy(&template, &stage);
         let archive = root.join("tree.tar.zst");
         tar_c.push(time(|| sh(Command::new("tar").args(["-I", "zstd -T0", "-cf"]).arg(&archive).arg("-C").arg(&stage).arg("."))));
         fs::remove_dir_all(&stage).unwrap();
 
+        sync();
         copy(&template, &stage);
         let inputs = inputs(run);
         let key = inputs.key();
@@ -66,28 +71,40 @@ fn main() {
         // Restore: into empty dirs.
         let out = root.join("untar");
         fs::create_dir_all(&out).unwrap();
+        sync();
         tar_x.push(time(|| sh(Command::new("tar").args(["-I", "zstd -T0", "-xf"]).arg(&archive).arg("-C").arg(&out))));
         fs::remove_dir_all(&out).unwrap();
 
         let prefix = Prefix::new(&root.join("prefix"), link_mode);
+        sync();
         deploy.push(time(|| {
             prefix.deploy("bench", &artifact, false).unwrap();
         }));
         fs::remove_dir_all(root.join("prefix")).unwrap();
+        // For comparison (not a target): the same deploy with `link-mode = "copy"`.
+        let copied = Prefix::new(&root.join("copied"), LinkMode::Copy);
+        sync();
+        deploy_copy.push(time(|| {
+            copied.deploy("bench", &artifact, false).unwrap();
+        }));
+        fs::remove_dir_all(root.join("copied")).unwrap();
         cache.remove(&artifact.dir).unwrap();
         fs::remove_file(&archive).unwrap();
         println!(
-            "run {}: tar -cf {:.2}s store {:.2}s | tar -xf {:.2}s deploy {:.2}s",
+            "run {}: tar -cf {:.2}s store {:.2}s | tar -xf {:.2}s deploy {:.2}s (copy mode {:.2}s)",
             run + 1,
             tar_c[run],
             store[run],
             tar_x[run],
-            deploy[run]
+            deploy[run],
+            deploy_copy[run]
         );
     }
     let (tc, st, tx, de) = (median(&tar_c), median(&store), median(&tar_x), median(&deploy));
     println!("ratio store {:.3} (rocmforge {st:.2}s / tar+zstd -cf {tc:.2}s; target <= 1.0)", st / tc);
     println!("ratio restore {:.3} (rocmforge {de:.2}s / tar+zstd -xf {tx:.2}s; target <= 0.25)", de / tx);
+    let dc = median(&deploy_copy);
+    println!("ratio restore-copy-mode {:.3} (link-mode copy {dc:.2}s / tar+zstd -xf {tx:.2}s; no target)", dc / tx);
 }
 
 fn env_or(name: &str, default: f64) -> f64 {
@@ -124,6 +141,10 @@ fn median(v: &[f64]) -> f64 {
 fn sh(c: &mut Command) {
     let st = c.status().unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"));
     assert!(st.success(), "{c:?} failed: {st}");
+}
+
+fn sync() {
+    sh(&mut Command::new("sync"));
 }
 
 fn copy(from: &Path, to: &Path) {

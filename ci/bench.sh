@@ -43,7 +43,8 @@ unset ROCMFORGE_CONFIG
 ROCMFORGE_BENCH_GB=${BENCH_GB:-2} ROCMFORGE_BENCH_DIR=$PWD/$out/artifacts cargo bench --quiet --bench artifacts 2>/dev/null | tee "$out/artifacts.txt"
 rm -rf "$out/artifacts"
 grep '^ratio store' "$out/artifacts.txt" | sed 's/^ratio store /- store: /; s/ (/x (/' | tee -a "$results"
-grep '^ratio restore' "$out/artifacts.txt" | sed 's/^ratio restore /- restore: /; s/ (/x (/' | tee -a "$results"
+grep '^ratio restore ' "$out/artifacts.txt" | sed 's/^ratio restore /- restore: /; s/ (/x (/' | tee -a "$results"
+grep '^ratio restore-copy-mode' "$out/artifacts.txt" | sed 's/^ratio restore-copy-mode /- restore with link-mode copy: /; s/ (/x (/' | tee -a "$results"
 
 # 3. Peak memory while a step prints 1 GiB of log. GNU time's %M is the largest resident set of
 #    rocmforge and its children (bash, yes, head: all a few MB), so it bounds rocmforge's own.

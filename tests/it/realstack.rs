@@ -244,10 +244,28 @@ fn make_stand_ins(base: &Path, sources: &[GitSource]) -> BTreeMap<String, StandI
         let rel = s.url.strip_prefix(GITHUB).unwrap();
         let repo = Repo::init(base.join(rel));
         repo.write("README.rocmforge-stand-in", &format!("Stand-in for {} ({}), made by rocmforge's tests.\n", s.url, s.recipe));
-        for p in &s.patches {
-            let patch = std::fs::read_to_string(patch_path(&s.recipe, p)).unwrap();
-            for f in parse_patch(&patch) {
-                repo.write(&f.path, &images(&f).0);
+        let changes: Vec<FileChange> =
+            s.patches.iter().flat_map(|p| parse_patch(&std::fs::read_to_string(patch_path(&s.recipe, p)).unwrap())).collect();
+        // With submodules, the submodule is `third_party/<name>` of the first patched file under
+        // third_party/ (pytorch's bundled composable_kernel), so the series patches a file
+        // inside a submodule as it does upstream; else a stand-in of its own.
+        let sub_dir = s
+            .submodules
+            .then(|| {
+                changes.iter().find_map(|f| {
+                    let rest = f.path.strip_prefix("third_party/")?;
+                    Some(format!("third_party/{}", rest.split('/').next()?))
+                })
+            })
+            .flatten()
+            .unwrap_or_else(|| "third_party/stand-in".to_string());
+        let mut sub_files = Vec::new();
+        for f in &changes {
+            match f.path.strip_prefix(&format!("{sub_dir}/")) {
+                Some(inner) if s.submodules => sub_files.push((inner.to_string(), images(f).0)),
+                _ => {
+                    repo.write(&f.path, &images(f).0);
+                }
             }
         }
         let mut submodule = None;
@@ -255,9 +273,13 @@ fn make_stand_ins(base: &Path, sources: &[GitSource]) -> BTreeMap<String, StandI
             // A submodule of its own (also behind the rewrite), so the recursive fetch runs.
             let sub_url = format!("{}-third-party.git", s.url.trim_end_matches(".git"));
             let sub = Repo::init(base.join(sub_url.strip_prefix(GITHUB).unwrap()));
-            let c = sub.write("README", &format!("third-party stand-in of {}\n", s.recipe)).commit("third party");
-            repo.submodule("third_party/stand-in", &sub_url, &c);
-            submodule = Some(("third_party/stand-in".to_string(), c));
+            sub.write("README", &format!("third-party stand-in of {}\n", s.recipe));
+            for (path, text) in &sub_files {
+                sub.write(path, text);
+            }
+            let c = sub.commit("third party");
+            repo.submodule(&sub_dir, &sub_url, &c);
+            submodule = Some((sub_dir, c));
         }
         let tagged = repo.commit(&format!("{} at {}", s.recipe, s.tag));
         repo.tag(&s.tag, &tagged);
@@ -420,19 +442,20 @@ fn embedded_stack_locks_fetches_and_patches_its_stand_ins() {
         }
     }
     // pytorch's stand-in submodule came along (its own mirror, through the same rewrite).
-    assert!(lines["pytorch"].1.contains("third_party/stand-in="), "{:?}", lines["pytorch"]);
+    assert!(lines["pytorch"].1.contains("third_party/composable_kernel="), "{:?}", lines["pytorch"]);
     // miopen's series was checked in the preflight (it is in the closure).
     assert_eq!(lines["miopen"].0, "ok");
 
-    // patch check: every recipe with patches (miopen, composable-kernel), on the locked stand-ins.
+    // patch check: every recipe with patches, on the locked stand-ins (pytorch's patches a file
+    // in its composable_kernel submodule).
     let out = w.ok(&["patch", "check"]);
     let lines = status_lines(&out);
-    assert_eq!(lines.keys().map(String::as_str).collect::<Vec<_>>(), vec!["composable-kernel", "miopen"], "{out}");
+    assert_eq!(lines.keys().map(String::as_str).collect::<Vec<_>>(), vec!["composable-kernel", "miopen", "pytorch"], "{out}");
     assert!(lines.values().all(|(st, _)| st == "ok"), "{out}");
-    assert!(out.contains("all 2 patch series ok"), "{out}");
+    assert!(out.contains("all 3 patch series ok"), "{out}");
 
     // source: the patched work trees hold exactly the post-images, with the '+' lines in.
-    for recipe in ["miopen", "composable-kernel"] {
+    for recipe in ["miopen", "composable-kernel", "pytorch"] {
         let src = PathBuf::from(w.ok(&["source", recipe]).trim());
         assert_eq!(git(&src, &["rev-parse", "HEAD"]), w.stand_ins[recipe].tagged, "{recipe}: the locked commit is checked out");
         let series = &w.sources.iter().find(|s| s.recipe == recipe).unwrap().patches;
@@ -466,7 +489,7 @@ fn embedded_stack_locks_fetches_and_patches_its_stand_ins() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let lines = status_lines(&String::from_utf8_lossy(&out.stdout));
     assert_eq!(lines["miopen"].0, "FAIL");
-    assert_eq!(lines["composable-kernel"].0, "ok", "one failure does not hide the others");
+    assert_eq!((lines["composable-kernel"].0.as_str(), lines["pytorch"].0.as_str()), ("ok", "ok"), "one failure does not hide the others");
     let stderr = String::from_utf8_lossy(&out.stderr);
     let want = format!(
         "  - miopen: `{patch_name}` does not apply: hunk #2 of `{}` (patch line {}, file line {}) does not match: line {} is `{}`, the patch expects `{}`",
@@ -477,7 +500,7 @@ fn embedded_stack_locks_fetches_and_patches_its_stand_ins() {
         broken[at],
         h2.old[ctx]
     );
-    assert!(stderr.contains("1 of 2 patch series failed:") && stderr.contains(&want), "want:\n{want}\ngot:\n{stderr}");
+    assert!(stderr.contains("1 of 3 patch series failed:") && stderr.contains(&want), "want:\n{want}\ngot:\n{stderr}");
 }
 
 #[test]
@@ -508,7 +531,7 @@ fn real_tree_with_pins_left_to_lock_passes_the_whole_preflight() {
     }
     assert!(out.contains(&format!("all {} sources and patch series ok", closure.len())), "{out}");
     let out = w.ok(&["patch", "check"]);
-    assert!(out.contains("all 2 patch series ok"), "{out}");
+    assert!(out.contains("all 3 patch series ok"), "{out}");
 
     // Nothing in the closure is blocked any more: it is ready to build.
     let plan: Value = serde_json::from_str(&w.ok(&["plan", "pytorch", "torchvision", "--json"])).unwrap();
