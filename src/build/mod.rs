@@ -511,7 +511,7 @@ impl<'a> Engine<'a> {
             Some(v) => Some(find_python(v).ok_or_else(|| BuildError::NoPython { stack: self.stack.name.clone(), version: v.clone() })?),
             None => find_python("3"),
         };
-        let python = if r.build.system == BuildSystem::PythonWheel { Some(wd.build().join("venv/bin/python")) } else { host_python.clone() };
+        let python = if systems::uses_venv(r) { Some(wd.build().join("venv/bin/python")) } else { host_python.clone() };
         let mut source_trees = BTreeMap::new();
         for dep in &r.source_deps {
             source_trees.insert(dep.clone(), self.work_dir(dep).src());

@@ -123,6 +123,10 @@ pub fn step_env(recipe: &Recipe, vars: &Vars, keyed_env: &BTreeMap<String, Strin
         path = format!("{}:{path}", py.display());
     }
     env.insert("PATH".into(), path);
+    if uses_venv(recipe) {
+        // CMake's FindPython3 and other tools look for an active venv first.
+        env.insert("VIRTUAL_ENV".into(), vars.build.join("venv").display().to_string());
+    }
     env.insert("LANG".into(), "C.UTF-8".into());
     let cmake_prefix_path = match &vars.rocm_path {
         Some(rocm) => format!("{prefix}:{}", rocm.display()),
@@ -177,6 +181,9 @@ pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Re
                 configure.push(' ');
                 configure.push_str(&shell_words(&x(a)?));
             }
+            if uses_venv(recipe) {
+                venv_steps(recipe, vars, &mut steps, &step)?;
+            }
             user_steps(&mut steps)?;
             steps.push(step("configure", configure, &vars.build));
             steps.push(step("build", format!("cmake --build {} --parallel {}", q(&vars.build), vars.jobs), &vars.build));
@@ -187,26 +194,7 @@ pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Re
             ));
         }
         BuildSystem::PythonWheel => {
-            let host = vars.host_python.as_deref().ok_or_else(|| ExpandError::NoPython { recipe: recipe.name.clone() })?;
-            let venv = vars.build.join("venv");
-            steps.push(step("venv", format!("{} -m venv --clear {}", q(host), q(&venv)), &vars.build));
-            if !recipe.build.requirements.is_empty() || !vars.install_wheels.is_empty() {
-                // One pip run, so one resolver sees both: requirements from the index (and the
-                // dependencies' wheels), `install-wheels` as the exact files the dependencies built.
-                let mut command = format!("{} -m pip install --disable-pip-version-check --no-input -q", q(&venv.join("bin/python")));
-                if let Some(dir) = &vars.find_links {
-                    command.push_str(&format!(" --find-links {}", q(dir)));
-                }
-                for r in &recipe.build.requirements {
-                    command.push(' ');
-                    command.push_str(&shell_words(&x(r)?));
-                }
-                for w in &vars.install_wheels {
-                    command.push(' ');
-                    command.push_str(&q(w));
-                }
-                steps.push(step("requirements", command, &vars.build));
-            }
+            let venv = venv_steps(recipe, vars, &mut steps, &step)?;
             user_steps(&mut steps)?;
             let wheels = vars.stage.join(WHEEL_DIR);
             let mut extra = String::new();
@@ -227,6 +215,9 @@ pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Re
             ));
         }
         BuildSystem::Script => {
+            if uses_venv(recipe) {
+                venv_steps(recipe, vars, &mut steps, &step)?;
+            }
             steps.push(step("clean-stage", format!("rm -rf {} && mkdir -p {}", q(&vars.stage), q(&vars.stage)), &vars.build));
             for (i, s) in recipe.build.steps.iter().enumerate() {
                 steps.push(step(&format!("step{}", i + 1), x(s)?, &vars.build));
@@ -242,6 +233,41 @@ pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Re
         }
     }
     Ok(steps)
+}
+
+/// Does the recipe build in a venv of its own (`{build}/venv`, first on PATH, `{python}`)?
+/// python-wheel recipes always; cmake and script recipes when they list `requirements` (a
+/// CMake that runs a Python script needing a module, as roctracer's does).
+pub fn uses_venv(recipe: &Recipe) -> bool {
+    recipe.build.system == BuildSystem::PythonWheel
+        || (matches!(recipe.build.system, BuildSystem::Cmake | BuildSystem::Script) && !recipe.build.requirements.is_empty())
+}
+
+/// The `venv` step (a fresh venv of the host Python) and, when there is anything to install,
+/// the `requirements` step. Returns the venv's path.
+fn venv_steps(recipe: &Recipe, vars: &Vars, steps: &mut Vec<Step>, step: &dyn Fn(&str, String, &Path) -> Step) -> Result<PathBuf, ExpandError> {
+    let q = |p: &Path| shell_words(&p.display().to_string());
+    let host = vars.host_python.as_deref().ok_or_else(|| ExpandError::NoPython { recipe: recipe.name.clone() })?;
+    let venv = vars.build.join("venv");
+    steps.push(step("venv", format!("{} -m venv --clear {}", q(host), q(&venv)), &vars.build));
+    if !recipe.build.requirements.is_empty() || !vars.install_wheels.is_empty() {
+        // One pip run, so one resolver sees both: requirements from the index (and the
+        // dependencies' wheels), `install-wheels` as the exact files the dependencies built.
+        let mut command = format!("{} -m pip install --disable-pip-version-check --no-input -q", q(&venv.join("bin/python")));
+        if let Some(dir) = &vars.find_links {
+            command.push_str(&format!(" --find-links {}", q(dir)));
+        }
+        for r in &recipe.build.requirements {
+            command.push(' ');
+            command.push_str(&shell_words(&vars.expand(&recipe.name, r)?));
+        }
+        for w in &vars.install_wheels {
+            command.push(' ');
+            command.push_str(&q(w));
+        }
+        steps.push(step("requirements", command, &vars.build));
+    }
+    Ok(venv)
 }
 
 /// Where wheels sit inside an artifact (relative to the prefix).
@@ -289,6 +315,39 @@ mod tests {
         ]);
         let tree = crate::recipe::RecipeTree::from_files(crate::recipe::Origin::Embedded, files);
         crate::recipe::load_stack(&tree, "t").unwrap_or_else(|d| panic!("{d}")).recipes["vision"].clone()
+    }
+
+    #[test]
+    fn cmake_recipe_with_requirements_configures_inside_its_venv() {
+        let files = BTreeMap::from([
+            ("recipes/t/stack.toml".to_string(), b"[stack]\nname = \"t\"\nrocm-version = \"6.2.4\"\nsummary = \"t\"\ndefault-targets = [\"gfx1010\"]\n".to_vec()),
+            (
+                "recipes/t/tracer.toml".to_string(),
+                b"[package]\nname = \"tracer\"\nversion = \"1\"\nsummary = \"t\"\n[build]\nsystem = \"cmake\"\nrequirements = [\"CppHeaderParser==2.7.4\"]\n".to_vec(),
+            ),
+            ("recipes/t/plain.toml".to_string(), b"[package]\nname = \"plain\"\nversion = \"1\"\nsummary = \"t\"\n[build]\nsystem = \"cmake\"\n".to_vec()),
+        ]);
+        let tree = crate::recipe::RecipeTree::from_files(crate::recipe::Origin::Embedded, files);
+        let stack = crate::recipe::load_stack(&tree, "t").unwrap_or_else(|d| panic!("{d}"));
+        let (tracer, plain) = (&stack.recipes["tracer"], &stack.recipes["plain"]);
+        assert!(uses_venv(tracer) && !uses_venv(plain));
+        let mut v = vars();
+        v.host_python = Some("/usr/bin/python3.11".into());
+        v.python = Some("/w/build/venv/bin/python".into());
+        let env = step_env(tracer, &v, &BTreeMap::new()).unwrap();
+        assert!(env["PATH"].starts_with("/w/build/venv/bin:/opt/rf/bin:"), "{}", env["PATH"]);
+        assert_eq!(env["VIRTUAL_ENV"], "/w/build/venv");
+        let s = steps(tracer, &v, &env).unwrap();
+        let names: Vec<&str> = s.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["venv", "requirements", "configure", "build", "install"]);
+        assert_eq!(s[1].command, "/w/build/venv/bin/python -m pip install --disable-pip-version-check --no-input -q CppHeaderParser==2.7.4");
+        // Without requirements: no venv, the host Python.
+        let mut v = vars();
+        v.host_python = Some("/usr/bin/python3.11".into());
+        v.python = v.host_python.clone();
+        let env = step_env(plain, &v, &BTreeMap::new()).unwrap();
+        assert!(!env.contains_key("VIRTUAL_ENV"));
+        assert_eq!(steps(plain, &v, &env).unwrap().iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["configure", "build", "install"]);
     }
 
     #[test]

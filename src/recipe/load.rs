@@ -95,8 +95,7 @@ struct RawBuild {
     #[serde(default)]
     steps: Vec<String>,
     memory_per_job_gb: Option<f64>,
-    #[serde(default)]
-    requirements: Vec<String>,
+    requirements: Option<Spanned<Vec<String>>>,
     install_wheels: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
@@ -380,6 +379,14 @@ fn parse_recipe(tree: &RecipeTree, stack: &str, rel: &str, text: &str, diags: &m
         }
     }
 
+    if let Some(reqs) = &raw.build.requirements {
+        if matches!(raw.build.system, BuildSystem::SourceOnly | BuildSystem::PrebuiltWheel) {
+            diags.push(
+                src.at(reqs.span(), format!("`requirements` are installed into a build venv, and a `{}` recipe builds nothing", raw.build.system.as_str()))
+                    .with_help("remove `requirements`, or give the recipe a build system that runs (python-wheel, cmake, script)"),
+            );
+        }
+    }
     let mut install_wheels = Vec::new();
     if let Some(list) = &raw.build.install_wheels {
         if raw.build.system != BuildSystem::PythonWheel {
@@ -440,7 +447,7 @@ fn parse_recipe(tree: &RecipeTree, stack: &str, rel: &str, text: &str, diags: &m
             env: raw.build.env,
             steps: raw.build.steps,
             memory_per_job_gb: raw.build.memory_per_job_gb.unwrap_or(DEFAULT_MEMORY_PER_JOB_GB),
-            requirements: raw.build.requirements,
+            requirements: raw.build.requirements.map(Spanned::into_inner).unwrap_or_default(),
             install_wheels,
         },
         targets: TargetPolicy { gpu, supported, when_unsupported, substitute, reason: raw.targets.reason },

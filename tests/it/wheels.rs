@@ -177,6 +177,12 @@ fn tree_with(root: &Path, deps: &str, build: &str) {
 fn install_wheels_mistakes_are_reported_with_file_and_line() {
     let cases: &[(&str, &str, &str, &str)] = &[
         (
+            "",
+            "system = \"source-only\"\nrequirements = [\"wheel\"]\n",
+            "app.toml:7:16",
+            "`requirements` are installed into a build venv, and a `source-only` recipe builds nothing",
+        ),
+        (
             "[dependencies]\nbuild = [\"dep\"]\n",
             "system = \"cmake\"\ninstall-wheels = [\"torch\"]\n",
             "app.toml:9:18",
@@ -204,4 +210,44 @@ fn install_wheels_mistakes_are_reported_with_file_and_line() {
         let t = text(&out);
         assert!(t.contains(&format!("error: {msg}")) && t.contains(at), "want `{msg}` at {at}:\n{t}");
     }
+}
+
+/// A script (or cmake) recipe that lists `requirements` runs in a venv of its own with them
+/// installed, as roctracer's CMake needs CppHeaderParser: `python` and `$VIRTUAL_ENV` are the
+/// venv's and the package is in the venv's site-packages, not the host's.
+#[test]
+fn script_recipe_with_requirements_runs_in_its_venv() {
+    let w = World::new();
+    std::fs::write(
+        w.tree.join("recipes/wheels/gen.toml"),
+        r#"[package]
+name = "gen"
+version = "1.0"
+summary = "runs a Python tool that needs a package from PyPI"
+
+[build]
+system = "script"
+requirements = ["wheel"]
+steps = [
+  "mkdir -p {stage}/share",
+  "python -c 'import sys, wheel; print(sys.prefix); print(wheel.__file__)' > {stage}/share/gen.txt",
+  'echo "$VIRTUAL_ENV" >> {stage}/share/gen.txt',
+  "command -v python >> {stage}/share/gen.txt",
+]
+
+[targets]
+gpu = false
+"#,
+    )
+    .unwrap();
+    let out = w.cmd(&["build", "gen", "--prefix", w.prefix().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let got = std::fs::read_to_string(w.prefix().join("share/gen.txt")).unwrap();
+    let lines: Vec<&str> = got.lines().collect();
+    assert_eq!(lines.len(), 4, "{got}");
+    let venv = lines[0];
+    assert!(venv.ends_with("/gen/build/venv"), "python runs in the recipe's venv: {got}");
+    assert!(lines[1].starts_with(&format!("{venv}/lib/")) && lines[1].contains("site-packages/wheel/"), "wheel from the venv: {got}");
+    assert_eq!(lines[2], venv, "VIRTUAL_ENV: {got}");
+    assert_eq!(lines[3], format!("{venv}/bin/python"), "{got}");
 }
