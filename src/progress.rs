@@ -20,9 +20,10 @@ pub trait Progress: Send + Sync {
     fn transfer(&self, recipe: &str, what: &str, done: u64, total: Option<u64>) {
         let _ = (recipe, what, done, total);
     }
-    /// A build of `recipes` (in order) begins.
-    fn build_started(&self, recipes: &[String]) {
-        let _ = recipes;
+    /// A build of `recipes` (in order) begins; `to_build` are those that will really be built
+    /// (the rest are cache hits, sources, externals: they take no time worth an ETA).
+    fn build_started(&self, recipes: &[String], to_build: &[String]) {
+        let _ = (recipes, to_build);
     }
     /// A recipe's turn begins; `cached`: its artifact is reused.
     fn recipe_started(&self, recipe: &str, cached: bool) {
@@ -140,8 +141,8 @@ impl Progress for Fanout {
     fn transfer(&self, recipe: &str, what: &str, done: u64, total: Option<u64>) {
         self.0.iter().for_each(|p| p.transfer(recipe, what, done, total));
     }
-    fn build_started(&self, recipes: &[String]) {
-        self.0.iter().for_each(|p| p.build_started(recipes));
+    fn build_started(&self, recipes: &[String], to_build: &[String]) {
+        self.0.iter().for_each(|p| p.build_started(recipes, to_build));
     }
     fn recipe_started(&self, recipe: &str, cached: bool) {
         self.0.iter().for_each(|p| p.recipe_started(recipe, cached));
@@ -337,11 +338,11 @@ impl Progress for Bars {
     fn warn(&self, recipe: &str, msg: &str) {
         self.inner.println(recipe, &format!("warning: {msg}"));
     }
-    fn build_started(&self, recipes: &[String]) {
+    fn build_started(&self, recipes: &[String], to_build: &[String]) {
         self.inner.multi.insert(0, self.inner.overall.clone());
         self.inner.overall.set_length(recipes.len() as u64);
         if let Ok(mut st) = self.inner.state.lock() {
-            st.remaining = recipes.to_vec();
+            st.remaining = to_build.to_vec();
         }
         self.inner.refresh();
         let inner = Arc::clone(&self.inner);
@@ -402,6 +403,17 @@ mod tests {
 
     fn names(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn bars_count_only_recipes_to_build_in_the_eta() {
+        let last = BTreeMap::from([("cached".to_string(), 3600.0), ("built".to_string(), 60.0)]);
+        let bars = Bars::new(last);
+        bars.build_started(&names(&["cached", "built"]), &names(&["built"]));
+        bars.build_finished(true);
+        assert_eq!(bars.inner.state.lock().unwrap().remaining, names(&["built"]));
+        assert_eq!(bars.inner.overall.length(), Some(2), "the bar still counts every recipe");
+        assert_eq!(bars.inner.overall.message(), "ETA ~1m00s", "a cache hit's old build time is not waited for");
     }
 
     #[test]

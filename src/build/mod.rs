@@ -246,7 +246,8 @@ impl<'a> Engine<'a> {
         let prefix = Prefix::new(&self.opts.prefix, self.cfg.link_mode);
         std::fs::create_dir_all(&self.opts.prefix).map_err(io_err("cannot create prefix", &self.opts.prefix))?;
         let mut outcomes = Vec::new();
-        self.progress.build_started(&decisions.iter().map(|d| d.name.clone()).collect::<Vec<_>>());
+        let names = |build: bool| decisions.iter().filter(|d| !build || matches!(d.status, Status::Build(_))).map(|d| d.name.clone()).collect::<Vec<_>>();
+        self.progress.build_started(&names(false), &names(true));
         let result = self.build_all(&decisions, &prefix, &mut outcomes);
         self.progress.build_finished(result.is_ok());
         result.map(|()| outcomes)

@@ -274,7 +274,7 @@ impl Recorder {
 impl Progress for Recorder {
     fn message(&self, _: &str, _: &str) {}
     fn warn(&self, _: &str, _: &str) {}
-    fn build_started(&self, recipes: &[String]) {
+    fn build_started(&self, recipes: &[String], _: &[String]) {
         self.update(false, |rec, _, _| {
             rec.recipes_total = recipes.len();
             for r in recipes {
@@ -425,7 +425,7 @@ mod tests {
     fn recorder_writes_status_report_and_durations() {
         let d = tempfile::tempdir().unwrap();
         let r = Recorder::new(d.path(), "s");
-        r.build_started(&["a".into(), "b".into()]);
+        r.build_started(&["a".into(), "b".into()], &["a".into(), "b".into()]);
         r.recipe_started("a", true);
         r.recipe_finished("a", "cached");
         r.recipe_started("b", false);
