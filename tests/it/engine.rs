@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use predicates::prelude::*;
 
-use crate::support::{copy_tree, repo_root, rocmforge};
+use crate::support::{copy_tree, repo_root, rocmforge, tree_bytes};
 
 struct Env {
     home: tempfile::TempDir,
@@ -55,18 +55,6 @@ impl Env {
 fn state_of<'a>(plan: &'a serde_json::Value, name: &str) -> (&'a str, &'a str) {
     let r = plan["recipes"].as_array().unwrap().iter().find(|r| r["name"] == name).unwrap();
     (r["state"].as_str().unwrap(), r["reason"].as_str().unwrap())
-}
-
-/// Every file under `p` with its bytes, for comparing trees.
-fn snapshot(p: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut v: Vec<(String, Vec<u8>)> = walkdir::WalkDir::new(p)
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_file())
-        .map(|e| (e.path().strip_prefix(p).unwrap().display().to_string(), std::fs::read(e.path()).unwrap()))
-        .collect();
-    v.sort();
-    v
 }
 
 #[test]
@@ -204,8 +192,8 @@ fn sigkill_mid_step_then_resume_kills_the_orphan_and_matches_a_clean_build() {
     let strip = |v: Vec<(String, Vec<u8>)>| -> Vec<(String, Vec<u8>)> {
         v.into_iter().filter(|(p, _)| !p.starts_with(".rocmforge/")).collect()
     };
-    let a = strip(snapshot(&e.prefix()));
-    let b = strip(snapshot(&clean.prefix()));
+    let a = strip(tree_bytes(&e.prefix()));
+    let b = strip(tree_bytes(&clean.prefix()));
     let rel = |v: &Vec<(String, Vec<u8>)>| v.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>();
     assert_eq!(rel(&a), rel(&b));
 }

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use sha2::Digest;
 
 use crate::support::http::HttpServer;
-use crate::support::{repo_root, rocmforge};
+use crate::support::{repo_root, rocmforge, tree_bytes};
 
 const VERSION: &str = "1.0.0+rocm6.2";
 const VALUE: &str = "prebuilt and untouched";
@@ -164,18 +164,6 @@ impl Env {
     }
 }
 
-/// Every file under `p` with its bytes (empty when `p` does not exist).
-fn files(p: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut v: Vec<(String, Vec<u8>)> = walkdir::WalkDir::new(p)
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_file())
-        .map(|e| (e.path().strip_prefix(p).unwrap().display().to_string(), std::fs::read(e.path()).unwrap()))
-        .collect();
-    v.sort();
-    v
-}
-
 fn names(v: &[(String, Vec<u8>)]) -> Vec<&str> {
     v.iter().map(|(n, _)| n.as_str()).collect()
 }
@@ -191,7 +179,7 @@ fn prebuilt_wheel_is_verified_deployed_published_and_installable() {
     assert_eq!(e.wheel_requests(), 1, "the wheel is downloaded once");
 
     // In the prefix under its real file name (`+`, not `%2B`), with the served bytes.
-    let deployed = files(&e.prefix().join("share/rocmforge/wheels"));
+    let deployed = tree_bytes(&e.prefix().join("share/rocmforge/wheels"));
     assert_eq!(names(&deployed), [name.as_str()]);
     assert!(deployed[0].1 == *bytes, "the deployed wheel differs from the served one");
 
@@ -243,13 +231,13 @@ fn prebuilt_wheel_is_verified_deployed_published_and_installable() {
     check(&uv_venv.join("bin/python"));
 
     // Again: a cache hit, no download, prefix and index unchanged.
-    let (prefix_before, index_before) = (files(&e.prefix()), files(&e.index()));
+    let (prefix_before, index_before) = (tree_bytes(&e.prefix()), tree_bytes(&e.index()));
     let again = e.build();
     assert!(again.status.success(), "{}", text(&again));
     assert!(String::from_utf8_lossy(&again.stdout).starts_with("nothing to build: 1 recipe(s) up to date in the cache"), "{}", text(&again));
     assert_eq!(e.wheel_requests(), 1, "a cache hit downloaded the wheel again");
-    assert!(files(&e.prefix()) == prefix_before, "a cache hit changed the prefix");
-    let index_after = files(&e.index());
+    assert!(tree_bytes(&e.prefix()) == prefix_before, "a cache hit changed the prefix");
+    let index_after = tree_bytes(&e.index());
     assert!(index_after == index_before, "a cache hit changed the index: {:?} -> {:?}", names(&index_before), names(&index_after));
 }
 
@@ -271,12 +259,12 @@ fn prebuilt_wheel_with_a_wrong_sha256_fails_clearly_and_leaves_nothing_behind() 
         assert!(err.contains(&part), "missing {part:?} in:\n{}", text(&out));
     }
     // Nothing deployed, nothing published, nothing stored, nothing kept in the download cache.
-    assert!(files(&e.prefix()).iter().all(|(p, _)| !p.ends_with(".whl")), "{:?}", names(&files(&e.prefix())));
+    assert!(tree_bytes(&e.prefix()).iter().all(|(p, _)| !p.ends_with(".whl")), "{:?}", names(&tree_bytes(&e.prefix())));
     assert!(!e.index().join("simple/rfprebuilt").exists());
     let list = e.ok(&["index", "list"]);
     assert!(!list.contains("rfprebuilt"), "{list}");
     assert!(e.ok(&["cache", "list"]).starts_with("0 artifact(s), 0 incomplete"));
-    let cached = files(&e.downloads());
+    let cached = tree_bytes(&e.downloads());
     assert!(cached.iter().all(|(p, _)| p == "CACHEDIR.TAG" || p.ends_with(".lock")), "left in the download cache: {:?}", names(&cached));
 
     // With the right digest the same tree builds and publishes.

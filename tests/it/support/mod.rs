@@ -49,3 +49,16 @@ pub fn copy_tree(from: &Path, to: &Path) {
 pub fn scrub(text: &str, path: &Path) -> String {
     text.replace(&path.display().to_string(), "[ROOT]")
 }
+
+/// Every file under `p` with its bytes, sorted (empty when `p` does not exist): for comparing
+/// trees.
+pub fn tree_bytes(p: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = walkdir::WalkDir::new(p)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .map(|e| (e.path().strip_prefix(p).unwrap().display().to_string(), std::fs::read(e.path()).unwrap()))
+        .collect();
+    v.sort();
+    v
+}
