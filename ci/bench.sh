@@ -3,7 +3,7 @@
 # one run, because absolute times on shared 2-core machines are noisy. Results are printed and
 # written to target/bench/results.md; BENCHMARKS.md keeps the figures of a recorded run.
 #
-#   ci/bench.sh                      all of them (about 5 minutes on 2 cores)
+#   ci/bench.sh                      all of them (about 6 minutes on 2 cores)
 #   BENCH_GB=4 ci/bench.sh           a bigger artifact for the store/restore pair (default 2)
 #
 # 1. no-op `build` of the example stack vs `rocmforge --version`        target <= 3x
