@@ -152,16 +152,15 @@ pub fn copy_tree(src: &Path, dst: &Path, fsync: bool) -> io::Result<()> {
 
 /// Copies one file, symlink or directory (not its contents), replacing what is at `to`.
 pub fn copy_entry(from: &Path, to: &Path, fsync: bool) -> io::Result<()> {
-    let placed = place_entry(from, to, Placement::Copy)?;
-    if fsync && placed == Placement::Copy {
+    place_entry(from, to, Placement::Copy)?;
+    if fsync && fs::symlink_metadata(to)?.is_file() {
         fs::File::open(to)?.sync_all()?;
     }
     Ok(())
 }
 
 /// How a file from the cache is laid into a prefix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placement {
     /// A copy-on-write clone (btrfs, XFS, bcachefs): instant, and independent of the cache.
     Clone,

@@ -1,49 +1,18 @@
 //! The build engine on a script-only stack: caching, reasons, resume, failures, crashes.
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use predicates::prelude::*;
 
-use crate::support::{copy_tree, repo_root, rocmforge, tree_bytes};
-
-struct Env {
-    home: tempfile::TempDir,
-    tree: PathBuf,
-}
+use crate::support::{tree_bytes, ScriptsStack as Env};
 
 impl Env {
-    fn new() -> Env {
-        let home = tempfile::tempdir().unwrap();
-        let tree = home.path().join("tree");
-        copy_tree(&repo_root().join("tests/fixtures/scripts"), &tree);
-        std::fs::create_dir_all(home.path().join("out")).unwrap();
-        Env { home, tree }
-    }
-    /// `<home>/out`: the prefix's parent, where fixture steps count their runs.
-    fn out(&self) -> PathBuf {
-        self.home.path().join("out")
-    }
-    fn prefix(&self) -> PathBuf {
-        self.out().join("prefix")
-    }
-    fn cmd(&self) -> assert_cmd::Command {
-        let mut c = rocmforge(self.home.path());
-        c.arg("--recipes").arg(&self.tree);
-        c
-    }
     fn build(&self, extra: &[&str]) -> assert_cmd::assert::Assert {
         self.cmd().args(["build", "top", "--prefix"]).arg(self.prefix()).args(extra).assert()
     }
     fn runs(&self, recipe: &str) -> usize {
         std::fs::read_to_string(self.out().join(format!("{recipe}.runs"))).map(|s| s.lines().count()).unwrap_or(0)
-    }
-    fn edit(&self, recipe: &str, from: &str, to: &str) {
-        let p = self.tree.join(format!("recipes/scripts/{recipe}.toml"));
-        let t = std::fs::read_to_string(&p).unwrap();
-        assert!(t.contains(from));
-        std::fs::write(&p, t.replacen(from, to, 1)).unwrap();
     }
     fn plan(&self, extra: &[&str]) -> serde_json::Value {
         let out = self.cmd().args(["plan", "top", "--json", "--prefix"]).arg(self.prefix()).args(extra).output().unwrap();

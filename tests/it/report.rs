@@ -7,46 +7,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{copy_tree, repo_root, rocmforge};
-
-struct Env {
-    home: tempfile::TempDir,
-    tree: PathBuf,
-}
+use crate::support::ScriptsStack as Env;
 
 impl Env {
-    fn new() -> Env {
-        let home = tempfile::tempdir().unwrap();
-        let tree = home.path().join("tree");
-        copy_tree(&repo_root().join("tests/fixtures/scripts"), &tree);
-        std::fs::create_dir_all(home.path().join("out")).unwrap();
-        Env { home, tree }
-    }
-    fn out(&self) -> PathBuf {
-        self.home.path().join("out")
-    }
-    fn prefix(&self) -> PathBuf {
-        self.out().join("prefix")
-    }
-    fn cmd(&self) -> assert_cmd::Command {
-        let mut c = rocmforge(self.home.path());
-        c.arg("--recipes").arg(&self.tree);
-        c
-    }
-    fn build(&self) -> std::process::Output {
+    fn build_output(&self) -> std::process::Output {
         self.cmd().args(["build", "top", "--prefix"]).arg(self.prefix()).output().unwrap()
-    }
-    fn edit(&self, recipe: &str, from: &str, to: &str) {
-        let p = self.tree.join(format!("recipes/scripts/{recipe}.toml"));
-        let t = std::fs::read_to_string(&p).unwrap();
-        assert!(t.contains(from));
-        std::fs::write(&p, t.replacen(from, to, 1)).unwrap();
-    }
-    fn state(&self) -> PathBuf {
-        self.home.path().join("state/rocmforge")
-    }
-    fn work(&self, recipe: &str) -> PathBuf {
-        self.home.path().join("cache/rocmforge/work/scripts").join(recipe)
     }
     fn latest(&self) -> PathBuf {
         std::fs::canonicalize(self.state().join("reports/scripts/latest")).expect("a latest report")
@@ -146,7 +111,7 @@ fn spans(trace: &Value) -> Vec<(String, String)> {
 #[test]
 fn report_has_one_trace_span_per_step_and_knows_cache_hits() {
     let e = Env::new();
-    let out = e.build();
+    let out = e.build_output();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8(out.stdout).unwrap();
     let line = stdout.lines().find_map(|l| l.strip_prefix("report: ")).unwrap_or_else(|| panic!("no report line in:\n{stdout}"));
@@ -189,7 +154,7 @@ fn report_has_one_trace_span_per_step_and_knows_cache_hits() {
 
     // A change to mid: base and tool are cache hits, mid and top misses; only their steps run.
     e.edit("mid", "cat {prefix}/lib/libbase.txt >", "cat {prefix}/lib/libbase.txt {prefix}/include/base.h >");
-    assert!(e.build().status.success());
+    assert!(e.build_output().status.success());
     let dir2 = e.latest();
     assert_ne!(dir2, std::fs::canonicalize(&dir).unwrap(), "a new report per build");
     let report = json(&dir2.join("report.json"));
@@ -207,7 +172,7 @@ fn report_has_one_trace_span_per_step_and_knows_cache_hits() {
     assert_eq!(e.stdout(&["report"]).trim(), dir2.display().to_string());
 
     // Nothing changed: no new report (the last real one stays latest), but status is current.
-    let out = e.build();
+    let out = e.build_output();
     assert!(out.status.success());
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains("nothing to build: 4 recipe(s) up to date"), "{stdout}");
@@ -315,7 +280,7 @@ fn timeline_of_a_failed_build_renders_in_headless_chromium() {
     let browser = chromium();
     let e = Env::new();
     std::fs::write(e.out().join("fail-mid"), "").unwrap();
-    let out = e.build();
+    let out = e.build_output();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.contains("report: "), "a failed build reports too:\n{stderr}");

@@ -62,3 +62,46 @@ pub fn tree_bytes(p: &Path) -> Vec<(String, Vec<u8>)> {
     v.sort();
     v
 }
+
+/// The script-only fixture stack (`tests/fixtures/scripts`) copied into a temp home: the
+/// engine and report tests add their own helpers in `impl ScriptsStack` blocks.
+pub struct ScriptsStack {
+    pub home: tempfile::TempDir,
+    pub tree: PathBuf,
+}
+
+impl ScriptsStack {
+    pub fn new() -> ScriptsStack {
+        let home = tempfile::tempdir().unwrap();
+        let tree = home.path().join("tree");
+        copy_tree(&repo_root().join("tests/fixtures/scripts"), &tree);
+        std::fs::create_dir_all(home.path().join("out")).unwrap();
+        ScriptsStack { home, tree }
+    }
+    /// `<home>/out`: the prefix's parent, where fixture steps count their runs.
+    pub fn out(&self) -> PathBuf {
+        self.home.path().join("out")
+    }
+    pub fn prefix(&self) -> PathBuf {
+        self.out().join("prefix")
+    }
+    /// `rocmforge --recipes <tree>` in the temp home.
+    pub fn cmd(&self) -> Command {
+        let mut c = rocmforge(self.home.path());
+        c.arg("--recipes").arg(&self.tree);
+        c
+    }
+    /// Replaces the first `from` in `recipes/scripts/<recipe>.toml` by `to`.
+    pub fn edit(&self, recipe: &str, from: &str, to: &str) {
+        let p = self.tree.join(format!("recipes/scripts/{recipe}.toml"));
+        let t = std::fs::read_to_string(&p).unwrap();
+        assert!(t.contains(from));
+        std::fs::write(&p, t.replacen(from, to, 1)).unwrap();
+    }
+    pub fn state(&self) -> PathBuf {
+        self.home.path().join("state/rocmforge")
+    }
+    pub fn work(&self, recipe: &str) -> PathBuf {
+        self.home.path().join("cache/rocmforge/work/scripts").join(recipe)
+    }
+}
