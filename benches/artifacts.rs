@@ -41,7 +41,8 @@ fn main() {
     let (files, bytes) = make_tree(&template, (gb * 1024.0 * 1024.0 * 1024.0) as u64);
     println!("tree: {files} files, {:.2} GiB (scratch {})", bytes as f64 / (1u64 << 30) as f64, root.display());
 
-    let link_mode = if std::env::var("ROCMFORGE_LINK_MODE").as_deref() == Ok("copy") { LinkMode::Copy } else { LinkMode::Auto };
+    let link_mode =
+        if std::env::var("ROCMFORGE_LINK_MODE").as_deref() == Ok("copy") { LinkMode::Copy } else { LinkMode::Auto };
     let cache = ArtifactCache::new(&root.join("cache"));
     let mut tar_c = Vec::new();
     let mut store = Vec::new();
@@ -55,7 +56,9 @@ fn main() {
         sync();
         copy(&template, &stage);
         let archive = root.join("tree.tar.zst");
-        tar_c.push(time(|| sh(Command::new("tar").args(["-I", "zstd -T0", "-cf"]).arg(&archive).arg("-C").arg(&stage).arg("."))));
+        tar_c.push(time(|| {
+            sh(Command::new("tar").args(["-I", "zstd -T0", "-cf"]).arg(&archive).arg("-C").arg(&stage).arg("."))
+        }));
         fs::remove_dir_all(&stage).unwrap();
 
         sync();
@@ -183,7 +186,8 @@ fn make_tree(root: &Path, total: u64) -> (usize, u64) {
     let big = total * 45 / 100 / 6;
     for i in 0..6 {
         write(root.join(format!("lib/librocbench{i}.so.6.2.0")), big);
-        std::os::unix::fs::symlink(format!("librocbench{i}.so.6.2.0"), root.join(format!("lib/librocbench{i}.so"))).unwrap();
+        std::os::unix::fs::symlink(format!("librocbench{i}.so.6.2.0"), root.join(format!("lib/librocbench{i}.so")))
+            .unwrap();
     }
     let code_objects = (total * 45 / 100 / (1 << 20)).max(1);
     for i in 0..code_objects {

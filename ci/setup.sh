@@ -24,6 +24,13 @@ if ! git daemon --help >/dev/null 2>&1 && [ ! -x "$(git --exec-path)/git-daemon"
 fi
 
 command -v cargo >/dev/null || { echo "setup: cargo not found: install Rust with rustup (https://rustup.rs)" >&2; exit 1; }
+# The tests check formatting and lints: both components are required, never skipped.
+for component in clippy:cargo-clippy rustfmt:cargo-fmt; do
+  if ! "${component##*:}" --version >/dev/null 2>&1; then
+    command -v rustup >/dev/null || { echo "setup: ${component%%:*} is missing and there is no rustup to add it" >&2; exit 1; }
+    rustup component add "${component%%:*}"
+  fi
+done
 
 py=python3
 $py -m pip --version >/dev/null 2>&1 || { echo "setup: $py has no pip" >&2; exit 1; }

@@ -49,7 +49,8 @@ impl Artifact {
     pub fn files(&self) -> Result<Vec<Entry>, CacheError> {
         let p = self.dir.join("files.json");
         let bytes = fs::read(&p).map_err(io(&p))?;
-        serde_json::from_slice(&bytes).map_err(|e| CacheError::Damaged { key: self.key.0.clone(), problem: format!("files.json: {e}") })
+        serde_json::from_slice(&bytes)
+            .map_err(|e| CacheError::Damaged { key: self.key.0.clone(), problem: format!("files.json: {e}") })
     }
 }
 

@@ -129,11 +129,15 @@ impl Config {
             None => raw.link_mode.unwrap_or_default(),
             Some(v) if v == "auto" => LinkMode::Auto,
             Some(v) if v == "copy" => LinkMode::Copy,
-            Some(value) => return Err(ConfigError::BadEnv { name: "ROCMFORGE_LINK_MODE", value, expected: "`auto` or `copy`" }),
+            Some(value) => {
+                return Err(ConfigError::BadEnv { name: "ROCMFORGE_LINK_MODE", value, expected: "`auto` or `copy`" })
+            }
         };
         Ok(Config {
             cache_dir: env_path("ROCMFORGE_CACHE_DIR").or(raw.cache_dir).unwrap_or_else(|| xdg_cache.join("rocmforge")),
-            work_dir: env_path("ROCMFORGE_WORK_DIR").or(raw.work_dir).unwrap_or_else(|| xdg_cache.join("rocmforge/work")),
+            work_dir: env_path("ROCMFORGE_WORK_DIR")
+                .or(raw.work_dir)
+                .unwrap_or_else(|| xdg_cache.join("rocmforge/work")),
             state_dir: env_path("ROCMFORGE_STATE_DIR").or(raw.state_dir).unwrap_or_else(|| xdg_state.join("rocmforge")),
             prefix: env_path("ROCMFORGE_PREFIX").or(raw.prefix),
             rocm_path: env_path("ROCMFORGE_ROCM_PATH").or(raw.rocm_path),

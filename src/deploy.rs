@@ -38,7 +38,9 @@ pub struct Manifest {
 pub enum DeployOutcome {
     /// The prefix already holds this artifact.
     AlreadyDeployed,
-    Deployed { files: usize },
+    Deployed {
+        files: usize,
+    },
 }
 
 pub struct Prefix {
@@ -61,8 +63,11 @@ impl Prefix {
 
     fn write_manifest(&self, m: &Manifest) -> Result<(), DeployError> {
         let p = self.manifest_path(&m.recipe);
-        fsutil::write_atomic(&p, &serde_json::to_vec_pretty(m).expect("serialises"))
-            .map_err(|source| DeployError::Io { recipe: m.recipe.clone(), path: p, source })
+        fsutil::write_atomic(&p, &serde_json::to_vec_pretty(m).expect("serialises")).map_err(|source| DeployError::Io {
+            recipe: m.recipe.clone(),
+            path: p,
+            source,
+        })
     }
 
     /// Is `key` of `recipe` fully deployed?
@@ -82,7 +87,12 @@ impl Prefix {
             entries.iter().filter(|e| !matches!(e.kind, EntryKind::Dir)).map(|e| e.path.clone()).collect();
         let old_files: Vec<String> = self.manifest(recipe).map(|m| m.files).unwrap_or_default();
         let all: BTreeSet<String> = old_files.iter().chain(new_files.iter()).cloned().collect();
-        self.write_manifest(&Manifest { recipe: recipe.into(), key: key.into(), files: all.into_iter().collect(), complete: false })?;
+        self.write_manifest(&Manifest {
+            recipe: recipe.into(),
+            key: key.into(),
+            files: all.into_iter().collect(),
+            complete: false,
+        })?;
         let err = |path: PathBuf| move |source| DeployError::Io { recipe: recipe.to_string(), path, source };
         self.remove_files(recipe, &old_files)?;
         let tree = artifact.tree();
@@ -94,7 +104,12 @@ impl Prefix {
             let to = fsutil::join_rel(&self.root, &e.path);
             placer.place(&tree.join(&e.path), &to).map_err(err(to.clone()))?;
         }
-        self.write_manifest(&Manifest { recipe: recipe.into(), key: key.into(), files: new_files.clone(), complete: true })?;
+        self.write_manifest(&Manifest {
+            recipe: recipe.into(),
+            key: key.into(),
+            files: new_files.clone(),
+            complete: true,
+        })?;
         Ok(DeployOutcome::Deployed { files: new_files.len() })
     }
 
@@ -103,7 +118,11 @@ impl Prefix {
         if let Some(m) = self.manifest(recipe) {
             self.remove_files(recipe, &m.files)?;
             let p = self.manifest_path(recipe);
-            fsutil::remove_if_exists(&p).map_err(|source| DeployError::Io { recipe: recipe.into(), path: p, source })?;
+            fsutil::remove_if_exists(&p).map_err(|source| DeployError::Io {
+                recipe: recipe.into(),
+                path: p,
+                source,
+            })?;
         }
         Ok(())
     }
@@ -112,7 +131,11 @@ impl Prefix {
         let mut dirs = BTreeSet::new();
         for f in files {
             let p = fsutil::join_rel(&self.root, f);
-            fsutil::remove_if_exists(&p).map_err(|source| DeployError::Io { recipe: recipe.into(), path: p.clone(), source })?;
+            fsutil::remove_if_exists(&p).map_err(|source| DeployError::Io {
+                recipe: recipe.into(),
+                path: p.clone(),
+                source,
+            })?;
             let mut d = p.parent();
             while let Some(dir) = d {
                 if dir == self.root {

@@ -30,12 +30,28 @@ impl Diagnostic {
             let first = within.lines().next().unwrap_or("");
             first.chars().count().max(1)
         };
-        Diagnostic { file: file.to_string(), line, column, message: message.into(), snippet: line_text, width, help: None }
+        Diagnostic {
+            file: file.to_string(),
+            line,
+            column,
+            message: message.into(),
+            snippet: line_text,
+            width,
+            help: None,
+        }
     }
 
     /// A problem about a whole file (line 1, column 1, no snippet).
     pub fn file(file: &str, message: impl Into<String>) -> Self {
-        Diagnostic { file: file.to_string(), line: 1, column: 1, message: message.into(), snippet: None, width: 1, help: None }
+        Diagnostic {
+            file: file.to_string(),
+            line: 1,
+            column: 1,
+            message: message.into(),
+            snippet: None,
+            width: 1,
+            help: None,
+        }
     }
 
     pub fn with_help(mut self, help: impl Into<String>) -> Self {

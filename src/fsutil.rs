@@ -201,7 +201,10 @@ impl Placer {
 
 /// The filesystem cannot do this kind of placement here (not an I/O failure).
 fn refused(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EXDEV | libc::EINVAL | libc::ENOTTY | libc::EPERM | libc::EMLINK))
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EOPNOTSUPP | libc::EXDEV | libc::EINVAL | libc::ENOTTY | libc::EPERM | libc::EMLINK)
+    )
 }
 
 /// Places one entry with `how` (symlinks and directories are always made anew). Returns how a
@@ -295,7 +298,10 @@ pub fn mark_cachedir(dir: &Path) -> io::Result<()> {
     let tag = dir.join("CACHEDIR.TAG");
     if !tag.exists() {
         fs::create_dir_all(dir)?;
-        write_atomic(&tag, b"Signature: 8a477f597d28d172789f06886806bc55\n# This directory is a cache made by rocmforge.\n")?;
+        write_atomic(
+            &tag,
+            b"Signature: 8a477f597d28d172789f06886806bc55\n# This directory is a cache made by rocmforge.\n",
+        )?;
     }
     Ok(())
 }

@@ -119,8 +119,11 @@ impl BuildGraph {
     /// A deterministic topological order: Kahn's algorithm taking the alphabetically smallest
     /// ready recipe each time, so the same graph always gives the same order.
     pub fn order(&self) -> Vec<&str> {
-        let mut indeg: BTreeMap<&str, usize> =
-            self.index.iter().map(|(n, &i)| (n.as_str(), self.graph.neighbors_directed(i, Direction::Incoming).count())).collect();
+        let mut indeg: BTreeMap<&str, usize> = self
+            .index
+            .iter()
+            .map(|(n, &i)| (n.as_str(), self.graph.neighbors_directed(i, Direction::Incoming).count()))
+            .collect();
         let mut ready: BTreeSet<&str> = indeg.iter().filter(|(_, d)| **d == 0).map(|(n, _)| *n).collect();
         let mut out = Vec::with_capacity(indeg.len());
         while let Some(n) = ready.pop_first() {
@@ -166,11 +169,8 @@ impl BuildGraph {
     }
 
     pub fn to_json(&self) -> serde_json::Value {
-        let nodes: Vec<serde_json::Value> = self
-            .order()
-            .into_iter()
-            .map(|n| serde_json::json!({ "name": n, "deps": self.deps_of(n) }))
-            .collect();
+        let nodes: Vec<serde_json::Value> =
+            self.order().into_iter().map(|n| serde_json::json!({ "name": n, "deps": self.deps_of(n) })).collect();
         let edges: Vec<serde_json::Value> = self
             .order()
             .into_iter()
@@ -208,7 +208,8 @@ pub fn find_cycles(recipes: &BTreeMap<String, Recipe>) -> Vec<Vec<String>> {
         let mut queue = std::collections::VecDeque::from([start]);
         let mut found = None;
         'bfs: while let Some(n) = queue.pop_front() {
-            let mut next: Vec<&str> = graph.neighbors(idx[n]).map(|i| graph[i]).filter(|m| members.contains(m)).collect();
+            let mut next: Vec<&str> =
+                graph.neighbors(idx[n]).map(|i| graph[i]).filter(|m| members.contains(m)).collect();
             next.sort();
             for m in next {
                 if m == start {

@@ -16,8 +16,9 @@ use crate::target::TargetSet;
 pub const CACHE_FORMAT: u32 = 1;
 
 /// Host environment variables a build reads that change its output. Anything else is left out
-/// of both the key and the build's environment (except the pass-through list in `build::env`).
-pub const ENV_ALLOWLIST: &[&str] = &["CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "HIPCC_COMPILE_FLAGS_APPEND", "HIP_CLANG_PATH"];
+/// of both the key and the build's environment (except the pass-through list in `engine::systems::step_env`).
+pub const ENV_ALLOWLIST: &[&str] =
+    &["CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "HIPCC_COMPILE_FLAGS_APPEND", "HIP_CLANG_PATH"];
 
 /// Everything a recipe's build depends on, by name. Serialised as the key's explanation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,9 +151,13 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// in the recipe). `From` recipes use the key of the tree they read, filled in by the caller.
 pub fn source_identity(recipe: &Recipe) -> String {
     match &recipe.source {
-        SourceSpec::Git { rev: Some(rev), subdir, .. } => format!("git:{rev}{}", subdir.as_deref().map(|s| format!(":{s}")).unwrap_or_default()),
+        SourceSpec::Git { rev: Some(rev), subdir, .. } => {
+            format!("git:{rev}{}", subdir.as_deref().map(|s| format!(":{s}")).unwrap_or_default())
+        }
         SourceSpec::Git { rev: None, tag, .. } => format!("unlocked:{}", tag.as_deref().unwrap_or("")),
-        SourceSpec::Url { sha256, subdir, .. } => format!("sha256:{sha256}{}", subdir.as_deref().map(|s| format!(":{s}")).unwrap_or_default()),
+        SourceSpec::Url { sha256, subdir, .. } => {
+            format!("sha256:{sha256}{}", subdir.as_deref().map(|s| format!(":{s}")).unwrap_or_default())
+        }
         SourceSpec::From { recipe, subdir } => format!("from:{recipe}:{}", subdir.as_deref().unwrap_or("")),
         SourceSpec::None => "none".into(),
     }

@@ -2,12 +2,12 @@
 //!
 //! Data flows one way: recipe (TOML -> typed model) -> graph -> plan -> ... Each module owns one
 //! concept; see DESIGN notes in README.md.
-pub mod build;
 pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod deploy;
 pub mod diagnostic;
+pub mod engine;
 pub mod external;
 pub mod fault;
 pub mod fsutil;
@@ -17,7 +17,7 @@ pub mod key;
 pub mod patch;
 pub mod plan;
 pub mod progress;
-pub mod report;
 pub mod recipe;
+pub mod report;
 pub mod source;
 pub mod target;

@@ -11,7 +11,9 @@ use std::path::{Component, Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PatchError {
-    #[error("`{patch}` is not a patch: it has no `--- a/FILE` / `+++ b/FILE` header followed by a hunk (`@@ -L,N +L,N @@`)")]
+    #[error(
+        "`{patch}` is not a patch: it has no `--- a/FILE` / `+++ b/FILE` header followed by a hunk (`@@ -L,N +L,N @@`)"
+    )]
     NotAPatch { patch: String },
     #[error("`{patch}` line {line}: malformed patch: {msg}")]
     Malformed { patch: String, line: usize, msg: String },
@@ -81,7 +83,9 @@ impl TreeRead for DirReader<'_> {
         match std::fs::metadata(&p) {
             Ok(m) if m.is_file() => std::fs::read(&p).map(Some),
             Ok(_) => Ok(None),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.kind() == std::io::ErrorKind::NotADirectory => Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.kind() == std::io::ErrorKind::NotADirectory => {
+                Ok(None)
+            }
             Err(e) => Err(e),
         }
     }
@@ -247,7 +251,9 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Vec<FilePatch>, PatchError> {
             } else if let Some(p) = line.strip_prefix(b"rename to ") {
                 fp.new = header_path(p);
                 *meaningful = true;
-            } else if line.starts_with(b"GIT binary patch") || (line.starts_with(b"Binary files ") && trim_eol(line).ends_with(b" differ")) {
+            } else if line.starts_with(b"GIT binary patch")
+                || (line.starts_with(b"Binary files ") && trim_eol(line).ends_with(b" differ"))
+            {
                 return Err(PatchError::Binary { patch: name.into(), file: fp.path().to_string() });
             }
         }
@@ -265,12 +271,16 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Vec<FilePatch>, PatchError> {
                 let Some((a, b, c, d)) = parse_hunk_header(&header) else {
                     return Err(malformed(i + 1, format!("bad hunk header `{header}`")));
                 };
-                let mut hunk = Hunk { old_start: a, old_len: b, new_start: c, new_len: d, lines: Vec::new(), patch_line: i + 1 };
+                let mut hunk =
+                    Hunk { old_start: a, old_len: b, new_start: c, new_len: d, lines: Vec::new(), patch_line: i + 1 };
                 i += 1;
                 let (mut old_left, mut new_left) = (b, d);
                 while old_left > 0 || new_left > 0 {
                     let Some(l) = lines.get(i) else {
-                        return Err(malformed(i, format!("hunk `{header}` ends early: {old_left} old and {new_left} new line(s) missing")));
+                        return Err(malformed(
+                            i,
+                            format!("hunk `{header}` ends early: {old_left} old and {new_left} new line(s) missing"),
+                        ));
                     };
                     let body = l.get(1..).unwrap_or(b"\n").to_vec();
                     match l.first() {
@@ -392,7 +402,14 @@ fn show(l: &[u8]) -> String {
 fn mismatch_reason(lines: &[&[u8]], old: &[&[u8]], at: usize) -> String {
     for (k, want) in old.iter().enumerate() {
         match lines.get(at + k) {
-            None => return format!("the file has {} line(s), the hunk expects `{}` at line {}", lines.len(), show(want), at + k + 1),
+            None => {
+                return format!(
+                    "the file has {} line(s), the hunk expects `{}` at line {}",
+                    lines.len(),
+                    show(want),
+                    at + k + 1
+                )
+            }
             Some(got) if got != want => {
                 if trim_eol(got) == trim_eol(want) {
                     return format!("line {} differs in its line ending or final newline", at + k + 1);
@@ -418,13 +435,21 @@ fn apply_hunks(content: &[u8], hunks: &[Hunk], reverse: bool) -> Result<Vec<u8>,
     let mut pos = 0usize;
     let mut offset: isize = 0;
     for (index, h) in hunks.iter().enumerate() {
-        let (old, new, start, len) =
-            if reverse { (h.new_lines(), h.old_lines(), h.new_start, h.new_len) } else { (h.old_lines(), h.new_lines(), h.old_start, h.old_len) };
+        let (old, new, start, len) = if reverse {
+            (h.new_lines(), h.old_lines(), h.new_start, h.new_len)
+        } else {
+            (h.old_lines(), h.new_lines(), h.old_start, h.old_len)
+        };
         // With no old lines, `start` is the line after which the new ones go.
         let expected = if len == 0 { start } else { start.saturating_sub(1) };
         let want = (expected as isize + offset).max(pos as isize) as usize;
         let Some(at) = find_block(&lines, &old, want, pos) else {
-            return Err(FileFailure::Hunk { index: index + 1, line: expected + 1, patch_line: h.patch_line, reason: mismatch_reason(&lines, &old, want.min(lines.len())) });
+            return Err(FileFailure::Hunk {
+                index: index + 1,
+                line: expected + 1,
+                patch_line: h.patch_line,
+                reason: mismatch_reason(&lines, &old, want.min(lines.len())),
+            });
         };
         for l in &lines[pos..at] {
             out.extend_from_slice(l);
@@ -452,9 +477,9 @@ fn new_file_content(fp: &FilePatch, reverse: bool) -> Vec<u8> {
 }
 
 /// Applies one file's change to the overlay.
-fn apply_file(ov: &mut Overlay, fp: &FilePatch) -> Result<(), (String, FileFailure)> {
+fn apply_file(ov: &mut Overlay<'_>, fp: &FilePatch) -> Result<(), (String, FileFailure)> {
     let path = fp.path().to_string();
-    let read = |ov: &Overlay, p: &str| ov.get(p).map_err(|_| (p.to_string(), FileFailure::Missing));
+    let read = |ov: &Overlay<'_>, p: &str| ov.get(p).map_err(|_| (p.to_string(), FileFailure::Missing));
     match (&fp.old, &fp.new) {
         (None, Some(new)) => {
             if read(ov, new)?.is_some() {
@@ -492,7 +517,7 @@ fn apply_file(ov: &mut Overlay, fp: &FilePatch) -> Result<(), (String, FileFailu
 }
 
 /// Whether every change of the patch is already in the tree (it reverse-applies cleanly).
-fn looks_applied(ov: &Overlay, files: &[FilePatch]) -> bool {
+fn looks_applied(ov: &Overlay<'_>, files: &[FilePatch]) -> bool {
     files.iter().all(|fp| match (&fp.old, &fp.new) {
         (None, Some(new)) => ov.get(new).ok().flatten().is_some_and(|c| c == new_file_content(fp, false)),
         (Some(old), None) => ov.get(old).ok().flatten().is_none(),
@@ -729,7 +754,10 @@ mod tests {
         let e = parse("u.patch", b"--- a/../x\n+++ b/../x\n@@ -1 +1 @@\n-a\n+b\n").unwrap_err();
         assert!(matches!(e, PatchError::UnsafePath { .. }), "{e}");
         let e = parse("m.patch", b"--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n a\n-b\n").unwrap_err();
-        assert!(e.to_string().starts_with("`m.patch` line 5: malformed patch: hunk `@@ -1,3 +1,3 @@` ends early"), "{e}");
+        assert!(
+            e.to_string().starts_with("`m.patch` line 5: malformed patch: hunk `@@ -1,3 +1,3 @@` ends early"),
+            "{e}"
+        );
     }
 
     #[test]

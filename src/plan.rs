@@ -118,8 +118,8 @@ impl Plan {
     }
 
     /// Sets each recipe's state from the engine's decisions (cache hits and why things rebuild).
-    pub fn apply(&mut self, decisions: &[crate::build::Decision]) {
-        use crate::build::Status;
+    pub fn apply(&mut self, decisions: &[crate::engine::Decision]) {
+        use crate::engine::Status;
         for e in &mut self.recipes {
             let Some(d) = decisions.iter().find(|d| d.name == e.name) else { continue };
             if let Status::External(reason) = &d.status {
@@ -168,7 +168,8 @@ impl Plan {
             s.push_str(&format!("     targets: {}\n", e.targets.describe()));
             s.push_str(&format!("     state:   {} ({})\n", e.state.as_str(), e.reason));
         }
-        let blocked: Vec<&str> = self.recipes.iter().filter(|e| e.state == State::Blocked).map(|e| e.name.as_str()).collect();
+        let blocked: Vec<&str> =
+            self.recipes.iter().filter(|e| e.state == State::Blocked).map(|e| e.name.as_str()).collect();
         if !blocked.is_empty() {
             s.push_str(&format!("\n{} blocked: {}\n", blocked.len(), blocked.join(", ")));
         }

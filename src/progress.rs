@@ -244,7 +244,11 @@ pub fn last_line(path: &Path) -> Option<String> {
     let mut buf = Vec::with_capacity(4096);
     f.take(4096).read_to_end(&mut buf).ok()?;
     let text = String::from_utf8_lossy(&buf);
-    let line = text.lines().rev().map(|l| l.rsplit('\r').find(|p| !p.trim().is_empty()).unwrap_or("")).find(|l| !l.trim().is_empty())?;
+    let line = text
+        .lines()
+        .rev()
+        .map(|l| l.rsplit('\r').find(|p| !p.trim().is_empty()).unwrap_or(""))
+        .find(|l| !l.trim().is_empty())?;
     Some(line.chars().filter(|c| !c.is_control() || *c == '\t').collect::<String>().trim_end().to_string())
 }
 
@@ -284,12 +288,21 @@ impl Bars {
         // Added to `multi` when the build starts, so nothing is drawn before.
         let overall = indicatif::ProgressBar::hidden();
         overall.set_style(
-            indicatif::ProgressStyle::with_template("{prefix:.bold} [{bar:32.cyan/blue}] {pos}/{len} recipes  {elapsed_precise}  {wide_msg}")
-                .expect("valid template")
-                .progress_chars("=> "),
+            indicatif::ProgressStyle::with_template(
+                "{prefix:.bold} [{bar:32.cyan/blue}] {pos}/{len} recipes  {elapsed_precise}  {wide_msg}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
         );
         overall.set_prefix("build");
-        let inner = Arc::new(BarsInner { multi, overall, start: Instant::now(), last, stop: AtomicBool::new(false), state: Mutex::default() });
+        let inner = Arc::new(BarsInner {
+            multi,
+            overall,
+            start: Instant::now(),
+            last,
+            stop: AtomicBool::new(false),
+            state: Mutex::default(),
+        });
         Bars { inner, ticker: Mutex::new(None) }
     }
 
@@ -320,7 +333,8 @@ impl BarsInner {
             r.bar.set_message(text);
             r.bar.tick();
         }
-        let running: BTreeMap<String, Duration> = st.running.iter().map(|(n, r)| (n.clone(), r.since.elapsed())).collect();
+        let running: BTreeMap<String, Duration> =
+            st.running.iter().map(|(n, r)| (n.clone(), r.since.elapsed())).collect();
         self.overall.set_message(eta(&self.last, &st.remaining, &running).render());
     }
 }
@@ -364,7 +378,10 @@ impl Progress for Bars {
             return;
         }
         let bar = self.inner.multi.add(indicatif::ProgressBar::new_spinner());
-        bar.set_style(indicatif::ProgressStyle::with_template("  {spinner:.green} {prefix:.bold} {wide_msg}").expect("valid template"));
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("  {spinner:.green} {prefix:.bold} {wide_msg}")
+                .expect("valid template"),
+        );
         bar.set_prefix(recipe.to_string());
         if let Ok(mut st) = self.inner.state.lock() {
             st.running.insert(recipe.to_string(), Running { bar, since: Instant::now(), step: None });
@@ -383,7 +400,11 @@ impl Progress for Bars {
             if let Some(r) = st.running.remove(recipe) {
                 r.bar.finish_and_clear();
                 self.inner.multi.remove(&r.bar);
-                let _ = self.inner.multi.println(format!("[{}] {recipe}: {outcome} in {}", clock(self.inner.start.elapsed()), human_secs(r.since.elapsed().as_secs_f64())));
+                let _ = self.inner.multi.println(format!(
+                    "[{}] {recipe}: {outcome} in {}",
+                    clock(self.inner.start.elapsed()),
+                    human_secs(r.since.elapsed().as_secs_f64())
+                ));
             }
         }
         self.inner.overall.inc(1);
@@ -393,7 +414,11 @@ impl Progress for Bars {
         let (done, total) = (self.inner.overall.position(), self.inner.overall.length().unwrap_or(0));
         self.inner.overall.finish_and_clear();
         let _ = self.inner.multi.clear();
-        eprintln!("[{}] build {}: {done}/{total} recipes", clock(self.inner.start.elapsed()), if ok { "done" } else { "FAILED" });
+        eprintln!(
+            "[{}] build {}: {done}/{total} recipes",
+            clock(self.inner.start.elapsed()),
+            if ok { "done" } else { "FAILED" }
+        );
     }
 }
 

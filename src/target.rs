@@ -101,11 +101,7 @@ impl TargetSet {
                         .filter(|(d, _)| *d <= 2)
                         .map(|(_, t)| format!(" (did you mean `{t}`?)"))
                         .unwrap_or_default();
-                    return Err(TargetError::Unknown {
-                        name: raw.to_string(),
-                        hint: best,
-                        known: known_list(),
-                    });
+                    return Err(TargetError::Unknown { name: raw.to_string(), hint: best, known: known_list() });
                 }
             }
         }

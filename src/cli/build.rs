@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{CliResult, Context, Failure};
-use crate::build::{budget, BuildOptions, Engine, Outcome};
+use crate::engine::{budget, BuildOptions, Engine, Outcome};
 use crate::graph::BuildGraph;
 use crate::progress::{self, Fanout, Verbosity};
 use crate::report::{self, Recorder};
@@ -45,18 +45,30 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     let full = BuildGraph::closure(&stack, &roots).map_err(Failure::usage)?;
     for r in &args.rebuild {
         if !full.contains(r) {
-            return Err(Failure::usage(anyhow::anyhow!("--rebuild {r}: `{r}` is not part of this build ({})", roots.join(", "))));
+            return Err(Failure::usage(anyhow::anyhow!(
+                "--rebuild {r}: `{r}` is not part of this build ({})",
+                roots.join(", ")
+            )));
         }
     }
     if let Some(u) = &args.until {
         if !full.contains(u) {
-            return Err(Failure::usage(anyhow::anyhow!("--until {u}: `{u}` is not part of this build ({})", roots.join(", "))));
+            return Err(Failure::usage(anyhow::anyhow!(
+                "--until {u}: `{u}` is not part of this build ({})",
+                roots.join(", ")
+            )));
         }
         roots = vec![u.clone()];
     }
     let graph = BuildGraph::closure(&stack, &roots).map_err(Failure::usage)?;
     let prefix = ctx.prefix(&cfg, &stack, args.prefix.as_deref());
-    let opts = BuildOptions { targets, jobs: args.jobs.unwrap_or_else(budget::default_jobs).max(1), rebuild: args.rebuild.clone(), prefix: prefix.clone(), keep_going: args.keep_going };
+    let opts = BuildOptions {
+        targets,
+        jobs: args.jobs.unwrap_or_else(budget::default_jobs).max(1),
+        rebuild: args.rebuild.clone(),
+        prefix: prefix.clone(),
+        keep_going: args.keep_going,
+    };
     // The display (bars or lines) and the recorder (status file, report, durations) both hear
     // every event.
     let recorder = Arc::new(Recorder::new(&cfg.state_dir, &stack.name));
@@ -72,7 +84,9 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     }
     let quiet = ctx.verbosity == Verbosity::Quiet;
     let report_line = match recorder.report() {
-        Some(Ok(dir)) => Some(format!("report: {} (timeline.html; trace.json opens in https://ui.perfetto.dev)", dir.display())),
+        Some(Ok(dir)) => {
+            Some(format!("report: {} (timeline.html; trace.json opens in https://ui.perfetto.dev)", dir.display()))
+        }
         Some(Err(e)) => {
             eprintln!("warning: cannot write the build report: {e}");
             None
@@ -96,7 +110,12 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     if built.is_empty() {
         println!("nothing to build: {cached} recipe(s) up to date in the cache; prefix {}", prefix.display());
     } else {
-        println!("built {} recipe(s): {}; {cached} from the cache; prefix {}", built.len(), built.join(", "), prefix.display());
+        println!(
+            "built {} recipe(s): {}; {cached} from the cache; prefix {}",
+            built.len(),
+            built.join(", "),
+            prefix.display()
+        );
     }
     if let Some(l) = report_line {
         println!("{l}");
@@ -115,7 +134,7 @@ fn install_signal_handler(recorder: Arc<Recorder>) {
         if let Some(Ok(dir)) = recorder.report() {
             eprintln!("report: {}", dir.display());
         }
-        crate::build::step::kill_running_groups();
+        crate::engine::step::kill_running_groups();
         std::process::exit(130);
     });
 }

@@ -3,8 +3,8 @@
 use std::collections::BTreeSet;
 
 use super::{CliResult, Context, Failure};
-use crate::build::state::WorkDir;
 use crate::cache::ArtifactCache;
+use crate::engine::state::WorkDir;
 use crate::fsutil::{human_size, tree_size};
 
 #[derive(Debug, clap::Subcommand)]
@@ -36,7 +36,13 @@ pub fn run(ctx: &Context, cmd: Cmd) -> CliResult {
             for p in &partial {
                 println!("incomplete  {}", p.display());
             }
-            println!("{} artifact(s), {} incomplete, {} in {}", done.len(), partial.len(), human_size(tree_size(cache.root())), cache.root().display());
+            println!(
+                "{} artifact(s), {} incomplete, {} in {}",
+                done.len(),
+                partial.len(),
+                human_size(tree_size(cache.root())),
+                cache.root().display()
+            );
             Ok(())
         }
         Cmd::Verify => {
@@ -111,7 +117,9 @@ pub fn clean(ctx: &Context, args: CleanArgs) -> CliResult {
         let source_only = stack.recipes[name].is_source_only();
         if finished || args.all || (source_only && wd.state().is_none()) {
             let size = tree_size(&wd.root);
-            crate::fsutil::remove_dir_all_if_exists(&wd.root).map_err(|e| Failure::failed(anyhow::Error::new(e).context(format!("cannot remove {}", wd.root.display()))))?;
+            crate::fsutil::remove_dir_all_if_exists(&wd.root).map_err(|e| {
+                Failure::failed(anyhow::Error::new(e).context(format!("cannot remove {}", wd.root.display())))
+            })?;
             println!("{:<24} {:>10}  {}", name, human_size(size), wd.root.display());
             total += size;
         } else {

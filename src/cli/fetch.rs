@@ -20,7 +20,12 @@ pub struct Args {
 
 /// Fetches one recipe's source and checks its patches. `From` recipes are fetched through the
 /// recipe they name.
-pub fn fetch_and_check(cfg: &Config, tree: &RecipeTree, recipe: &Recipe, progress: &dyn Progress) -> Result<String, SourceError> {
+pub fn fetch_and_check(
+    cfg: &Config,
+    tree: &RecipeTree,
+    recipe: &Recipe,
+    progress: &dyn Progress,
+) -> Result<String, SourceError> {
     let fetched = source::fetch(cfg, recipe, progress)?;
     let patches = source::patch_series(tree, recipe)?;
     if !patches.is_empty() && !matches!(recipe.source, SourceSpec::From { .. }) {
@@ -31,7 +36,12 @@ pub fn fetch_and_check(cfg: &Config, tree: &RecipeTree, recipe: &Recipe, progres
 }
 
 /// Runs `fetch_and_check` over `recipes`, then reports every failure at once.
-pub fn check_all<'a>(cfg: &Config, tree: &RecipeTree, recipes: impl Iterator<Item = &'a Recipe>, what: &str) -> CliResult {
+pub fn check_all<'a>(
+    cfg: &Config,
+    tree: &RecipeTree,
+    recipes: impl Iterator<Item = &'a Recipe>,
+    what: &str,
+) -> CliResult {
     let progress = Lines::new();
     let mut failures = Vec::new();
     let mut count = 0;
@@ -52,7 +62,8 @@ pub fn check_all<'a>(cfg: &Config, tree: &RecipeTree, recipes: impl Iterator<Ite
         println!("all {count} {what} ok{}", if cfg.offline { " (offline: from the cache)" } else { "" });
         return Ok(());
     }
-    let mut msg = format!("{} of {count} {what} failed{}:", failures.len(), if cfg.offline { " (offline)" } else { "" });
+    let mut msg =
+        format!("{} of {count} {what} failed{}:", failures.len(), if cfg.offline { " (offline)" } else { "" });
     for f in &failures {
         msg.push_str(&format!("\n  - {}", f.replace('\n', "\n    ")));
     }

@@ -104,7 +104,12 @@ pub fn run(_ctx: &Context, args: Args) -> CliResult {
                         Some(r) if r.is_empty() => "  [yanked]".into(),
                         Some(r) => format!("  [yanked: {r}]"),
                     };
-                    println!("  {:<36} {}  sha256:{}{yanked}", f.version, f.filename, &f.sha256[..f.sha256.len().min(12)]);
+                    println!(
+                        "  {:<36} {}  sha256:{}{yanked}",
+                        f.version,
+                        f.filename,
+                        &f.sha256[..f.sha256.len().min(12)]
+                    );
                 }
             }
             Ok(())
@@ -113,7 +118,9 @@ pub fn run(_ctx: &Context, args: Args) -> CliResult {
             let selector = match version {
                 Some(v) => Selector::Release { project: what, version: v },
                 None if what.ends_with(".whl") => Selector::File(what),
-                None => return Err(Failure::usage(anyhow::anyhow!("give a wheel filename, or a project and a VERSION"))),
+                None => {
+                    return Err(Failure::usage(anyhow::anyhow!("give a wheel filename, or a project and a VERSION")))
+                }
             };
             let changed = index::yank(&dir, &selector, (!undo).then_some(reason.as_str())).map_err(index_failure)?;
             let verb = if undo { "un-yanked" } else { "yanked" };
@@ -143,10 +150,16 @@ pub fn run(_ctx: &Context, args: Args) -> CliResult {
             let _ = std::io::stdout().flush();
             eprintln!("serving {} read-only at {} (Ctrl-C stops)", dir.display(), server.url());
             if !server.addr().ip().is_loopback() {
-                eprintln!("warning: listening on {}: anyone who can reach this host can download the index", server.addr());
+                eprintln!(
+                    "warning: listening on {}: anyone who can reach this host can download the index",
+                    server.addr()
+                );
             }
             if !dir.join(index::STATE_FILE).exists() {
-                eprintln!("note: nothing is published in {} yet; the index fills as wheels are published", dir.display());
+                eprintln!(
+                    "note: nothing is published in {} yet; the index fills as wheels are published",
+                    dir.display()
+                );
             }
             server.run(&stop, !quiet).map_err(Failure::failed)?;
             eprintln!("stopped");

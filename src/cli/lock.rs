@@ -18,7 +18,9 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     let stack = ctx.stack_unlocked(&tree)?;
     let cfg = ctx.config()?;
     if cfg.offline {
-        return Err(Failure::usage(anyhow::anyhow!("`rocmforge lock` resolves tags over the network; it cannot run with --offline")));
+        return Err(Failure::usage(anyhow::anyhow!(
+            "`rocmforge lock` resolves tags over the network; it cannot run with --offline"
+        )));
     }
     let report = lock::lock(&stack, &tree, &cfg, &args.recipes, args.update).map_err(|e| match e {
         LockError::UnknownRecipe(_) => Failure::usage(e),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::{CliResult, Context, Failure};
-use crate::build::state::WorkDir;
+use crate::engine::state::WorkDir;
 use crate::report::status::{read, rocmforge_alive};
 use crate::report::BuildState;
 
@@ -36,7 +36,11 @@ fn steps_in_order(wd: &WorkDir) -> Vec<(String, PathBuf)> {
         })
         .collect();
     numbered.sort();
-    let mut out: Vec<(String, PathBuf)> = numbered.into_iter().map(|(_, s)| (s.clone(), wd.logs().join(format!("{s}.log")))).filter(|(_, p)| p.is_file()).collect();
+    let mut out: Vec<(String, PathBuf)> = numbered
+        .into_iter()
+        .map(|(_, s)| (s.clone(), wd.logs().join(format!("{s}.log"))))
+        .filter(|(_, p)| p.is_file())
+        .collect();
     // Logs without a script (written by another version): after the rest, by name.
     let mut extra: Vec<(String, PathBuf)> = std::fs::read_dir(wd.logs())
         .into_iter()
@@ -113,7 +117,13 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
 }
 
 /// Polls the build's status and the log; returns when there is nothing more to wait for.
-fn follow(state_dir: &Path, stack: &str, recipe: &str, only: Option<&str>, mut current: Option<(String, PathBuf, u64)>) {
+fn follow(
+    state_dir: &Path,
+    stack: &str,
+    recipe: &str,
+    only: Option<&str>,
+    mut current: Option<(String, PathBuf, u64)>,
+) {
     loop {
         if let Some((_, log, off)) = current.as_mut() {
             *off = copy_from(log, *off);
@@ -127,7 +137,8 @@ fn follow(state_dir: &Path, stack: &str, recipe: &str, only: Option<&str>, mut c
             // One step: over once this build finished it (or the recipe ended without it).
             Some(o) => r.outcome.is_some() || r.steps.iter().any(|s| s.name == o && s.status != "running"),
             None => {
-                let running = rec.running.iter().find(|x| x.recipe == recipe).and_then(|x| x.step.clone().zip(x.log.clone()));
+                let running =
+                    rec.running.iter().find(|x| x.recipe == recipe).and_then(|x| x.step.clone().zip(x.log.clone()));
                 if let Some((step, log)) = running {
                     if current.as_ref().is_none_or(|(s, _, _)| *s != step) {
                         if let Some((_, old, off)) = current.as_mut() {

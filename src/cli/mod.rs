@@ -7,8 +7,8 @@ mod fetch;
 mod graph;
 mod index;
 mod lock;
-mod patch;
 mod log;
+mod patch;
 mod plan;
 mod recipes;
 mod report;
@@ -211,7 +211,13 @@ pub fn run(cli: Cli) -> CliResult {
     } else {
         Verbosity::Normal
     };
-    let ctx = Context { cli_recipes: cli.recipes, cli_stack: cli.stack, offline: cli.offline, rocm_path: cli.rocm_path, verbosity };
+    let ctx = Context {
+        cli_recipes: cli.recipes,
+        cli_stack: cli.stack,
+        offline: cli.offline,
+        rocm_path: cli.rocm_path,
+        verbosity,
+    };
     match cli.command {
         Command::Build(a) => build::run(&ctx, a),
         Command::Plan(a) => plan::run(&ctx, a),

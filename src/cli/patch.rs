@@ -90,7 +90,8 @@ fn diff(
         return Ok(());
     }
     let write = |path: &Path| -> CliResult {
-        std::fs::write(path, &d.patch).map_err(|e| Failure::failed(anyhow::Error::new(e).context(format!("cannot write `{}`", path.display()))))
+        std::fs::write(path, &d.patch)
+            .map_err(|e| Failure::failed(anyhow::Error::new(e).context(format!("cannot write `{}`", path.display()))))
     };
     if let Some(out) = output {
         write(&out)?;
@@ -103,10 +104,8 @@ fn diff(
         return Ok(());
     };
     let number = next_number(&recipe.patches.iter().map(|p| p.name.as_str()).collect::<Vec<_>>());
-    let slug: String = patch_name
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
-        .collect();
+    let slug: String =
+        patch_name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' }).collect();
     let file_name = format!("{number:04}-{slug}.patch");
     let dir = root.join("patches").join(&stack.name).join(&recipe.name);
     std::fs::create_dir_all(&dir).map_err(Failure::failed)?;
@@ -185,7 +184,11 @@ mod tests {
     fn series_edit() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("r.toml");
-        std::fs::write(&f, "[package]\nname = \"r\"\n[patches]\nseries = [\"0001-a.patch\"]\n[build]\nsystem = \"cmake\"\n").unwrap();
+        std::fs::write(
+            &f,
+            "[package]\nname = \"r\"\n[patches]\nseries = [\"0001-a.patch\"]\n[build]\nsystem = \"cmake\"\n",
+        )
+        .unwrap();
         assert!(add_to_series(&f, "0002-b.patch").unwrap());
         assert!(std::fs::read_to_string(&f).unwrap().contains("series = [\"0001-a.patch\", \"0002-b.patch\"]\n"));
         std::fs::write(&f, "[package]\nname = \"r\"\n").unwrap();

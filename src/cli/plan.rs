@@ -1,7 +1,7 @@
 //! `rocmforge plan`: the ordered list of what a build would do.
 
 use super::{CliResult, Context, Failure};
-use crate::build::{BuildOptions, Engine};
+use crate::engine::{BuildOptions, Engine};
 use crate::graph::BuildGraph;
 use crate::plan::Plan;
 

@@ -14,8 +14,12 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     let cfg = ctx.config()?;
     let stack = ctx.build_stack(&cfg)?;
     let latest = reports_dir(&cfg.state_dir, &stack).join("latest");
-    let dir = std::fs::canonicalize(&latest)
-        .map_err(|_| Failure::failed(anyhow::anyhow!("no build report for stack `{stack}` yet (`rocmforge build` writes one into `{}`)", latest.display())))?;
+    let dir = std::fs::canonicalize(&latest).map_err(|_| {
+        Failure::failed(anyhow::anyhow!(
+            "no build report for stack `{stack}` yet (`rocmforge build` writes one into `{}`)",
+            latest.display()
+        ))
+    })?;
     println!("{}", dir.display());
     if args.open {
         let page = dir.join("timeline.html");

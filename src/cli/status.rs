@@ -47,8 +47,15 @@ fn render(rec: &BuildRecord, live: &str) -> String {
         let rr = rec.recipe(&r.recipe);
         match (&r.step, &r.log) {
             (Some(step), Some(log)) => {
-                let since = rr.and_then(|x| x.steps.last()).map(|st| clock(std::time::Duration::from_secs_f64(ago(rec, st.start_secs).max(0.0))));
-                s.push_str(&format!("  {} {}: step {step}{}\n", if rec.state == BuildState::Running { "running" } else { "was at" }, r.recipe, since.map(|c| format!(" for {c}")).unwrap_or_default()));
+                let since = rr
+                    .and_then(|x| x.steps.last())
+                    .map(|st| clock(std::time::Duration::from_secs_f64(ago(rec, st.start_secs).max(0.0))));
+                s.push_str(&format!(
+                    "  {} {}: step {step}{}\n",
+                    if rec.state == BuildState::Running { "running" } else { "was at" },
+                    r.recipe,
+                    since.map(|c| format!(" for {c}")).unwrap_or_default()
+                ));
                 s.push_str(&format!("    log: {}\n", log.display()));
                 if let Some(l) = last_line(log) {
                     s.push_str(&format!("    | {l}\n"));
@@ -65,7 +72,8 @@ fn render(rec: &BuildRecord, live: &str) -> String {
             }
         }
     }
-    let done: Vec<String> = rec.recipes.iter().filter_map(|r| r.outcome.as_ref().map(|o| format!("{} {o}", r.name))).collect();
+    let done: Vec<String> =
+        rec.recipes.iter().filter_map(|r| r.outcome.as_ref().map(|o| format!("{} {o}", r.name))).collect();
     if !done.is_empty() {
         s.push_str(&format!("  outcomes {}\n", done.join(", ")));
     }

@@ -147,7 +147,12 @@ impl Index {
         let simple = self.simple();
         std::fs::create_dir_all(&simple).map_err(io("create", &simple))?;
         let path = self.root.join(".lock");
-        let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io("open", &path))?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io("open", &path))?;
         fs4::fs_std::FileExt::lock_exclusive(&file).map_err(io("lock", &path))?;
         Ok(file)
     }
@@ -159,13 +164,15 @@ impl Index {
     /// Writes the state first (the source of truth), then every page that derives from it.
     fn save(&self, state: &State, changed: &[String]) -> Result<(), IndexError> {
         let path = self.state_path();
-        let mut json = serde_json::to_string_pretty(state).map_err(|source| IndexError::State { path: path.clone(), source })?;
+        let mut json =
+            serde_json::to_string_pretty(state).map_err(|source| IndexError::State { path: path.clone(), source })?;
         json.push('\n');
         pages::write_if_changed(&path, json.as_bytes()).map_err(io("write", &path))?;
         for name in changed {
             if let Some(project) = state.projects.get(name) {
                 let page = self.simple().join(name).join("index.html");
-                pages::write_if_changed(&page, pages::project_html(name, project).as_bytes()).map_err(io("write", &page))?;
+                pages::write_if_changed(&page, pages::project_html(name, project).as_bytes())
+                    .map_err(io("write", &page))?;
             }
         }
         let root = self.simple().join("index.html");
@@ -179,10 +186,13 @@ pub fn load_state(root: &Path) -> Result<State, IndexError> {
     let path = root.join(STATE_FILE);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(State { format: STATE_FORMAT, ..State::default() }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(State { format: STATE_FORMAT, ..State::default() })
+        }
         Err(e) => return Err(io("read", &path)(e)),
     };
-    let state: State = serde_json::from_str(&text).map_err(|source| IndexError::State { path: path.clone(), source })?;
+    let state: State =
+        serde_json::from_str(&text).map_err(|source| IndexError::State { path: path.clone(), source })?;
     if state.format != STATE_FORMAT {
         return Err(IndexError::StateFormat { path, found: state.format });
     }
@@ -252,7 +262,11 @@ pub fn publish_all(index_dir: &Path, wheels: &[PathBuf]) -> Result<Vec<PublishRe
         let c = inspect(path)?;
         if let Some(prev) = candidates.iter().find(|p| p.record.filename == c.record.filename) {
             if prev.record.sha256 != c.record.sha256 {
-                return Err(IndexError::DuplicateInBatch { filename: c.record.filename, first: prev.path.clone(), second: c.path });
+                return Err(IndexError::DuplicateInBatch {
+                    filename: c.record.filename,
+                    first: prev.path.clone(),
+                    second: c.path,
+                });
             }
             continue;
         }
@@ -266,7 +280,8 @@ pub fn publish_all(index_dir: &Path, wheels: &[PathBuf]) -> Result<Vec<PublishRe
     let mut fresh = Vec::new();
     for c in candidates {
         let project = c.name.project();
-        let existing = state.projects.get(&project).and_then(|p| p.files.iter().find(|f| f.filename == c.record.filename));
+        let existing =
+            state.projects.get(&project).and_then(|p| p.files.iter().find(|f| f.filename == c.record.filename));
         let outcome = match existing {
             Some(f) if f.sha256 != c.record.sha256 => {
                 return Err(IndexError::Conflict {
@@ -310,9 +325,12 @@ pub fn publish_all(index_dir: &Path, wheels: &[PathBuf]) -> Result<Vec<PublishRe
         if outcome == PublishOutcome::AlreadyPresent {
             continue;
         }
-        let entry = state.projects.entry(project).or_insert_with(|| Project { name: c.meta.name.clone(), files: Vec::new() });
+        let entry =
+            state.projects.entry(project).or_insert_with(|| Project { name: c.meta.name.clone(), files: Vec::new() });
         entry.files.push(c.record);
-        entry.files.sort_by(|a, b| wheel::natural_cmp(&a.version, &b.version).then_with(|| a.filename.cmp(&b.filename)));
+        entry
+            .files
+            .sort_by(|a, b| wheel::natural_cmp(&a.version, &b.version).then_with(|| a.filename.cmp(&b.filename)));
     }
     state.format = STATE_FORMAT;
     index.save(&state, &changed)?;
@@ -427,9 +445,15 @@ mod tests {
     fn local_version_examples() {
         let key = "1a2b3c4d5e6f";
         assert_eq!(local_version("2.6.0", "6.2.4", &["gfx1010"], key), "2.6.0+rocm6.2.4.gfx1010.k1a2b3c4d");
-        assert_eq!(local_version("2.6.0", "6.2.4", &["gfx1012", "gfx1010", "gfx1012"], key), "2.6.0+rocm6.2.4.gfx1010.gfx1012.k1a2b3c4d");
+        assert_eq!(
+            local_version("2.6.0", "6.2.4", &["gfx1012", "gfx1010", "gfx1012"], key),
+            "2.6.0+rocm6.2.4.gfx1010.gfx1012.k1a2b3c4d"
+        );
         assert_eq!(local_version("0.21.0", "6.2.4", &["gfx1010"], "ABCDEF0123"), "0.21.0+rocm6.2.4.gfx1010.kabcdef01");
-        assert_eq!(local_version("2.6.0+git5", "6.2.4", &["gfx90a:xnack+"], key), "2.6.0+git5.rocm6.2.4.gfx90a.xnack.k1a2b3c4d");
+        assert_eq!(
+            local_version("2.6.0+git5", "6.2.4", &["gfx90a:xnack+"], key),
+            "2.6.0+git5.rocm6.2.4.gfx90a.xnack.k1a2b3c4d"
+        );
         assert_eq!(local_version("1.0", "", &[], ""), "1.0");
     }
 

@@ -74,7 +74,10 @@ pub fn project_html(normalized: &str, project: &Project) -> String {
             s.push_str(&format!(" data-requires-python=\"{}\"", escape_html(rp)));
         }
         // PEP 714 renamed the attribute; pip before 23.2 only knows the old name.
-        s.push_str(&format!(" data-dist-info-metadata=\"sha256={0}\" data-core-metadata=\"sha256={0}\"", f.metadata_sha256));
+        s.push_str(&format!(
+            " data-dist-info-metadata=\"sha256={0}\" data-core-metadata=\"sha256={0}\"",
+            f.metadata_sha256
+        ));
         if let Some(reason) = &f.yanked {
             s.push_str(&format!(" data-yanked=\"{}\"", escape_html(reason)));
         }
@@ -138,7 +141,8 @@ struct ProjectJson<'a> {
 
 /// The PEP 691 root response.
 pub fn root_json(state: &State) -> String {
-    let projects = state.projects.iter().filter(|(_, p)| !p.files.is_empty()).map(|(n, _)| NameJson { name: n }).collect();
+    let projects =
+        state.projects.iter().filter(|(_, p)| !p.files.is_empty()).map(|(n, _)| NameJson { name: n }).collect();
     to_json(&RootJson { meta: Meta { api_version: API_VERSION }, projects })
 }
 
@@ -194,7 +198,6 @@ pub fn copy_atomic(src: &Path, dst: &Path) -> std::io::Result<()> {
     crate::fsutil::sync_dir(dir);
     Ok(())
 }
-
 
 #[cfg(test)]
 mod tests {

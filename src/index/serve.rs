@@ -39,7 +39,8 @@ impl Server {
             .ok()
             .and_then(|mut a| a.next())
             .ok_or_else(|| ServeError::BadAddress(addr.to_string()))?;
-        let http = tiny_http::Server::http(wanted).map_err(|e| ServeError::Bind { addr: addr.to_string(), message: e.to_string() })?;
+        let http = tiny_http::Server::http(wanted)
+            .map_err(|e| ServeError::Bind { addr: addr.to_string(), message: e.to_string() })?;
         let addr = http.server_addr().to_ip().unwrap_or(wanted);
         Ok(Server { http, root: index_dir.to_path_buf(), addr })
     }
@@ -76,7 +77,10 @@ impl Server {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Reply {
     /// A rendered page.
-    Page { body: String, content_type: &'static str },
+    Page {
+        body: String,
+        content_type: &'static str,
+    },
     /// A file under `simple/`.
     File(PathBuf),
     Redirect(String),
@@ -101,8 +105,12 @@ fn negotiate(accept: Option<&str>, query: Option<&str>) -> Format {
             if let Some(v) = pair.strip_prefix("format=") {
                 let v = v.replace("%2B", "+").replace("%2b", "+").replace("%2F", "/").replace("%2f", "/");
                 match v.as_str() {
-                    "application/vnd.pypi.simple.v1+json" | "application/vnd.pypi.simple.latest+json" => return Format::Json,
-                    "application/vnd.pypi.simple.v1+html" | "application/vnd.pypi.simple.latest+html" => return Format::Html(V1_HTML),
+                    "application/vnd.pypi.simple.v1+json" | "application/vnd.pypi.simple.latest+json" => {
+                        return Format::Json
+                    }
+                    "application/vnd.pypi.simple.v1+html" | "application/vnd.pypi.simple.latest+html" => {
+                        return Format::Html(V1_HTML)
+                    }
                     "text/html" => return Format::Html(TEXT_HTML),
                     _ => {}
                 }
@@ -124,7 +132,9 @@ fn negotiate(accept: Option<&str>, query: Option<&str>) -> Format {
         }
         match media.as_str() {
             "application/vnd.pypi.simple.v1+json" | "application/vnd.pypi.simple.latest+json" => json_q = json_q.max(q),
-            "application/vnd.pypi.simple.v1+html" | "application/vnd.pypi.simple.latest+html" => v1_html_q = v1_html_q.max(q),
+            "application/vnd.pypi.simple.v1+html" | "application/vnd.pypi.simple.latest+html" => {
+                v1_html_q = v1_html_q.max(q)
+            }
             "text/html" | "text/*" | "*/*" => html_q = html_q.max(q),
             _ => {}
         }
@@ -267,9 +277,11 @@ fn answer(root: &Path, request: Request, log: bool) {
         }
         Reply::File(path) => match std::fs::File::open(&path) {
             Ok(f) => {
-                let ct = if path.extension().is_some_and(|e| e == "html") { TEXT_HTML } else { "application/octet-stream" };
+                let ct =
+                    if path.extension().is_some_and(|e| e == "html") { TEXT_HTML } else { "application/octet-stream" };
                 // A client that hangs up mid-download is its own business.
-                let _ = request.respond(Response::from_file(f).with_header(header("Content-Type", ct).expect("static header")));
+                let _ = request
+                    .respond(Response::from_file(f).with_header(header("Content-Type", ct).expect("static header")));
                 (200, ct)
             }
             Err(_) => {
@@ -343,7 +355,10 @@ mod tests {
         assert!(matches!(get("/simple/rfpure/rfpure-1.0-py3-none-any.whl"), Reply::File(_)));
         assert!(matches!(get("/simple/rfpure/rfpure-1.0-py3-none-any.whl?x=1"), Reply::File(_)));
         assert_eq!(get("/simple/nope/"), Reply::Status(404, "no such project in this index\n"));
-        assert_eq!(route(&idx, &Method::Post, "/simple/", None), Reply::Status(405, "only GET and HEAD: the index is read-only\n"));
+        assert_eq!(
+            route(&idx, &Method::Post, "/simple/", None),
+            Reply::Status(405, "only GET and HEAD: the index is read-only\n")
+        );
     }
 
     #[test]

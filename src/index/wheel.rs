@@ -76,7 +76,11 @@ pub struct Version {
 /// A digit run without its leading zeros (`007` -> `7`, `0` -> `0`): what PEP 440 compares.
 pub(crate) fn trim_zeros(d: &str) -> String {
     let t = d.trim_start_matches('0');
-    if t.is_empty() { "0".to_string() } else { t.to_string() }
+    if t.is_empty() {
+        "0".to_string()
+    } else {
+        t.to_string()
+    }
 }
 
 struct Cursor<'a> {
@@ -263,7 +267,9 @@ impl WheelName {
             return Err(WheelError::Version { filename: filename.to_string(), version: version.to_string() });
         }
         if let Some(b) = build {
-            if !b.starts_with(|c: char| c.is_ascii_digit()) || !b.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.') {
+            if !b.starts_with(|c: char| c.is_ascii_digit())
+                || !b.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.')
+            {
                 return Err(bad("the build tag must start with a digit"));
             }
         }
@@ -331,7 +337,8 @@ pub fn parse_metadata(raw: Vec<u8>) -> Result<CoreMetadata, WheelError> {
 
 /// Reads `*.dist-info/METADATA` from the wheel at `path` and checks it against the filename.
 pub fn read_metadata(path: &Path, name: &WheelName) -> Result<CoreMetadata, WheelError> {
-    let file = std::fs::File::open(path).map_err(|source| WheelError::Member { member: path.display().to_string(), source })?;
+    let file = std::fs::File::open(path)
+        .map_err(|source| WheelError::Member { member: path.display().to_string(), source })?;
     let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file)).map_err(WheelError::Zip)?;
     let found: Vec<String> = zip
         .file_names()
@@ -352,7 +359,10 @@ pub fn read_metadata(path: &Path, name: &WheelName) -> Result<CoreMetadata, Whee
         return Err(WheelError::TooLarge { member, limit: METADATA_LIMIT });
     }
     let mut raw = Vec::with_capacity(entry.size() as usize);
-    entry.take(METADATA_LIMIT + 1).read_to_end(&mut raw).map_err(|source| WheelError::Member { member: member.clone(), source })?;
+    entry
+        .take(METADATA_LIMIT + 1)
+        .read_to_end(&mut raw)
+        .map_err(|source| WheelError::Member { member: member.clone(), source })?;
     let meta = parse_metadata(raw).map_err(|e| match e {
         WheelError::NotUtf8 { .. } => WheelError::NotUtf8 { member: member.clone() },
         WheelError::MissingField { field, .. } => WheelError::MissingField { member: member.clone(), field },

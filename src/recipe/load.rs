@@ -144,7 +144,7 @@ impl Source<'_> {
     }
 }
 
-fn toml_error(src: &Source, e: toml::de::Error) -> Diagnostic {
+fn toml_error(src: &Source<'_>, e: toml::de::Error) -> Diagnostic {
     let msg = e.message().trim_end().to_string();
     let help = if msg.starts_with("unknown field") {
         Some("see recipes/README.md for the fields a recipe may have".to_string())
@@ -178,9 +178,7 @@ fn is_hex(s: &str, len: usize) -> bool {
 }
 
 fn valid_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') && !s.starts_with('-')
 }
 
 /// Closest names to `wanted` among `names`, for "did you mean" hints.
@@ -193,17 +191,15 @@ pub fn closest<'a>(wanted: &str, names: impl Iterator<Item = &'a str>) -> Vec<&'
     scored.into_iter().take(3).map(|(_, n)| n).collect()
 }
 
-fn parse_targets(src: &Source, list: &[Spanned<String>], diags: &mut Diagnostics) -> TargetSet {
+fn parse_targets(src: &Source<'_>, list: &[Spanned<String>], diags: &mut Diagnostics) -> TargetSet {
     let mut out = Vec::new();
     for t in list {
         match GpuTarget::lookup(t.get_ref()) {
             Some(g) => out.push(g),
-            None => diags.push(
-                src.at(t.span(), format!("unknown GPU target `{}`", t.get_ref())).with_help(format!(
-                    "known targets: {}",
-                    GpuTarget::all().map(|g| g.name()).collect::<Vec<_>>().join(", ")
-                )),
-            ),
+            None => diags.push(src.at(t.span(), format!("unknown GPU target `{}`", t.get_ref())).with_help(format!(
+                "known targets: {}",
+                GpuTarget::all().map(|g| g.name()).collect::<Vec<_>>().join(", ")
+            ))),
         }
     }
     TargetSet::from_targets(out)
@@ -224,7 +220,7 @@ struct Parsed {
 /// The file name is what the source step will call the download and the filename grammar is
 /// the index's: both are pure functions, reused here so `recipes check` reports a bad URL at
 /// its line instead of a build failing after the download.
-fn check_prebuilt_wheel(src: &Source, raw: &RawRecipe, source: &SourceSpec, diags: &mut Diagnostics) {
+fn check_prebuilt_wheel(src: &Source<'_>, raw: &RawRecipe, source: &SourceSpec, diags: &mut Diagnostics) {
     let url = raw.source.as_ref().and_then(|s| s.get_ref().url.as_ref());
     match (source, url) {
         (SourceSpec::Url { url: text, subdir, .. }, Some(url)) => {
@@ -236,21 +232,29 @@ fn check_prebuilt_wheel(src: &Source, raw: &RawRecipe, source: &SourceSpec, diag
                 ));
             }
             if subdir.is_some() {
-                diags.push(src.at(url.span(), "`subdir` does not apply to a prebuilt-wheel source (a single .whl file)"));
+                diags.push(
+                    src.at(url.span(), "`subdir` does not apply to a prebuilt-wheel source (a single .whl file)"),
+                );
             }
         }
         _ => {
             let d = match &raw.source {
                 Some(s) => src.at(s.span(), "a prebuilt-wheel recipe takes its wheel from a `url` source"),
-                None => Diagnostic::file(&src.display, "a prebuilt-wheel recipe needs a [source] with the wheel's `url` and `sha256`"),
+                None => Diagnostic::file(
+                    &src.display,
+                    "a prebuilt-wheel recipe needs a [source] with the wheel's `url` and `sha256`",
+                ),
             };
             diags.push(d.with_help("add `[source] url = \"https://.../name-version-py3-none-any.whl\"` and `sha256 = \"...\"` (`sha256sum FILE`)"));
         }
     }
     if let Some(first) = raw.patches.series.first() {
         diags.push(
-            src.at(first.span(), "a prebuilt-wheel recipe cannot have patches: the wheel is published byte for byte as downloaded")
-                .with_help("build it from source with a `python-wheel` recipe to patch it"),
+            src.at(
+                first.span(),
+                "a prebuilt-wheel recipe cannot have patches: the wheel is published byte for byte as downloaded",
+            )
+            .with_help("build it from source with a `python-wheel` recipe to patch it"),
         );
     }
 }
@@ -268,11 +272,16 @@ fn parse_recipe(tree: &RecipeTree, stack: &str, rel: &str, text: &str, diags: &m
     let name = raw.package.name.get_ref().clone();
     let file_stem = rel.rsplit('/').next().unwrap_or(rel).trim_end_matches(".toml");
     if !valid_name(&name) {
-        diags.push(src.at(raw.package.name.span(), format!("recipe name `{name}` must be lowercase letters, digits and `-`")));
+        diags.push(
+            src.at(raw.package.name.span(), format!("recipe name `{name}` must be lowercase letters, digits and `-`")),
+        );
     } else if name != file_stem {
         diags.push(
-            src.at(raw.package.name.span(), format!("recipe name `{name}` does not match its file name `{file_stem}.toml`"))
-                .with_help(format!("rename the file to `{name}.toml` or the package to `{file_stem}`")),
+            src.at(
+                raw.package.name.span(),
+                format!("recipe name `{name}` does not match its file name `{file_stem}.toml`"),
+            )
+            .with_help(format!("rename the file to `{name}.toml` or the package to `{file_stem}`")),
         );
     }
 
@@ -294,7 +303,9 @@ fn parse_recipe(tree: &RecipeTree, stack: &str, rel: &str, text: &str, diags: &m
                 diags.push(src.at(span, "source has more than one of `git`, `url` and `from`: keep one"));
                 SourceSpec::None
             } else if let Some(git) = &s.git {
-                for (field, present) in [("sha256", s.sha256.is_some()), ("strip-components", s.strip_components.is_some())] {
+                for (field, present) in
+                    [("sha256", s.sha256.is_some()), ("strip-components", s.strip_components.is_some())]
+                {
                     if present {
                         diags.push(src.at(git.span(), format!("`{field}` belongs to `url` sources, not `git`")));
                     }
@@ -307,7 +318,10 @@ fn parse_recipe(tree: &RecipeTree, stack: &str, rel: &str, text: &str, diags: &m
                         );
                     }
                 } else if s.tag.is_none() {
-                    diags.push(src.at(git.span(), "git source has neither `rev` nor `tag`").with_help("pin it: add `tag` and its 40-hex `rev`"));
+                    diags.push(
+                        src.at(git.span(), "git source has neither `rev` nor `tag`")
+                            .with_help("pin it: add `tag` and its 40-hex `rev`"),
+                    );
                 }
                 SourceSpec::Git {
                     url: git.get_ref().clone(),
@@ -325,12 +339,20 @@ fn parse_recipe(tree: &RecipeTree, stack: &str, rel: &str, text: &str, diags: &m
                 let sha = match &s.sha256 {
                     Some(h) if is_hex(h.get_ref(), 64) => h.get_ref().clone(),
                     Some(h) => {
-                        diags.push(src.at(h.span(), format!("`sha256` must be 64 lowercase hex characters, got `{}`", h.get_ref()))
-                            .with_help("compute it with `sha256sum FILE`"));
+                        diags.push(
+                            src.at(
+                                h.span(),
+                                format!("`sha256` must be 64 lowercase hex characters, got `{}`", h.get_ref()),
+                            )
+                            .with_help("compute it with `sha256sum FILE`"),
+                        );
                         String::new()
                     }
                     None => {
-                        diags.push(src.at(url.span(), "url source has no `sha256`").with_help("add `sha256 = \"...\"` (`sha256sum FILE`): downloads are always verified"));
+                        diags.push(
+                            src.at(url.span(), "url source has no `sha256`")
+                                .with_help("add `sha256 = \"...\"` (`sha256sum FILE`): downloads are always verified"),
+                        );
                         String::new()
                     }
                 };
@@ -352,7 +374,10 @@ fn parse_recipe(tree: &RecipeTree, stack: &str, rel: &str, text: &str, diags: &m
     for p in &raw.patches.series {
         let path = format!("patches/{stack}/{name}/{}", p.get_ref());
         if p.get_ref().contains('/') || p.get_ref().contains("..") {
-            diags.push(src.at(p.span(), format!("patch `{}` must be a plain file name inside patches/{stack}/{name}/", p.get_ref())));
+            diags.push(src.at(
+                p.span(),
+                format!("patch `{}` must be a plain file name inside patches/{stack}/{name}/", p.get_ref()),
+            ));
         } else if !tree.contains(&path) {
             diags.push(
                 src.at(p.span(), format!("patch `{}` does not exist", p.get_ref()))
@@ -371,19 +396,33 @@ fn parse_recipe(tree: &RecipeTree, stack: &str, rel: &str, text: &str, diags: &m
     let substitute = parse_targets(&src, &raw.targets.substitute, diags);
     let when_unsupported = raw.targets.when_unsupported.unwrap_or(WhenUnsupported::Error);
     if when_unsupported == WhenUnsupported::Substitute && substitute.is_empty() {
-        diags.push(Diagnostic::file(&src.display, "`when-unsupported = \"substitute\"` needs a non-empty `substitute` target list"));
+        diags.push(Diagnostic::file(
+            &src.display,
+            "`when-unsupported = \"substitute\"` needs a non-empty `substitute` target list",
+        ));
     }
     if let Some(mem) = raw.build.memory_per_job_gb {
         if !(mem > 0.0 && mem < 1024.0) {
-            diags.push(Diagnostic::file(&src.display, format!("`memory-per-job-gb` must be between 0 and 1024, got {mem}")));
+            diags.push(Diagnostic::file(
+                &src.display,
+                format!("`memory-per-job-gb` must be between 0 and 1024, got {mem}"),
+            ));
         }
     }
 
     if let Some(reqs) = &raw.build.requirements {
         if matches!(raw.build.system, BuildSystem::SourceOnly | BuildSystem::PrebuiltWheel) {
             diags.push(
-                src.at(reqs.span(), format!("`requirements` are installed into a build venv, and a `{}` recipe builds nothing", raw.build.system.as_str()))
-                    .with_help("remove `requirements`, or give the recipe a build system that runs (python-wheel, cmake, script)"),
+                src.at(
+                    reqs.span(),
+                    format!(
+                        "`requirements` are installed into a build venv, and a `{}` recipe builds nothing",
+                        raw.build.system.as_str()
+                    ),
+                )
+                .with_help(
+                    "remove `requirements`, or give the recipe a build system that runs (python-wheel, cmake, script)",
+                ),
             );
         }
     }
@@ -391,13 +430,22 @@ fn parse_recipe(tree: &RecipeTree, stack: &str, rel: &str, text: &str, diags: &m
     if let Some(list) = &raw.build.install_wheels {
         if raw.build.system != BuildSystem::PythonWheel {
             diags.push(
-                src.at(list.span(), format!("`install-wheels` is for python-wheel recipes; this one is `{}`", raw.build.system.as_str()))
-                    .with_help("remove it, or build this recipe with `system = \"python-wheel\"`"),
+                src.at(
+                    list.span(),
+                    format!(
+                        "`install-wheels` is for python-wheel recipes; this one is `{}`",
+                        raw.build.system.as_str()
+                    ),
+                )
+                .with_help("remove it, or build this recipe with `system = \"python-wheel\"`"),
             );
         } else if raw.dependencies.build.is_empty() && !list.get_ref().is_empty() {
             diags.push(
-                src.at(list.span(), "`install-wheels` installs wheels built by the recipe's build dependencies, but it has none")
-                    .with_help("add the recipe that builds these wheels to `[dependencies] build`"),
+                src.at(
+                    list.span(),
+                    "`install-wheels` installs wheels built by the recipe's build dependencies, but it has none",
+                )
+                .with_help("add the recipe that builds these wheels to `[dependencies] build`"),
             );
         }
         for w in list.get_ref() {
@@ -414,9 +462,8 @@ fn parse_recipe(tree: &RecipeTree, stack: &str, rel: &str, text: &str, diags: &m
         }
     }
 
-    let canonical = toml::from_str::<toml::Value>(text)
-        .map(|v| serde_json::to_string(&v).unwrap_or_default())
-        .unwrap_or_default();
+    let canonical =
+        toml::from_str::<toml::Value>(text).map(|v| serde_json::to_string(&v).unwrap_or_default()).unwrap_or_default();
 
     let deps: Vec<(String, Range<usize>)> = raw
         .dependencies
@@ -471,8 +518,9 @@ fn parse_stack_header(tree: &RecipeTree, stack: &str, diags: &mut Diagnostics) -
     let rel = format!("recipes/{stack}/stack.toml");
     let Some(bytes) = tree.get(&rel) else {
         diags.push(
-            Diagnostic::file(&tree.display_path(&rel), format!("stack `{stack}` has no stack.toml"))
-                .with_help("add one with [stack] name, rocm-version, summary and default-targets (see recipes/README.md)"),
+            Diagnostic::file(&tree.display_path(&rel), format!("stack `{stack}` has no stack.toml")).with_help(
+                "add one with [stack] name, rocm-version, summary and default-targets (see recipes/README.md)",
+            ),
         );
         return None;
     };
@@ -487,7 +535,10 @@ fn parse_stack_header(tree: &RecipeTree, stack: &str, diags: &mut Diagnostics) -
     };
     let s = raw.stack;
     if s.name.get_ref() != stack {
-        diags.push(src.at(s.name.span(), format!("stack name `{}` does not match its folder `recipes/{stack}/`", s.name.get_ref())));
+        diags.push(src.at(
+            s.name.span(),
+            format!("stack name `{}` does not match its folder `recipes/{stack}/`", s.name.get_ref()),
+        ));
     }
     let default_targets = parse_targets(&src, &s.default_targets, diags);
     Some(StackHeader {
@@ -532,8 +583,13 @@ pub fn load_stack(tree: &RecipeTree, stack: &str) -> Result<Stack, Diagnostics> 
         if let Some(&first) = by_name.get(&p.recipe.name) {
             let text = std::str::from_utf8(tree.get(&p.rel).unwrap_or_default()).unwrap_or("");
             diags.push(
-                Diagnostic::at(&tree.display_path(&p.rel), text, p.name_span.clone(), format!("duplicate recipe name `{}`", p.recipe.name))
-                    .with_help(format!("also defined in {}", tree.display_path(&parsed[first].rel))),
+                Diagnostic::at(
+                    &tree.display_path(&p.rel),
+                    text,
+                    p.name_span.clone(),
+                    format!("duplicate recipe name `{}`", p.recipe.name),
+                )
+                .with_help(format!("also defined in {}", tree.display_path(&parsed[first].rel))),
             );
             keep[i] = false;
         } else {
@@ -550,14 +606,27 @@ pub fn load_stack(tree: &RecipeTree, stack: &str) -> Result<Stack, Diagnostics> 
         let text = std::str::from_utf8(tree.get(&p.rel).unwrap_or_default()).unwrap_or("");
         for (dep, span) in &p.deps {
             if dep == &p.recipe.name {
-                diags.push(Diagnostic::at(&tree.display_path(&p.rel), text, span.clone(), format!("recipe `{dep}` depends on itself")));
+                diags.push(Diagnostic::at(
+                    &tree.display_path(&p.rel),
+                    text,
+                    span.clone(),
+                    format!("recipe `{dep}` depends on itself"),
+                ));
             } else if !names.contains(dep.as_str()) {
                 let close = closest(dep, names.iter().copied());
-                let d = Diagnostic::at(&tree.display_path(&p.rel), text, span.clone(), format!("dependency `{dep}` does not exist in stack `{stack}`"));
+                let d = Diagnostic::at(
+                    &tree.display_path(&p.rel),
+                    text,
+                    span.clone(),
+                    format!("dependency `{dep}` does not exist in stack `{stack}`"),
+                );
                 diags.push(if close.is_empty() {
                     d.with_help(format!("add recipes/{stack}/{dep}.toml or remove the dependency"))
                 } else {
-                    d.with_help(format!("did you mean {}?", close.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")))
+                    d.with_help(format!(
+                        "did you mean {}?",
+                        close.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
+                    ))
                 });
             }
         }
@@ -574,8 +643,16 @@ pub fn load_stack(tree: &RecipeTree, stack: &str) -> Result<Stack, Diagnostics> 
                 if !parsed[j].recipe.is_source_only() {
                     let span = p.deps.iter().find(|(n, _)| n == dep).map(|(_, s)| s.clone()).unwrap_or(0..0);
                     diags.push(
-                        Diagnostic::at(&tree.display_path(&p.rel), text, span, format!("`{dep}` is used as a source tree but is not a source-only recipe"))
-                            .with_help(format!("set `[build] system = \"source-only\"` in {}", tree.display_path(&parsed[j].rel))),
+                        Diagnostic::at(
+                            &tree.display_path(&p.rel),
+                            text,
+                            span,
+                            format!("`{dep}` is used as a source tree but is not a source-only recipe"),
+                        )
+                        .with_help(format!(
+                            "set `[build] system = \"source-only\"` in {}",
+                            tree.display_path(&parsed[j].rel)
+                        )),
                     );
                 }
             }
@@ -627,10 +704,13 @@ pub fn load_all(tree: &RecipeTree) -> Result<Vec<Stack>, Diagnostics> {
     if defaults.len() > 1 {
         for s in &defaults[1..] {
             let rel = format!("recipes/{}/stack.toml", s.name);
-            diags.push(Diagnostic::file(&tree.display_path(&rel), format!(
-                "more than one stack says `default = true` ({})",
-                defaults.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
-            )));
+            diags.push(Diagnostic::file(
+                &tree.display_path(&rel),
+                format!(
+                    "more than one stack says `default = true` ({})",
+                    defaults.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+            ));
         }
     }
     if diags.is_empty() {

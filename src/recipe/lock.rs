@@ -66,7 +66,8 @@ pub fn read(path: &Path) -> Result<LockFile, LockError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LockFile::default()),
         Err(source) => return Err(LockError::Read { path: path.to_path_buf(), source }),
     };
-    toml::from_str(&text).map_err(|e| LockError::Invalid { path: path.to_path_buf(), message: e.message().trim_end().to_string() })
+    toml::from_str(&text)
+        .map_err(|e| LockError::Invalid { path: path.to_path_buf(), message: e.message().trim_end().to_string() })
 }
 
 /// Writes a lock file atomically, pins sorted.
@@ -76,7 +77,8 @@ pub fn write(path: &Path, lock: &LockFile) -> Result<(), LockError> {
     lock.pins.dedup();
     let mut text = String::from("# Written by `rocmforge lock`: the commits unlocked git recipes' tags resolved to.\n");
     text.push_str(&toml::to_string(&lock).expect("lock serialises"));
-    crate::fsutil::write_atomic(path, text.as_bytes()).map_err(|source| LockError::Write { path: path.to_path_buf(), source })
+    crate::fsutil::write_atomic(path, text.as_bytes())
+        .map_err(|source| LockError::Write { path: path.to_path_buf(), source })
 }
 
 /// The (url, tag) of an unlocked git recipe with a tag.
@@ -137,7 +139,13 @@ pub struct LockReport {
 /// `rocmforge lock`: resolves the tags of the stack's unlocked recipes (all, or `only`) and
 /// rewrites the lock. `stack` is as loaded, without the lock applied. Without `update`, pinned
 /// tags are not resolved again.
-pub fn lock(stack: &Stack, tree: &RecipeTree, cfg: &Config, only: &[String], update: bool) -> Result<LockReport, LockError> {
+pub fn lock(
+    stack: &Stack,
+    tree: &RecipeTree,
+    cfg: &Config,
+    only: &[String],
+    update: bool,
+) -> Result<LockReport, LockError> {
     for n in only {
         if stack.recipe(n).is_none() {
             return Err(LockError::UnknownRecipe(n.clone()));
@@ -167,8 +175,11 @@ pub fn lock(stack: &Stack, tree: &RecipeTree, cfg: &Config, only: &[String], upd
             report.unchanged += 1;
             continue;
         }
-        let rev = crate::source::git::resolve_tag(cfg, url, tag)
-            .map_err(|source| LockError::Resolve { recipe: name.clone(), tag: tag.to_string(), source: Box::new(source) })?;
+        let rev = crate::source::git::resolve_tag(cfg, url, tag).map_err(|source| LockError::Resolve {
+            recipe: name.clone(),
+            tag: tag.to_string(),
+            source: Box::new(source),
+        })?;
         let pin = Pin { recipe: name.clone(), url: url.to_string(), tag: tag.to_string(), rev: rev.clone() };
         match existing {
             Some(e) if e.rev == rev => report.unchanged += 1,

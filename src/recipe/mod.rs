@@ -206,9 +206,7 @@ impl TargetPolicy {
             let dropped = TargetSet::from_targets(requested.iter().filter(|t| !targets.contains(*t)));
             return TargetDecision::Build { targets, dropped };
         }
-        let reason = self.reason.clone().unwrap_or_else(|| {
-            format!("supports only {}", supported.comma_list())
-        });
+        let reason = self.reason.clone().unwrap_or_else(|| format!("supports only {}", supported.comma_list()));
         match self.when_unsupported {
             WhenUnsupported::Error => TargetDecision::Unsupported { reason },
             WhenUnsupported::Skip => TargetDecision::Skip { reason },

@@ -121,9 +121,7 @@ impl RecipeTree {
         let prefix = format!("recipes/{stack}/");
         self.files
             .iter()
-            .filter(|(k, _)| {
-                k.strip_prefix(&prefix).is_some_and(|rest| !rest.contains('/') && rest.ends_with(".toml"))
-            })
+            .filter(|(k, _)| k.strip_prefix(&prefix).is_some_and(|rest| !rest.contains('/') && rest.ends_with(".toml")))
             .map(|(k, v)| (k.as_str(), v.as_slice()))
             .collect()
     }

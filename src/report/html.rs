@@ -29,8 +29,8 @@ fn color(status: &str) -> &'static str {
 /// A round tick interval giving at most ~10 ticks over `span` seconds.
 pub fn tick_step(span: f64) -> f64 {
     const STEPS: [f64; 22] = [
-        0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0,
-        3600.0,
+        0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0,
+        600.0, 900.0, 1800.0, 3600.0,
     ];
     STEPS.iter().copied().find(|s| span / s <= 10.0).unwrap_or_else(|| (span / 10.0 / 3600.0).ceil() * 3600.0)
 }
@@ -39,18 +39,32 @@ fn tick_label(t: f64, step: f64) -> String {
     if t == 0.0 {
         "0".into()
     } else if step < 1.0 {
-        let digits = if step < 0.01 { 3 } else if step < 0.1 { 2 } else { 1 };
+        let digits = if step < 0.01 {
+            3
+        } else if step < 0.1 {
+            2
+        } else {
+            1
+        };
         format!("{t:.digits$}s")
     } else if t < 60.0 {
         format!("{t:.0}s")
     } else if t < 3600.0 {
         let m = (t / 60.0).floor();
         let s = t - m * 60.0;
-        if s.round() == 0.0 { format!("{m:.0}m") } else { format!("{m:.0}m{s:02.0}s") }
+        if s.round() == 0.0 {
+            format!("{m:.0}m")
+        } else {
+            format!("{m:.0}m{s:02.0}s")
+        }
     } else {
         let h = (t / 3600.0).floor();
         let m = ((t - h * 3600.0) / 60.0).round();
-        if m == 0.0 { format!("{h:.0}h") } else { format!("{h:.0}h{m:02.0}m") }
+        if m == 0.0 {
+            format!("{h:.0}h")
+        } else {
+            format!("{h:.0}h{m:02.0}m")
+        }
     }
 }
 
@@ -61,10 +75,17 @@ pub fn render(rec: &BuildRecord) -> String {
     let height = TOP + rows.len() as f64 * ROW_H + 10.0;
     let width = LABEL_W + CHART_W + 30.0;
     let mut svg = String::new();
-    let _ = write!(svg, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" style="max-width:100%;height:auto" font-family="system-ui, sans-serif" font-size="12">"#);
+    let _ = write!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" style="max-width:100%;height:auto" font-family="system-ui, sans-serif" font-size="12">"#
+    );
     for (i, _) in rows.iter().enumerate() {
         if i % 2 == 0 {
-            let _ = write!(svg, r##"<rect x="0" y="{}" width="{width}" height="{ROW_H}" fill="#f4f6f8"/>"##, TOP + i as f64 * ROW_H);
+            let _ = write!(
+                svg,
+                r##"<rect x="0" y="{}" width="{width}" height="{ROW_H}" fill="#f4f6f8"/>"##,
+                TOP + i as f64 * ROW_H
+            );
         }
     }
     let step = tick_step(span);
@@ -126,7 +147,13 @@ pub fn render(rec: &BuildRecord) -> String {
             );
             let text = format!("{} {dur}", s.name);
             if bw > text.len() as f64 * 6.6 + 8.0 {
-                let _ = write!(svg, r##"<text x="{:.1}" y="{:.1}" fill="#ffffff" font-size="11">{}</text>"##, bx + 4.0, by + BAR_H - 5.0, esc(&text));
+                let _ = write!(
+                    svg,
+                    r##"<text x="{:.1}" y="{:.1}" fill="#ffffff" font-size="11">{}</text>"##,
+                    bx + 4.0,
+                    by + BAR_H - 5.0,
+                    esc(&text)
+                );
             }
             svg.push_str("</g>");
         }
@@ -134,12 +161,21 @@ pub fn render(rec: &BuildRecord) -> String {
     svg.push_str("</svg>");
 
     let count = |o: &str| rec.recipes.iter().filter(|r| r.outcome.as_deref() == Some(o)).count();
-    let mut table = String::from("<table><tr><th>recipe</th><th>outcome</th><th>cache</th><th>time</th><th>steps</th><th>logs</th></tr>");
+    let mut table = String::from(
+        "<table><tr><th>recipe</th><th>outcome</th><th>cache</th><th>time</th><th>steps</th><th>logs</th></tr>",
+    );
     for r in &rec.recipes {
         let steps: Vec<String> = r
             .steps
             .iter()
-            .map(|s| format!(r#"<span class="st {}">{} {}</span>"#, esc(&s.status), esc(&s.name), s.duration_secs.map(human_secs).unwrap_or_default()))
+            .map(|s| {
+                format!(
+                    r#"<span class="st {}">{} {}</span>"#,
+                    esc(&s.status),
+                    esc(&s.name),
+                    s.duration_secs.map(human_secs).unwrap_or_default()
+                )
+            })
             .collect();
         let _ = write!(
             table,
@@ -212,7 +248,11 @@ mod tests {
 
     #[test]
     fn names_are_escaped() {
-        let rec = BuildRecord { stack: "<s>".into(), recipes: vec![crate::report::RecipeRecord { name: "a&b".into(), ..Default::default() }], ..Default::default() };
+        let rec = BuildRecord {
+            stack: "<s>".into(),
+            recipes: vec![crate::report::RecipeRecord { name: "a&b".into(), ..Default::default() }],
+            ..Default::default()
+        };
         let html = render(&rec);
         assert!(html.contains("stack &lt;s&gt;") && html.contains("a&amp;b"), "{html}");
         assert!(!html.contains("<s>"));

@@ -121,7 +121,9 @@ impl BuildRecord {
     }
     /// Seconds of the whole build so far (or in all, once ended).
     pub fn span_secs(&self) -> f64 {
-        let ends = self.recipes.iter().flat_map(|r| r.end_secs.into_iter().chain(r.steps.iter().filter_map(|s| s.end_secs.or(Some(s.start_secs)))));
+        let ends = self.recipes.iter().flat_map(|r| {
+            r.end_secs.into_iter().chain(r.steps.iter().filter_map(|s| s.end_secs.or(Some(s.start_secs))))
+        });
         ends.fold(self.duration_secs.unwrap_or(0.0), f64::max)
     }
     fn refresh_running(&mut self) {
@@ -159,7 +161,10 @@ pub fn durations_path(state_dir: &Path, stack: &str) -> PathBuf {
 
 /// Each recipe's last build time (empty when never built or unreadable).
 pub fn load_durations(state_dir: &Path, stack: &str) -> BTreeMap<String, f64> {
-    std::fs::read(durations_path(state_dir, stack)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+    std::fs::read(durations_path(state_dir, stack))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
 }
 
 /// Records a build as it happens; see the module notes.
@@ -193,7 +198,12 @@ impl Recorder {
             updated_at: utc(start_sys),
             ..Default::default()
         };
-        Recorder { state_dir: state_dir.to_path_buf(), start: Instant::now(), start_sys, inner: Mutex::new(Inner { rec, ended: false, report: None, written: None }) }
+        Recorder {
+            state_dir: state_dir.to_path_buf(),
+            start: Instant::now(),
+            start_sys,
+            inner: Mutex::new(Inner { rec, ended: false, report: None, written: None }),
+        }
     }
 
     fn now(&self) -> (f64, String) {
@@ -217,7 +227,10 @@ impl Recorder {
             return;
         }
         inner.written = Some(Instant::now());
-        let _ = fsutil::replace(&status_path(&self.state_dir, &inner.rec.stack), &serde_json::to_vec_pretty(&inner.rec).expect("serialises"));
+        let _ = fsutil::replace(
+            &status_path(&self.state_dir, &inner.rec.stack),
+            &serde_json::to_vec_pretty(&inner.rec).expect("serialises"),
+        );
     }
 
     /// A copy of the record so far.
@@ -257,7 +270,8 @@ impl Recorder {
         }
         rec.refresh_running();
         // A build that found everything up to date leaves no report (the last one stays latest).
-        let did_work = state != BuildState::Succeeded || rec.recipes.iter().any(|r| r.outcome.as_deref() == Some("built"));
+        let did_work =
+            state != BuildState::Succeeded || rec.recipes.iter().any(|r| r.outcome.as_deref() == Some("built"));
         if did_work {
             let report = write_report(&self.state_dir, &self.start_sys, rec).map_err(|e| e.to_string());
             if let Ok(dir) = &report {
@@ -267,7 +281,10 @@ impl Recorder {
         }
         let rec = &inner.rec;
         remember_durations(&self.state_dir, rec);
-        let _ = fsutil::replace(&status_path(&self.state_dir, &rec.stack), &serde_json::to_vec_pretty(rec).expect("serialises"));
+        let _ = fsutil::replace(
+            &status_path(&self.state_dir, &rec.stack),
+            &serde_json::to_vec_pretty(rec).expect("serialises"),
+        );
     }
 }
 
@@ -375,7 +392,10 @@ fn remember_durations(state_dir: &Path, rec: &BuildRecord) {
         }
     }
     if changed {
-        let _ = fsutil::replace(&durations_path(state_dir, &rec.stack), &serde_json::to_vec_pretty(&d).expect("serialises"));
+        let _ = fsutil::replace(
+            &durations_path(state_dir, &rec.stack),
+            &serde_json::to_vec_pretty(&d).expect("serialises"),
+        );
     }
 }
 
@@ -437,7 +457,10 @@ mod tests {
         r.recipe_finished("b", "built");
         r.build_finished(true);
         let dir = r.report().unwrap().unwrap();
-        assert_eq!(std::fs::canonicalize(reports_dir(d.path(), "s").join("latest")).unwrap(), std::fs::canonicalize(&dir).unwrap());
+        assert_eq!(
+            std::fs::canonicalize(reports_dir(d.path(), "s").join("latest")).unwrap(),
+            std::fs::canonicalize(&dir).unwrap()
+        );
         let rep: BuildRecord = serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap();
         assert_eq!(rep.state, BuildState::Succeeded);
         assert_eq!(rep.recipe("a").unwrap().cache.as_deref(), Some("hit"));

@@ -43,7 +43,8 @@ fn newest(dir: &Path) -> Option<PathBuf> {
 pub fn rocmforge_alive(pid: u32) -> bool {
     let Ok(p) = i32::try_from(pid) else { return false };
     // SAFETY: signal 0 only checks that the process exists.
-    let exists = p > 0 && (unsafe { libc::kill(p, 0) } == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM));
+    let exists = p > 0
+        && (unsafe { libc::kill(p, 0) } == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM));
     if !exists {
         return false;
     }

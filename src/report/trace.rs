@@ -15,7 +15,9 @@ pub fn render(rec: &BuildRecord) -> Value {
     for (i, r) in rec.recipes.iter().filter(|r| r.start_secs.is_some()).enumerate() {
         let tid = i + 1;
         events.push(json!({ "name": "thread_name", "ph": "M", "pid": 1, "tid": tid, "args": { "name": r.name } }));
-        events.push(json!({ "name": "thread_sort_index", "ph": "M", "pid": 1, "tid": tid, "args": { "sort_index": tid } }));
+        events.push(
+            json!({ "name": "thread_sort_index", "ph": "M", "pid": 1, "tid": tid, "args": { "sort_index": tid } }),
+        );
         if r.cache.as_deref() == Some("hit") {
             events.push(json!({
                 "name": "cached", "cat": "cache", "ph": "i", "s": "t", "pid": 1, "tid": tid,
@@ -61,7 +63,13 @@ mod tests {
             state: BuildState::Interrupted,
             duration_secs: Some(9.0),
             recipes: vec![
-                RecipeRecord { name: "hit".into(), cache: Some("hit".into()), start_secs: Some(0.0), outcome: Some("cached".into()), ..Default::default() },
+                RecipeRecord {
+                    name: "hit".into(),
+                    cache: Some("hit".into()),
+                    start_secs: Some(0.0),
+                    outcome: Some("cached".into()),
+                    ..Default::default()
+                },
                 RecipeRecord {
                     name: "a".into(),
                     cache: Some("miss".into()),
@@ -69,7 +77,12 @@ mod tests {
                     steps: vec![step("configure", 0.5, Some(1.25), "ok"), step("build", 1.25, None, "running")],
                     ..Default::default()
                 },
-                RecipeRecord { name: "b".into(), start_secs: Some(0.5), steps: vec![step("build", 0.5, Some(2.0), "failed")], ..Default::default() },
+                RecipeRecord {
+                    name: "b".into(),
+                    start_secs: Some(0.5),
+                    steps: vec![step("build", 0.5, Some(2.0), "failed")],
+                    ..Default::default()
+                },
                 RecipeRecord { name: "never-started".into(), ..Default::default() },
             ],
             ..Default::default()
@@ -78,12 +91,17 @@ mod tests {
         let events = v["traceEvents"].as_array().unwrap();
         let spans: Vec<&Value> = events.iter().filter(|e| e["ph"] == "X").collect();
         assert_eq!(spans.len(), 3);
-        assert_eq!((&spans[0]["name"], &spans[0]["ts"], &spans[0]["dur"]), (&json!("configure"), &json!(500_000), &json!(750_000)));
+        assert_eq!(
+            (&spans[0]["name"], &spans[0]["ts"], &spans[0]["dur"]),
+            (&json!("configure"), &json!(500_000), &json!(750_000))
+        );
         // A step still running when the build stopped ends with the build.
         assert_eq!((&spans[1]["ts"], &spans[1]["dur"]), (&json!(1_250_000), &json!(7_750_000)));
         // Recipes a and b ran at the same time: distinct tracks, each named after its recipe.
         assert_ne!(spans[1]["tid"], spans[2]["tid"]);
-        let name_of = |tid: &Value| events.iter().find(|e| e["name"] == "thread_name" && &e["tid"] == tid).unwrap()["args"]["name"].clone();
+        let name_of = |tid: &Value| {
+            events.iter().find(|e| e["name"] == "thread_name" && &e["tid"] == tid).unwrap()["args"]["name"].clone()
+        };
         assert_eq!(name_of(&spans[2]["tid"]), json!("b"));
         assert_eq!(spans[2]["args"]["status"], "failed");
         assert!(events.iter().any(|e| e["ph"] == "i" && e["cat"] == "cache"));

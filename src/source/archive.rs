@@ -72,8 +72,16 @@ pub fn detect(path: &Path, url: &str) -> std::io::Result<Option<ArchiveFormat>> 
 
 /// Unpacks `archive` into `dest` (created if needed), dropping `strip` leading path components.
 pub fn extract(archive: &Path, format: ArchiveFormat, dest: &Path, strip: u32) -> Result<(), ArchiveError> {
-    std::fs::create_dir_all(dest).map_err(|source| ArchiveError::Write { archive: archive.into(), path: dest.into(), source })?;
-    let root = dest.canonicalize().map_err(|source| ArchiveError::Write { archive: archive.into(), path: dest.into(), source })?;
+    std::fs::create_dir_all(dest).map_err(|source| ArchiveError::Write {
+        archive: archive.into(),
+        path: dest.into(),
+        source,
+    })?;
+    let root = dest.canonicalize().map_err(|source| ArchiveError::Write {
+        archive: archive.into(),
+        path: dest.into(),
+        source,
+    })?;
     let ex = Extractor { archive: archive.to_path_buf(), root, strip: strip as usize };
     let file = File::open(archive).map_err(ArchiveError::from_io(archive))?;
     let r = BufReader::new(file);
@@ -82,7 +90,9 @@ pub fn extract(archive: &Path, format: ArchiveFormat, dest: &Path, strip: u32) -
         ArchiveFormat::TarGz => ex.tar(flate2::read::MultiGzDecoder::new(r)),
         ArchiveFormat::TarXz => ex.tar(xz2::read::XzDecoder::new_multi_decoder(r)),
         ArchiveFormat::TarBz2 => ex.tar(bzip2::read::MultiBzDecoder::new(r)),
-        ArchiveFormat::TarZst => ex.tar(zstd::stream::read::Decoder::with_buffer(r).map_err(ArchiveError::from_io(archive))?),
+        ArchiveFormat::TarZst => {
+            ex.tar(zstd::stream::read::Decoder::with_buffer(r).map_err(ArchiveError::from_io(archive))?)
+        }
         ArchiveFormat::Zip => ex.zip(),
     }
 }
@@ -112,7 +122,9 @@ pub fn symlink_target_ok(target: &Path, link_dir_depth: usize) -> Result<(), Str
     let mut seen_name = false;
     for c in target.components() {
         match c {
-            Component::RootDir | Component::Prefix(_) => return Err(format!("it is a symlink to the absolute path `{}`", target.display())),
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(format!("it is a symlink to the absolute path `{}`", target.display()))
+            }
             Component::ParentDir if seen_name => {
                 return Err(format!("it is a symlink to `{}`, with `..` after a name", target.display()))
             }
@@ -168,7 +180,9 @@ impl Extractor {
                 Ok(m) if m.file_type().is_symlink() => {
                     let real = next.canonicalize().map_err(self.werr(&next))?;
                     if !real.starts_with(&self.root) || !real.is_dir() {
-                        return Err(self.refuse(entry, format!("it would be written through the symlink `{}`", next.display())));
+                        return Err(
+                            self.refuse(entry, format!("it would be written through the symlink `{}`", next.display()))
+                        );
                     }
                     cur = real;
                 }
@@ -225,14 +239,22 @@ impl Extractor {
     fn hardlink(&self, entry: &str, rel: &Path, raw_target: &Path) -> Result<(), ArchiveError> {
         let target_rel = match entry_components(raw_target, self.strip) {
             Ok(Some(t)) => t,
-            Ok(None) => return Err(self.refuse(entry, format!("it is a hard link to `{}`, outside the destination", raw_target.display()))),
+            Ok(None) => {
+                return Err(self.refuse(
+                    entry,
+                    format!("it is a hard link to `{}`, outside the destination", raw_target.display()),
+                ))
+            }
             Err(r) => return Err(self.refuse(entry, format!("it is a hard link to `{}`: {r}", raw_target.display()))),
         };
         let source = self.root.join(&target_rel);
         let ok = std::fs::symlink_metadata(&source).is_ok_and(|m| m.is_file())
             && source.canonicalize().is_ok_and(|r| r.starts_with(&self.root));
         if !ok {
-            return Err(self.refuse(entry, format!("it is a hard link to `{}`, which is not a file extracted before it", raw_target.display())));
+            return Err(self.refuse(
+                entry,
+                format!("it is a hard link to `{}`, which is not a file extracted before it", raw_target.display()),
+            ));
         }
         let path = self.slot(entry, rel)?;
         std::fs::hard_link(&source, &path).map_err(self.werr(&path))
@@ -246,7 +268,10 @@ impl Extractor {
             let raw = e.path_bytes().into_owned();
             let name = String::from_utf8_lossy(&raw).to_string();
             let kind = e.header().entry_type();
-            if matches!(kind, EntryType::XGlobalHeader | EntryType::XHeader | EntryType::GNULongName | EntryType::GNULongLink) {
+            if matches!(
+                kind,
+                EntryType::XGlobalHeader | EntryType::XHeader | EntryType::GNULongName | EntryType::GNULongLink
+            ) {
                 continue;
             }
             match kind {
@@ -279,9 +304,12 @@ impl Extractor {
 
     fn zip(&self) -> Result<(), ArchiveError> {
         let file = File::open(&self.archive).map_err(ArchiveError::from_io(&self.archive))?;
-        let mut z = zip::ZipArchive::new(file).map_err(|e| ArchiveError::Read { archive: self.archive.clone(), source: std::io::Error::other(e) })?;
+        let mut z = zip::ZipArchive::new(file)
+            .map_err(|e| ArchiveError::Read { archive: self.archive.clone(), source: std::io::Error::other(e) })?;
         for i in 0..z.len() {
-            let mut f = z.by_index(i).map_err(|e| ArchiveError::Read { archive: self.archive.clone(), source: std::io::Error::other(e) })?;
+            let mut f = z
+                .by_index(i)
+                .map_err(|e| ArchiveError::Read { archive: self.archive.clone(), source: std::io::Error::other(e) })?;
             let raw = f.name_raw().to_vec();
             let name = String::from_utf8_lossy(&raw).to_string();
             let mode = f.unix_mode().unwrap_or(0);

@@ -76,7 +76,8 @@ pub fn file_name(url: &str) -> String {
     let segment = url::Url::parse(url)
         .ok()
         .and_then(|u| u.path_segments().and_then(|mut s| s.rfind(|s| !s.is_empty()).map(str::to_string)));
-    let name = segment.and_then(|s| percent_encoding::percent_decode_str(&s).decode_utf8().ok().map(|n| n.into_owned()));
+    let name =
+        segment.and_then(|s| percent_encoding::percent_decode_str(&s).decode_utf8().ok().map(|n| n.into_owned()));
     match name {
         Some(n) if n != ".." && n != "." && !n.contains(['/', '\\', '\0']) => n,
         _ => "download".into(),
@@ -89,7 +90,13 @@ pub fn cache_path(cfg: &Config, sha256: &str) -> PathBuf {
 }
 
 /// Ensures `downloads/<sha256>` holds `url`'s content, verified; returns its path.
-pub fn fetch(cfg: &Config, label: &str, url: &str, sha256: &str, progress: &dyn Progress) -> Result<PathBuf, DownloadError> {
+pub fn fetch(
+    cfg: &Config,
+    label: &str,
+    url: &str,
+    sha256: &str,
+    progress: &dyn Progress,
+) -> Result<PathBuf, DownloadError> {
     fetch_with(cfg, label, url, sha256, progress, &RetryPolicy::from_env())
 }
 
@@ -208,7 +215,10 @@ impl Downloader<'_> {
                     // A resumed file can be spliced from two versions: try once from scratch.
                     if resumed_from > 0 && !clean_retry_done {
                         clean_retry_done = true;
-                        self.progress.warn(self.label, &format!("{}: hash mismatch after resuming; downloading again from the start", self.url));
+                        self.progress.warn(
+                            self.label,
+                            &format!("{}: hash mismatch after resuming; downloading again from the start", self.url),
+                        );
                         continue;
                     }
                     return Err(DownloadError::Mismatch {
@@ -226,9 +236,12 @@ impl Downloader<'_> {
                     }
                     if failures >= self.policy.attempts {
                         return Err(match why {
-                            RetryWhy::Status(s) => {
-                                DownloadError::Http { url: self.url.into(), via: self.via(), status: s.as_u16(), attempts }
-                            }
+                            RetryWhy::Status(s) => DownloadError::Http {
+                                url: self.url.into(),
+                                via: self.via(),
+                                status: s.as_u16(),
+                                attempts,
+                            },
                             RetryWhy::Network(source) => {
                                 DownloadError::Network { url: self.url.into(), via: self.via(), attempts, source }
                             }
@@ -241,7 +254,12 @@ impl Downloader<'_> {
                     if attempts > self.policy.attempts * 20 {
                         // A server that keeps cutting while making progress: bounded all the same.
                         let e = std::io::Error::other("the server keeps cutting the transfer");
-                        return Err(DownloadError::Interrupted { url: self.url.into(), via: self.via(), attempts, source: e });
+                        return Err(DownloadError::Interrupted {
+                            url: self.url.into(),
+                            via: self.via(),
+                            attempts,
+                            source: e,
+                        });
                     }
                     let why_text = match &why {
                         RetryWhy::Status(s) => format!("HTTP {s}"),
@@ -251,7 +269,10 @@ impl Downloader<'_> {
                     };
                     if !matches!(why, RetryWhy::Restart) {
                         let wait = self.policy.backoff(failures.max(1));
-                        self.progress.message(self.label, &format!("{}: {why_text}; retrying in {} ms", self.url, wait.as_millis()));
+                        self.progress.message(
+                            self.label,
+                            &format!("{}: {why_text}; retrying in {} ms", self.url, wait.as_millis()),
+                        );
                         std::thread::sleep(wait);
                     }
                 }
@@ -280,7 +301,8 @@ impl Downloader<'_> {
         let status = resp.status();
         let (mut file, mut done, total) = match status {
             StatusCode::PARTIAL_CONTENT if have > 0 => {
-                let range = resp.headers().get(CONTENT_RANGE).and_then(|v| v.to_str().ok()).and_then(parse_content_range);
+                let range =
+                    resp.headers().get(CONTENT_RANGE).and_then(|v| v.to_str().ok()).and_then(parse_content_range);
                 match range {
                     Some((start, total)) if start == have => {
                         let mut f = OpenOptions::new().append(true).open(&part).map_err(self.io(&part))?;
@@ -296,7 +318,8 @@ impl Downloader<'_> {
             StatusCode::OK => {
                 // A fresh start: no range asked, the server ignores ranges, or the file changed.
                 if have > 0 {
-                    self.progress.message(self.label, &format!("{}: the server sent the whole file; starting over", self.url));
+                    self.progress
+                        .message(self.label, &format!("{}: the server sent the whole file; starting over", self.url));
                 }
                 let f = File::create(&part).map_err(self.io(&part))?;
                 let validator = resp
@@ -318,7 +341,12 @@ impl Downloader<'_> {
                 return Ok(Attempt::Retry { why: RetryWhy::Status(s), progressed: false });
             }
             s => {
-                return Err(DownloadError::Http { url: self.url.into(), via: self.via(), status: s.as_u16(), attempts: 1 });
+                return Err(DownloadError::Http {
+                    url: self.url.into(),
+                    via: self.via(),
+                    status: s.as_u16(),
+                    attempts: 1,
+                });
             }
         };
         let start = done;
@@ -345,7 +373,10 @@ impl Downloader<'_> {
         self.progress.transfer(self.label, self.url, done, total);
         if let Some(t) = total {
             if done < t {
-                let e = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("the body ended after {done} of {t} bytes"));
+                let e = std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("the body ended after {done} of {t} bytes"),
+                );
                 return Ok(Attempt::Retry { why: RetryWhy::Broken(e), progressed: done > start });
             }
         }
@@ -428,8 +459,14 @@ mod tests {
         assert_eq!(file_name("https://x.org/a/b-1.0.tar.gz?x=1"), "b-1.0.tar.gz");
         assert_eq!(file_name("https://x.org/"), "download");
         // Wheel names keep their local label, however the URL spells the `+`.
-        assert_eq!(file_name("https://d.org/whl/torch-2.5.1%2Brocm6.2-cp311-cp311-linux_x86_64.whl"), "torch-2.5.1+rocm6.2-cp311-cp311-linux_x86_64.whl");
-        assert_eq!(file_name("https://d.org/whl/torch-2.5.1+rocm6.2-cp311-cp311-linux_x86_64.whl"), "torch-2.5.1+rocm6.2-cp311-cp311-linux_x86_64.whl");
+        assert_eq!(
+            file_name("https://d.org/whl/torch-2.5.1%2Brocm6.2-cp311-cp311-linux_x86_64.whl"),
+            "torch-2.5.1+rocm6.2-cp311-cp311-linux_x86_64.whl"
+        );
+        assert_eq!(
+            file_name("https://d.org/whl/torch-2.5.1+rocm6.2-cp311-cp311-linux_x86_64.whl"),
+            "torch-2.5.1+rocm6.2-cp311-cp311-linux_x86_64.whl"
+        );
         assert_eq!(file_name("file:///srv/mirror/a%20b.whl"), "a b.whl");
         // Never a path: escaped separators, dot segments and bad escapes are not names.
         assert_eq!(file_name("https://x.org/a/..%2F..%2Fetc%2Fpasswd"), "download");

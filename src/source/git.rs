@@ -133,7 +133,13 @@ pub fn ensure_mirror(cfg: &Config, url: &str, progress: &dyn Progress, label: &s
     Ok(path)
 }
 
-fn fetch_into(repo: &Repository, url: &str, fetch_url: &str, progress: &dyn Progress, label: &str) -> Result<(), GitError> {
+fn fetch_into(
+    repo: &Repository,
+    url: &str,
+    fetch_url: &str,
+    progress: &dyn Progress,
+    label: &str,
+) -> Result<(), GitError> {
     let err = |source| GitError::Fetch { url: url.to_string(), via: via(url, fetch_url), source };
     let mut remote = repo.remote_anonymous(fetch_url).map_err(err)?;
     let mut opts = FetchOptions::new();
@@ -142,9 +148,7 @@ fn fetch_into(repo: &Repository, url: &str, fetch_url: &str, progress: &dyn Prog
     opts.prune(git2::FetchPrune::On);
     opts.update_fetchhead(false);
     // Branches and tags only: `refs/*` would drag in every pull request of a GitHub repo.
-    remote
-        .fetch(&["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"], Some(&mut opts), None)
-        .map_err(err)?;
+    remote.fetch(&["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"], Some(&mut opts), None).map_err(err)?;
     Ok(())
 }
 
@@ -174,7 +178,11 @@ pub fn fetch(
     progress: &dyn Progress,
 ) -> Result<FetchedGit, GitError> {
     let mirror = ensure_mirror(cfg, url, progress, label)?;
-    let repo = Repository::open_bare(&mirror).map_err(|source| GitError::Mirror { url: url.into(), path: mirror.clone(), source })?;
+    let repo = Repository::open_bare(&mirror).map_err(|source| GitError::Mirror {
+        url: url.into(),
+        path: mirror.clone(),
+        source,
+    })?;
     if !has_commit(&repo, rev) && !cfg.offline {
         fetch_commit(&repo, &cfg.rewrite_url(url), rev);
     }
@@ -190,7 +198,12 @@ pub fn fetch(
         match repo.revparse_single(&format!("refs/tags/{tag}^{{commit}}")) {
             Ok(obj) if obj.id().to_string() == rev => {}
             Ok(obj) => {
-                return Err(GitError::TagMoved { url: url.into(), tag: tag.into(), rev: rev.into(), actual: obj.id().to_string() })
+                return Err(GitError::TagMoved {
+                    url: url.into(),
+                    tag: tag.into(),
+                    rev: rev.into(),
+                    actual: obj.id().to_string(),
+                })
             }
             Err(_) => return Err(GitError::TagMissing { url: url.into(), tag: tag.into(), rev: rev.into() }),
         }
@@ -275,7 +288,12 @@ fn collect_submodules(
     progress: &dyn Progress,
     out: &mut Vec<FetchedSubmodule>,
 ) -> Result<(), GitError> {
-    let sub_err = |path: &str, msg: String| GitError::Submodule { parent: url.into(), path: path.into(), commit: commit.into(), msg };
+    let sub_err = |path: &str, msg: String| GitError::Submodule {
+        parent: url.into(),
+        path: path.into(),
+        commit: commit.into(),
+        msg,
+    };
     let oid = Oid::from_str(commit).map_err(|e| sub_err("", e.to_string()))?;
     let tree = repo.find_commit(oid).and_then(|c| c.tree()).map_err(|e| sub_err("", e.to_string()))?;
     let Ok(entry) = tree.get_path(Path::new(".gitmodules")) else { return Ok(()) };
@@ -303,7 +321,12 @@ fn collect_submodules(
         if !has_commit(&sub_repo, &sub_commit) {
             return Err(sub_err(&m.path, format!("the recorded commit {sub_commit} is not in `{sub_url}`")));
         }
-        out.push(FetchedSubmodule { path: full.clone(), url: sub_url.clone(), mirror: mirror.clone(), commit: sub_commit.clone() });
+        out.push(FetchedSubmodule {
+            path: full.clone(),
+            url: sub_url.clone(),
+            mirror: mirror.clone(),
+            commit: sub_commit.clone(),
+        });
         collect_submodules(cfg, label, &sub_url, &sub_repo, &sub_commit, &format!("{full}/"), progress, out)?;
     }
     Ok(())
@@ -420,7 +443,10 @@ mod tests {
         assert_eq!(
             m,
             vec![
-                GitModule { path: "third_party/ck".into(), url: "https://github.com/ROCm/composable_kernel.git".into() },
+                GitModule {
+                    path: "third_party/ck".into(),
+                    url: "https://github.com/ROCm/composable_kernel.git".into()
+                },
                 GitModule { path: "b".into(), url: "../b.git".into() },
             ]
         );
@@ -428,7 +454,10 @@ mod tests {
 
     #[test]
     fn relative_submodule_urls() {
-        assert_eq!(resolve_submodule_url("https://github.com/pytorch/pytorch.git", "../kineto.git"), "https://github.com/pytorch/kineto.git");
+        assert_eq!(
+            resolve_submodule_url("https://github.com/pytorch/pytorch.git", "../kineto.git"),
+            "https://github.com/pytorch/kineto.git"
+        );
         assert_eq!(resolve_submodule_url("https://github.com/a/b", "./c"), "https://github.com/a/b/c");
         assert_eq!(resolve_submodule_url("git://h/x/y.git", "../../z.git"), "git://h/z.git");
         assert_eq!(resolve_submodule_url("p", "https://x/y"), "https://x/y");
@@ -439,7 +468,10 @@ mod tests {
         let cfg = Config::load_from(Path::new("/nonexistent/rocmforge.toml")).unwrap();
         let p = mirror_path(&cfg, "https://github.com/ROCm/MIOpen.git");
         let name = p.file_name().unwrap().to_string_lossy().to_string();
-        assert!(name.starts_with("MIOpen-") && name.ends_with(".git") && name.len() == "MIOpen-".len() + 16 + 4, "{name}");
+        assert!(
+            name.starts_with("MIOpen-") && name.ends_with(".git") && name.len() == "MIOpen-".len() + 16 + 4,
+            "{name}"
+        );
         assert_ne!(p, mirror_path(&cfg, "https://github.com/other/MIOpen.git"));
     }
 }

@@ -53,10 +53,17 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SourceError + '_ {
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum SourceIdentity {
     /// The commit, and each submodule's `(path, commit)`.
-    Git { commit: String, submodules: Vec<(String, String)> },
-    Sha256 { sha256: String },
+    Git {
+        commit: String,
+        submodules: Vec<(String, String)>,
+    },
+    Sha256 {
+        sha256: String,
+    },
     /// The tree of another recipe: its identity is that recipe's.
-    From { recipe: String },
+    From {
+        recipe: String,
+    },
     None,
 }
 
@@ -83,8 +90,14 @@ impl SourceIdentity {
 pub enum FetchedKind {
     Git(git::FetchedGit),
     /// A verified download (`downloads/<sha256>`), with how to lay it out.
-    File { url: String, path: PathBuf, strip_components: u32 },
-    From { recipe: String },
+    File {
+        url: String,
+        path: PathBuf,
+        strip_components: u32,
+    },
+    From {
+        recipe: String,
+    },
     None,
 }
 
@@ -151,7 +164,11 @@ pub fn patch_series(tree: &RecipeTree, recipe: &Recipe) -> Result<Vec<(String, V
         .iter()
         .map(|p| match tree.get(&p.path) {
             Some(b) => Ok((p.name.clone(), b.to_vec())),
-            None => Err(SourceError::PatchMissing { recipe: recipe.name.clone(), name: p.name.clone(), path: tree.display_path(&p.path) }),
+            None => Err(SourceError::PatchMissing {
+                recipe: recipe.name.clone(),
+                name: p.name.clone(),
+                path: tree.display_path(&p.path),
+            }),
         })
         .collect()
 }

@@ -15,7 +15,8 @@ impl Env {
         std::fs::read_to_string(self.out().join(format!("{recipe}.runs"))).map(|s| s.lines().count()).unwrap_or(0)
     }
     fn plan(&self, extra: &[&str]) -> serde_json::Value {
-        let out = self.cmd().args(["plan", "top", "--json", "--prefix"]).arg(self.prefix()).args(extra).output().unwrap();
+        let out =
+            self.cmd().args(["plan", "top", "--json", "--prefix"]).arg(self.prefix()).args(extra).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         serde_json::from_slice(&out.stdout).unwrap()
     }
@@ -87,7 +88,14 @@ fn failed_step_reports_and_resumes_after_the_fix() {
     let out = e.cmd().args(["build", "top", "--prefix"]).arg(e.prefix()).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8(out.stderr).unwrap();
-    for part in ["error: mid: step `step4` failed (exit status 7)", "  command:   if [ -e ", "  directory: ", "  log:       ", "  re-run:    bash ", "--- last 1 lines of the log ---\nmid: failing as asked"] {
+    for part in [
+        "error: mid: step `step4` failed (exit status 7)",
+        "  command:   if [ -e ",
+        "  directory: ",
+        "  log:       ",
+        "  re-run:    bash ",
+        "--- last 1 lines of the log ---\nmid: failing as asked",
+    ] {
         assert!(err.contains(part), "missing {part:?} in:\n{err}");
     }
     // The re-run script reproduces the failure by itself.
@@ -99,14 +107,21 @@ fn failed_step_reports_and_resumes_after_the_fix() {
     // at the failed step (its first three steps are not run again).
     std::fs::remove_file(e.out().join("fail-mid")).unwrap();
     // (tool is independent: it may have been built beside the failing mid in the first run.)
-    e.build(&[]).success().stdout(predicate::str::is_match(r"built [23] recipe\(s\): mid, (tool, )?top; [12] from the cache").unwrap());
+    e.build(&[])
+        .success()
+        .stdout(predicate::str::is_match(r"built [23] recipe\(s\): mid, (tool, )?top; [12] from the cache").unwrap());
     assert_eq!((e.runs("base"), e.runs("mid")), (1, 1));
 }
 
 #[test]
 fn rebuild_and_until() {
     let e = Env::new();
-    e.cmd().args(["build", "top", "--until", "mid", "--prefix"]).arg(e.prefix()).assert().success().stdout(predicate::str::contains("built 2 recipe(s): base, mid;"));
+    e.cmd()
+        .args(["build", "top", "--until", "mid", "--prefix"])
+        .arg(e.prefix())
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("built 2 recipe(s): base, mid;"));
     assert_eq!(e.runs("top"), 0);
     e.build(&[]).success();
     e.build(&["--rebuild", "mid"]).success().stdout(predicate::str::contains("built 2 recipe(s): mid, top;"));
@@ -175,9 +190,14 @@ fn cache_list_verify_gc_and_clean() {
     e.cmd().args(["cache", "verify"]).assert().success().stdout("ok: 4 artifact(s) verified\n");
     // Damage one artifact: verify names it, gc --damaged removes it, the next build rebuilds it.
     let root = e.home.path().join("cache/rocmforge/artifacts-v1");
-    let tool_file = walkdir::WalkDir::new(&root).into_iter().filter_map(Result::ok).find(|f| f.file_name() == "tool.txt").unwrap();
+    let tool_file =
+        walkdir::WalkDir::new(&root).into_iter().filter_map(Result::ok).find(|f| f.file_name() == "tool.txt").unwrap();
     std::fs::write(tool_file.path(), "tampered").unwrap();
-    e.cmd().args(["cache", "verify"]).assert().code(1).stderr(predicate::str::contains("`bin/tool.txt` is missing or changed"));
+    e.cmd()
+        .args(["cache", "verify"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("`bin/tool.txt` is missing or changed"));
     e.cmd().args(["cache", "gc", "--damaged"]).assert().success().stdout(predicate::str::contains("removed 1 entry"));
     e.build(&[]).success().stdout(predicate::str::contains("built 1 recipe(s): tool;"));
     e.cmd().args(["clean"]).assert().success().stdout(predicate::str::contains("freed"));

@@ -18,7 +18,9 @@ struct Example {
 }
 
 fn wheelhouse() -> PathBuf {
-    let p = std::env::var_os("ROCMFORGE_TEST_WHEELHOUSE").map(PathBuf::from).unwrap_or_else(|| repo_root().join("target/wheelhouse"));
+    let p = std::env::var_os("ROCMFORGE_TEST_WHEELHOUSE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/wheelhouse"));
     assert!(p.is_dir(), "no wheelhouse at {}: run ci/setup.sh (it downloads setuptools and wheel there)", p.display());
     p
 }
@@ -128,7 +130,11 @@ fn example_stack_builds_gfx1010_code_and_pip_installs_the_wheel() {
     // A changed patch: plan says why, and only hipvec and what depends on it rebuild.
     let patch = e.tree.join("patches/example/hipvec/0001-report-patched-build.patch");
     let p = std::fs::read_to_string(&patch).unwrap();
-    std::fs::write(&patch, p.replace("this build carries rocmforge's example patch", "this build carries the example patch")).unwrap();
+    std::fs::write(
+        &patch,
+        p.replace("this build carries rocmforge's example patch", "this build carries the example patch"),
+    )
+    .unwrap();
     let plan = e.cmd(home).args(["plan", "pyvec", "--json", "--prefix"]).arg(e.prefix()).output().unwrap();
     let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
     let reason = |n: &str| {
@@ -156,7 +162,11 @@ fn snapshot(p: &Path) -> Vec<(String, String)> {
         .filter_map(Result::ok)
         .filter(|e| !e.file_type().is_dir())
         .map(|e| {
-            let bytes = if e.file_type().is_symlink() { std::fs::read_link(e.path()).unwrap().display().to_string().into_bytes() } else { std::fs::read(e.path()).unwrap() };
+            let bytes = if e.file_type().is_symlink() {
+                std::fs::read_link(e.path()).unwrap().display().to_string().into_bytes()
+            } else {
+                std::fs::read(e.path()).unwrap()
+            };
             (e.path().strip_prefix(p).unwrap().display().to_string(), hex::encode(sha2::Sha256::digest(&bytes)))
         })
         .collect();
@@ -170,7 +180,13 @@ fn sigkill_at_every_phase_then_resume_gives_the_same_prefix() {
     // One prefix path for every run (it is part of the cache keys), emptied between runs.
     let prefix = e.home.path().join("shared-prefix");
     let clean_home = e.home.path().join("clean");
-    let out = e.cmd(&clean_home).env("ROCMFORGE_WORK_DIR", e.shared_work()).args(["build", "pyvec", "--prefix"]).arg(&prefix).output().unwrap();
+    let out = e
+        .cmd(&clean_home)
+        .env("ROCMFORGE_WORK_DIR", e.shared_work())
+        .args(["build", "pyvec", "--prefix"])
+        .arg(&prefix)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", text(&out));
     let want = snapshot(&prefix);
     let want_wheels = snapshot(&clean_home.join("state/rocmforge/index/simple/pyvec"));
@@ -179,9 +195,22 @@ fn sigkill_at_every_phase_then_resume_gives_the_same_prefix() {
         std::fs::remove_dir_all(&prefix).unwrap();
         let home = e.home.path().join(point.replace(':', "-"));
         let work = e.shared_work();
-        let crashed = e.cmd(&home).env("ROCMFORGE_WORK_DIR", &work).env("ROCMFORGE_FAULT", point).args(["build", "pyvec", "--prefix"]).arg(&prefix).output().unwrap();
+        let crashed = e
+            .cmd(&home)
+            .env("ROCMFORGE_WORK_DIR", &work)
+            .env("ROCMFORGE_FAULT", point)
+            .args(["build", "pyvec", "--prefix"])
+            .arg(&prefix)
+            .output()
+            .unwrap();
         assert_eq!(crashed.status.code(), None, "{point}: expected SIGKILL\n{}", text(&crashed));
-        let resumed = e.cmd(&home).env("ROCMFORGE_WORK_DIR", &work).args(["build", "pyvec", "--prefix"]).arg(&prefix).output().unwrap();
+        let resumed = e
+            .cmd(&home)
+            .env("ROCMFORGE_WORK_DIR", &work)
+            .args(["build", "pyvec", "--prefix"])
+            .arg(&prefix)
+            .output()
+            .unwrap();
         let t = text(&resumed);
         assert!(resumed.status.success(), "{point}: {t}");
         // vecmath finished before every crash point: never rebuilt.
@@ -194,9 +223,20 @@ fn sigkill_at_every_phase_then_resume_gives_the_same_prefix() {
         }
         let got = snapshot(&prefix);
         let differ: Vec<&String> = got.iter().filter(|f| !want.contains(f)).map(|(p, _)| p).collect();
-        let manifests: Vec<String> = differ.iter().filter(|p| p.ends_with(".json")).map(|p| std::fs::read_to_string(prefix.join(p)).unwrap()).collect();
-        assert!(differ.is_empty() && got.len() == want.len(), "{point}: prefix differs from an uninterrupted build: {differ:?} {manifests:?}");
-        assert_eq!(snapshot(&home.join("state/rocmforge/index/simple/pyvec")), want_wheels, "{point}: published wheel differs");
+        let manifests: Vec<String> = differ
+            .iter()
+            .filter(|p| p.ends_with(".json"))
+            .map(|p| std::fs::read_to_string(prefix.join(p)).unwrap())
+            .collect();
+        assert!(
+            differ.is_empty() && got.len() == want.len(),
+            "{point}: prefix differs from an uninterrupted build: {differ:?} {manifests:?}"
+        );
+        assert_eq!(
+            snapshot(&home.join("state/rocmforge/index/simple/pyvec")),
+            want_wheels,
+            "{point}: published wheel differs"
+        );
         let verify = e.cmd(&home).args(["cache", "verify"]).output().unwrap();
         assert!(verify.status.success(), "{point}: {}", text(&verify));
     }

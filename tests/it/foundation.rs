@@ -65,7 +65,9 @@ fn error_missing_field() {
 
 #[test]
 fn error_wrong_type() {
-    let e = check_errors(|r| replace_in(r, &format!("{F}/rocblas.toml"), "memory-per-job-gb = 3", "memory-per-job-gb = \"three\""));
+    let e = check_errors(|r| {
+        replace_in(r, &format!("{F}/rocblas.toml"), "memory-per-job-gb = 3", "memory-per-job-gb = \"three\"")
+    });
     insta::assert_snapshot!(e);
 }
 
@@ -77,7 +79,9 @@ fn error_unknown_build_system() {
 
 #[test]
 fn error_missing_dependency_suggests_closest() {
-    let e = check_errors(|r| replace_in(r, &format!("{F}/miopen.toml"), "build = [\"clr\", \"rocblas\"]", "build = [\"clr\", \"rocblsa\"]"));
+    let e = check_errors(|r| {
+        replace_in(r, &format!("{F}/miopen.toml"), "build = [\"clr\", \"rocblas\"]", "build = [\"clr\", \"rocblsa\"]")
+    });
     assert!(e.contains("did you mean `rocblas`?"), "{e}");
     insta::assert_snapshot!(e);
 }
@@ -104,7 +108,8 @@ fn error_cycle_prints_the_cycle() {
 
 #[test]
 fn error_missing_patch() {
-    let e = check_errors(|r| std::fs::remove_file(r.join("patches/fixture/miopen/0001-batchnorm-gfx101x.patch")).unwrap());
+    let e =
+        check_errors(|r| std::fs::remove_file(r.join("patches/fixture/miopen/0001-batchnorm-gfx101x.patch")).unwrap());
     insta::assert_snapshot!(e);
 }
 
@@ -120,7 +125,9 @@ fn error_malformed_rev_and_sha256() {
 
 #[test]
 fn error_source_without_git_or_url() {
-    let e = check_errors(|r| replace_in(r, &format!("{F}/hipblaslt.toml"), "git = \"https://github.com/ROCm/hipBLASLt.git\"\n", ""));
+    let e = check_errors(|r| {
+        replace_in(r, &format!("{F}/hipblaslt.toml"), "git = \"https://github.com/ROCm/hipBLASLt.git\"\n", "")
+    });
     insta::assert_snapshot!(e);
 }
 
@@ -139,14 +146,26 @@ fn all_problems_are_reported_in_one_run() {
         std::fs::remove_file(r.join("patches/fixture/miopen/0001-batchnorm-gfx101x.patch")).unwrap();
     });
     assert!(e.contains("4 problems found in the recipe tree"), "{e}");
-    for needle in ["unknown field `sumary`", "dependency `rocblsa` does not exist", "`rev` must be a full 40-character", "patch `0001-batchnorm-gfx101x.patch` does not exist"] {
+    for needle in [
+        "unknown field `sumary`",
+        "dependency `rocblsa` does not exist",
+        "`rev` must be a full 40-character",
+        "patch `0001-batchnorm-gfx101x.patch` does not exist",
+    ] {
         assert!(e.contains(needle), "missing {needle:?} in {e}");
     }
 }
 
 fn plan_json(args: &[&str]) -> Value {
     let home = tempfile::tempdir().unwrap();
-    let out = rocmforge(home.path()).arg("--recipes").arg(fixture_tree()).arg("plan").args(args).arg("--json").output().unwrap();
+    let out = rocmforge(home.path())
+        .arg("--recipes")
+        .arg(fixture_tree())
+        .arg("plan")
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -169,7 +188,19 @@ fn plan_json_order_respects_every_edge_and_closure_is_exact() {
     // Deterministic: the same order every time, alphabetical among ready recipes.
     assert_eq!(
         order,
-        ["hip", "llvm-project", "llvm", "device-libs", "comgr", "hipcc", "clr", "hipblaslt", "rocblas", "miopen", "torch"]
+        [
+            "hip",
+            "llvm-project",
+            "llvm",
+            "device-libs",
+            "comgr",
+            "hipcc",
+            "clr",
+            "hipblaslt",
+            "rocblas",
+            "miopen",
+            "torch"
+        ]
     );
     // A smaller closure holds exactly what is needed.
     let plan = plan_json(&["comgr"]);
@@ -198,7 +229,12 @@ fn plan_shows_target_decisions() {
 #[test]
 fn plan_text_snapshot() {
     let home = tempfile::tempdir().unwrap();
-    let out = rocmforge(home.path()).arg("--recipes").arg(fixture_tree()).args(["plan", "miopen", "--target", "gfx1010"]).output().unwrap();
+    let out = rocmforge(home.path())
+        .arg("--recipes")
+        .arg(fixture_tree())
+        .args(["plan", "miopen", "--target", "gfx1010"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     insta::assert_snapshot!(String::from_utf8(out.stdout).unwrap());
 }
@@ -206,7 +242,12 @@ fn plan_text_snapshot() {
 #[test]
 fn waves_group_independent_recipes() {
     let home = tempfile::tempdir().unwrap();
-    let out = rocmforge(home.path()).arg("--recipes").arg(fixture_tree()).args(["graph", "torch", "--format", "json"]).output().unwrap();
+    let out = rocmforge(home.path())
+        .arg("--recipes")
+        .arg(fixture_tree())
+        .args(["graph", "torch", "--format", "json"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let g: Value = serde_json::from_slice(&out.stdout).unwrap();
     let waves = g["waves"].as_array().unwrap();
@@ -306,7 +347,14 @@ fn not_a_recipe_tree_is_a_clear_error() {
 #[test]
 fn help_on_every_command() {
     let home = tempfile::tempdir().unwrap();
-    for cmd in [&["--help"][..], &["plan", "--help"], &["graph", "--help"], &["recipes", "--help"], &["recipes", "list", "--help"], &["recipes", "show", "--help"]] {
+    for cmd in [
+        &["--help"][..],
+        &["plan", "--help"],
+        &["graph", "--help"],
+        &["recipes", "--help"],
+        &["recipes", "list", "--help"],
+        &["recipes", "show", "--help"],
+    ] {
         rocmforge(home.path()).args(cmd).assert().success().stdout(predicate::str::contains("Usage: rocmforge"));
     }
     rocmforge(home.path()).arg("--help").assert().stdout(predicate::str::contains("Exit codes: 0 success"));

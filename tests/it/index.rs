@@ -41,7 +41,11 @@ fn run_ok(cmd: &mut Command, what: &str) -> String {
 fn require_tools() {
     static CHECKED: OnceLock<()> = OnceLock::new();
     CHECKED.get_or_init(|| {
-        for (cmd, args) in [("python3", &["-c", "import setuptools, wheel"][..]), ("uv", &["--version"][..]), ("gcc", &["--version"][..])] {
+        for (cmd, args) in [
+            ("python3", &["-c", "import setuptools, wheel"][..]),
+            ("uv", &["--version"][..]),
+            ("gcc", &["--version"][..]),
+        ] {
             let ok = Command::new(cmd).args(args).output().is_ok_and(|o| o.status.success());
             assert!(ok, "`{cmd} {}` failed: {TOOLS_HINT}", args.join(" "));
         }
@@ -137,7 +141,12 @@ fn wheels() -> &'static Wheels {
 }
 
 fn write_pure_source(dir: &Path, version: &str, value: &str) {
-    write(&dir.join("setup.py"), &format!("from setuptools import setup\nsetup(name=\"rfpure\", version=\"{version}\", packages=[\"rfpure\"])\n"));
+    write(
+        &dir.join("setup.py"),
+        &format!(
+            "from setuptools import setup\nsetup(name=\"rfpure\", version=\"{version}\", packages=[\"rfpure\"])\n"
+        ),
+    );
     write(&dir.join("rfpure/__init__.py"), &format!("VALUE = \"{value}\"\n"));
 }
 
@@ -146,7 +155,17 @@ fn write_pure_source(dir: &Path, version: &str, value: &str) {
 fn pip_wheel(sources: &[&Path], out: &Path) {
     run_ok(
         Command::new("python3")
-            .args(["-m", "pip", "wheel", "--no-build-isolation", "--no-index", "--no-deps", "--no-cache-dir", "--isolated", "-q"])
+            .args([
+                "-m",
+                "pip",
+                "wheel",
+                "--no-build-isolation",
+                "--no-index",
+                "--no-deps",
+                "--no-cache-dir",
+                "--isolated",
+                "-q",
+            ])
             .arg("--disable-pip-version-check")
             .arg("-w")
             .arg(out)
@@ -167,12 +186,20 @@ fn synthetic_wheel(dir: &Path, name: &str, version: &str, payload: &str) -> Path
     use zip::write::SimpleFileOptions;
     let path = dir.join(format!("{name}-{version}-py3-none-any.whl"));
     let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
-    let opts = SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored).last_modified_time(zip::DateTime::default());
+    let opts = SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Stored)
+        .last_modified_time(zip::DateTime::default());
     let dist_info = format!("{name}-{version}.dist-info");
     for (member, text) in [
         (format!("{name}/__init__.py"), payload.to_string()),
-        (format!("{dist_info}/METADATA"), format!("Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: >=3.8\n\n")),
-        (format!("{dist_info}/WHEEL"), "Wheel-Version: 1.0\nGenerator: rocmforge-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n".to_string()),
+        (
+            format!("{dist_info}/METADATA"),
+            format!("Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: >=3.8\n\n"),
+        ),
+        (
+            format!("{dist_info}/WHEEL"),
+            "Wheel-Version: 1.0\nGenerator: rocmforge-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n".to_string(),
+        ),
         (format!("{dist_info}/RECORD"), String::new()),
     ] {
         zip.start_file(member, opts).unwrap();
@@ -227,7 +254,15 @@ fn uv(tmp: &Path) -> Command {
         .env("UV_PYTHON_DOWNLOADS", "never")
         .env("UV_HTTP_TIMEOUT", "10")
         .env("UV_NO_CONFIG", "1");
-    for var in ["UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX", "UV_DEFAULT_INDEX", "UV_FIND_LINKS", "UV_CONFIG_FILE", "VIRTUAL_ENV"] {
+    for var in [
+        "UV_INDEX_URL",
+        "UV_EXTRA_INDEX_URL",
+        "UV_INDEX",
+        "UV_DEFAULT_INDEX",
+        "UV_FIND_LINKS",
+        "UV_CONFIG_FILE",
+        "VIRTUAL_ENV",
+    ] {
         c.env_remove(var);
     }
     c
@@ -239,7 +274,13 @@ fn uv_venv(tmp: &Path, dir: &Path) -> PathBuf {
 }
 
 fn uv_install(tmp: &Path, python: &Path, index_url: &str, args: &[&str]) -> std::process::Output {
-    uv(tmp).args(["pip", "install", "--python"]).arg(python).args(["--index-url", index_url]).args(args).output().unwrap()
+    uv(tmp)
+        .args(["pip", "install", "--python"])
+        .arg(python)
+        .args(["--index-url", index_url])
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn assert_ok(out: &std::process::Output, what: &str) {
@@ -260,7 +301,10 @@ fn installed(python: &Path, name: &str) -> String {
 
 /// Imports both packages and runs the C extension.
 fn check_imports(python: &Path) {
-    let out = run_ok(Command::new(python).args(["-c", "import rfcext, rfpure; print(rfcext.add(40, 2), rfpure.VALUE)"]), "importing");
+    let out = run_ok(
+        Command::new(python).args(["-c", "import rfcext, rfpure; print(rfcext.add(40, 2), rfpure.VALUE)"]),
+        "importing",
+    );
     assert_eq!(out.trim(), "42 pure-1.0.0");
 }
 
@@ -295,7 +339,11 @@ impl Served {
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let url = line.trim().to_string();
-        assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/simple/"), "first line {url:?}; log: {}", std::fs::read_to_string(&log).unwrap_or_default());
+        assert!(
+            url.starts_with("http://127.0.0.1:") && url.ends_with("/simple/"),
+            "first line {url:?}; log: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
         let addr = url.trim_start_matches("http://").trim_end_matches("/simple/").to_string();
         Served { child, url, addr, log }
     }
@@ -366,7 +414,8 @@ fn http(addr: &str, method: &str, target: &str, accept: Option<&str>) -> HttpRep
     let head = String::from_utf8_lossy(&raw[..split]).into_owned();
     let mut lines = head.lines();
     let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
-    let headers = lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect();
+    let headers =
+        lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect();
     HttpReply { status, headers, body: raw[split + 4..].to_vec() }
 }
 
@@ -424,8 +473,13 @@ fn publish_list_yank_and_pages() {
     std::fs::write(&junk, "x").unwrap();
     let out = rocmforge(home.path()).args(["index", "--index"]).arg(&idx).arg("publish").arg(&junk).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a wheel filename"), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = rocmforge(home.path()).args(["index", "--index"]).arg(&idx).args(["yank", "rf-demo", "9.9"]).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not a wheel filename"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out =
+        rocmforge(home.path()).args(["index", "--index"]).arg(&idx).args(["yank", "rf-demo", "9.9"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -435,7 +489,13 @@ fn metadata_must_match_filename() {
     let w = synthetic_wheel(home.path(), "rfx", "1.0", "");
     let renamed = home.path().join("rfx-2.0-py3-none-any.whl");
     std::fs::rename(&w, &renamed).unwrap();
-    let out = rocmforge(home.path()).args(["index", "--index"]).arg(home.path().join("idx")).arg("publish").arg(&renamed).output().unwrap();
+    let out = rocmforge(home.path())
+        .args(["index", "--index"])
+        .arg(home.path().join("idx"))
+        .arg("publish")
+        .arg(&renamed)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("METADATA says version `1.0` but the filename says `2.0`"), "{err}");
@@ -449,7 +509,12 @@ fn default_index_dir_is_under_state_dir() {
     rocmforge(home.path()).args(["index", "publish"]).arg(&w).assert().success();
     assert!(home.path().join("state/rocmforge/index/simple/rfx/rfx-1.0-py3-none-any.whl").is_file());
     let other = home.path().join("elsewhere");
-    rocmforge(home.path()).env("ROCMFORGE_INDEX_DIR", &other).args(["index", "list"]).assert().success().stdout(format!("the index at {} is empty\n", other.display()));
+    rocmforge(home.path())
+        .env("ROCMFORGE_INDEX_DIR", &other)
+        .args(["index", "list"])
+        .assert()
+        .success()
+        .stdout(format!("the index at {} is empty\n", other.display()));
 }
 
 /// Every file of the index with its bytes (the lock file aside).
@@ -458,7 +523,13 @@ fn tree(dir: &Path) -> Vec<(String, Vec<u8>, std::time::SystemTime)> {
         .into_iter()
         .map(|e| e.unwrap())
         .filter(|e| e.file_type().is_file() && e.file_name() != ".lock")
-        .map(|e| (e.path().strip_prefix(dir).unwrap().display().to_string(), std::fs::read(e.path()).unwrap(), e.metadata().unwrap().modified().unwrap()))
+        .map(|e| {
+            (
+                e.path().strip_prefix(dir).unwrap().display().to_string(),
+                std::fs::read(e.path()).unwrap(),
+                e.metadata().unwrap().modified().unwrap(),
+            )
+        })
         .collect();
     out.sort();
     out
@@ -477,7 +548,8 @@ fn other_bytes_under_a_published_name_are_refused_and_nothing_changes() {
     publish_cli(home.path(), &idx, &[&original]);
     let before = tree(&idx);
 
-    let out = rocmforge(home.path()).args(["index", "--index"]).arg(&idx).arg("publish").arg(&rebuilt).output().unwrap();
+    let out =
+        rocmforge(home.path()).args(["index", "--index"]).arg(&idx).arg("publish").arg(&rebuilt).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("`rfx-1.0-py3-none-any.whl` is already published with different bytes"), "{err}");
@@ -485,7 +557,14 @@ fn other_bytes_under_a_published_name_are_refused_and_nothing_changes() {
     assert_eq!(tree(&idx), before, "a refused publish changed the index");
 
     // All or none: a batch with one conflicting wheel publishes nothing.
-    let out = rocmforge(home.path()).args(["index", "--index"]).arg(&idx).arg("publish").arg(&fresh).arg(&rebuilt).output().unwrap();
+    let out = rocmforge(home.path())
+        .args(["index", "--index"])
+        .arg(&idx)
+        .arg("publish")
+        .arg(&fresh)
+        .arg(&rebuilt)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(tree(&idx), before, "a refused batch changed the index");
 
@@ -513,7 +592,8 @@ fn check_page(idx: &Path, rel: &str) -> Result<usize, String> {
         links += 1;
         if let Some((file, hash)) = href.split_once("#sha256=") {
             let name = file.replace("%2B", "+");
-            let bytes = std::fs::read(dir.join(&name)).map_err(|e| format!("{rel} links {name}, which cannot be read: {e}"))?;
+            let bytes =
+                std::fs::read(dir.join(&name)).map_err(|e| format!("{rel} links {name}, which cannot be read: {e}"))?;
             if hex::encode(sha2::Sha256::digest(&bytes)) != hash {
                 return Err(format!("{rel} links {name} with a hash the file does not have"));
             }
@@ -573,7 +653,11 @@ fn readers_never_see_a_broken_page_during_publishes() {
     assert!(reads > 0);
     let links: usize = (0..4).map(|p| check_page(&idx, &format!("simple/rfp{p}/index.html")).unwrap()).sum();
     assert_eq!(links, 24, "every publish is in the final index");
-    let leftovers: Vec<_> = walkdir::WalkDir::new(&idx).into_iter().map(|e| e.unwrap()).filter(|e| e.file_name().to_string_lossy().starts_with(".tmp")).collect();
+    let leftovers: Vec<_> = walkdir::WalkDir::new(&idx)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".tmp"))
+        .collect();
     assert!(leftovers.is_empty(), "temp files left: {leftovers:?}");
 }
 
@@ -614,9 +698,17 @@ fn uv_installs_from_file_url_and_skips_yanked() {
     let python = uv_venv(home.path(), &home.path().join("venv2"));
     assert_ok(&uv_install(home.path(), &python, &url, &["rfpure"]), "uv pip install rfpure");
     assert_eq!(installed(&python, "rfpure"), pure_version("1.1.0"));
-    rocmforge(home.path()).args(["index", "--index"]).arg(&idx).args(["yank", "rfpure", &pure_version("1.1.0")]).assert().success();
+    rocmforge(home.path())
+        .args(["index", "--index"])
+        .arg(&idx)
+        .args(["yank", "rfpure", &pure_version("1.1.0")])
+        .assert()
+        .success();
     let python = uv_venv(home.path(), &home.path().join("venv3"));
-    assert_ok(&uv_install(home.path(), &python, &url, &["--refresh", "rfpure"]), "uv pip install rfpure after the yank");
+    assert_ok(
+        &uv_install(home.path(), &python, &url, &["--refresh", "rfpure"]),
+        "uv pip install rfpure after the yank",
+    );
     assert_eq!(installed(&python, "rfpure"), pure_version("1.0.0"));
 }
 
@@ -676,9 +768,16 @@ fn pip_installs_from_the_server_with_hash_checking() {
     let wrong = hashed_requirements(home.path(), wheels, true);
     let out = pip_install(&python, &server.url, &["--require-hashes", "-r", wrong.to_str().unwrap()]);
     assert!(!out.status.success(), "pip accepted a wrong hash");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("DO NOT MATCH THE HASHES"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("DO NOT MATCH THE HASHES"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let req = hashed_requirements(home.path(), wheels, false);
-    assert_ok(&pip_install(&python, &server.url, &["--require-hashes", "-r", req.to_str().unwrap()]), "pip install --require-hashes");
+    assert_ok(
+        &pip_install(&python, &server.url, &["--require-hashes", "-r", req.to_str().unwrap()]),
+        "pip install --require-hashes",
+    );
     assert_eq!(installed(&python, "rfcext"), cext_version());
     check_imports(&python);
     // pip asked for PEP 691 JSON and got it.
@@ -697,9 +796,16 @@ fn uv_installs_from_the_server_with_hash_checking() {
     let wrong = hashed_requirements(home.path(), wheels, true);
     let out = uv_install(home.path(), &python, &server.url, &["--require-hashes", "-r", wrong.to_str().unwrap()]);
     assert!(!out.status.success(), "uv accepted a wrong hash");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("Hash mismatch for `rfpure"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Hash mismatch for `rfpure"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let req = hashed_requirements(home.path(), wheels, false);
-    assert_ok(&uv_install(home.path(), &python, &server.url, &["--require-hashes", "-r", req.to_str().unwrap()]), "uv pip install --require-hashes");
+    assert_ok(
+        &uv_install(home.path(), &python, &server.url, &["--require-hashes", "-r", req.to_str().unwrap()]),
+        "uv pip install --require-hashes",
+    );
     assert_eq!(installed(&python, "rfpure"), pure_version("1.0.0"));
     check_imports(&python);
     let log = server.log();
@@ -734,7 +840,11 @@ fn server_answers_json_when_asked_and_html_otherwise() {
 
     let r = http(&server.addr, "GET", "/simple/rfx/", None);
     assert_eq!((r.status, r.header("Content-Type")), (200, Some("text/html; charset=utf-8")));
-    assert_eq!(r.text(), std::fs::read_to_string(idx.join("simple/rfx/index.html")).unwrap(), "served HTML = the file:// page");
+    assert_eq!(
+        r.text(),
+        std::fs::read_to_string(idx.join("simple/rfx/index.html")).unwrap(),
+        "served HTML = the file:// page"
+    );
     let r = http(&server.addr, "GET", "/simple/rfx/", Some("text/html, application/vnd.pypi.simple.v1+json;q=0.5"));
     assert_eq!(r.header("Content-Type"), Some("text/html; charset=utf-8"));
 
@@ -777,7 +887,11 @@ fn server_serves_nothing_outside_the_index() {
     ] {
         let r = http(&server.addr, "GET", target, None);
         assert!(matches!(r.status, 400 | 404), "{target}: {} {}", r.status, r.text());
-        assert!(!r.text().contains("TOP-SECRET") && !r.text().contains("\"projects\""), "{target} leaked: {}", r.text());
+        assert!(
+            !r.text().contains("TOP-SECRET") && !r.text().contains("\"projects\""),
+            "{target} leaked: {}",
+            r.text()
+        );
     }
 }
 

@@ -38,7 +38,11 @@ fn write_tree(root: &Path, app_source: &str) {
         script(
             "app",
             &format!("{app_source}\n[dependencies]\nbuild = [\"hip\", \"blas\", \"smi\"]\n"),
-            &["mkdir -p {stage}/share", "echo \"$CMAKE_PREFIX_PATH\" > {stage}/share/cmake-prefix-path.txt", "if [ -e {src}/app.txt ]; then cp {src}/app.txt {stage}/share/; fi"],
+            &[
+                "mkdir -p {stage}/share",
+                "echo \"$CMAKE_PREFIX_PATH\" > {stage}/share/cmake-prefix-path.txt",
+                "if [ -e {src}/app.txt ]; then cp {src}/app.txt {stage}/share/; fi",
+            ],
         ),
     )
     .unwrap();

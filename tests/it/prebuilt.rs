@@ -17,13 +17,20 @@ const VERSION: &str = "1.0.0+rocm6.2";
 const VALUE: &str = "prebuilt and untouched";
 
 fn wheelhouse() -> PathBuf {
-    let p = std::env::var_os("ROCMFORGE_TEST_WHEELHOUSE").map(PathBuf::from).unwrap_or_else(|| repo_root().join("target/wheelhouse"));
+    let p = std::env::var_os("ROCMFORGE_TEST_WHEELHOUSE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/wheelhouse"));
     assert!(p.is_dir(), "no wheelhouse at {}: run ci/setup.sh (it downloads setuptools and wheel there)", p.display());
     p
 }
 
 fn text(o: &Output) -> String {
-    format!("[status] {}\n[stdout]\n{}\n[stderr]\n{}", o.status, String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "[status] {}\n[stdout]\n{}\n[stderr]\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 fn run_ok(cmd: &mut Command, what: &str) -> String {
@@ -58,7 +65,17 @@ fn wheel() -> &'static (String, Vec<u8>) {
         let out = root.join("out");
         run_ok(
             Command::new("python3")
-                .args(["-m", "pip", "wheel", "--isolated", "--no-index", "--no-deps", "--no-cache-dir", "--disable-pip-version-check", "-q"])
+                .args([
+                    "-m",
+                    "pip",
+                    "wheel",
+                    "--isolated",
+                    "--no-index",
+                    "--no-deps",
+                    "--no-cache-dir",
+                    "--disable-pip-version-check",
+                    "-q",
+                ])
                 .arg("--find-links")
                 .arg(wheelhouse())
                 .arg("-w")
@@ -198,7 +215,10 @@ fn prebuilt_wheel_is_verified_deployed_published_and_installable() {
     // pip and uv install it from the index into fresh venvs, and it imports.
     let check = |python: &Path| {
         let got = run_ok(
-            Command::new(python).args(["-c", "import importlib.metadata as m, rfprebuilt; print(m.version('rfprebuilt'), rfprebuilt.VALUE)"]),
+            Command::new(python).args([
+                "-c",
+                "import importlib.metadata as m, rfprebuilt; print(m.version('rfprebuilt'), rfprebuilt.VALUE)",
+            ]),
             "importing rfprebuilt",
         );
         assert_eq!(got.trim(), format!("{VERSION} {VALUE}"));
@@ -220,25 +240,43 @@ fn prebuilt_wheel_is_verified_deployed_published_and_installable() {
             .env("UV_HTTP_TIMEOUT", "5")
             .env("UV_NO_CONFIG", "1")
             .args(args);
-        for var in ["UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX", "UV_DEFAULT_INDEX", "UV_FIND_LINKS", "VIRTUAL_ENV"] {
+        for var in
+            ["UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX", "UV_DEFAULT_INDEX", "UV_FIND_LINKS", "VIRTUAL_ENV"]
+        {
             c.env_remove(var);
         }
         c
     };
     let uv_venv = e.home().join("uv-venv");
     run_ok(uv(&["venv", "-q", "--python", "python3"]).arg(&uv_venv), "uv venv");
-    run_ok(uv(&["pip", "install", "--python"]).arg(uv_venv.join("bin/python")).args(["--index-url", &url, "rfprebuilt==1.0.0"]), "uv pip install");
+    run_ok(
+        uv(&["pip", "install", "--python"]).arg(uv_venv.join("bin/python")).args([
+            "--index-url",
+            &url,
+            "rfprebuilt==1.0.0",
+        ]),
+        "uv pip install",
+    );
     check(&uv_venv.join("bin/python"));
 
     // Again: a cache hit, no download, prefix and index unchanged.
     let (prefix_before, index_before) = (tree_bytes(&e.prefix()), tree_bytes(&e.index()));
     let again = e.build();
     assert!(again.status.success(), "{}", text(&again));
-    assert!(String::from_utf8_lossy(&again.stdout).starts_with("nothing to build: 1 recipe(s) up to date in the cache"), "{}", text(&again));
+    assert!(
+        String::from_utf8_lossy(&again.stdout).starts_with("nothing to build: 1 recipe(s) up to date in the cache"),
+        "{}",
+        text(&again)
+    );
     assert_eq!(e.wheel_requests(), 1, "a cache hit downloaded the wheel again");
     assert!(tree_bytes(&e.prefix()) == prefix_before, "a cache hit changed the prefix");
     let index_after = tree_bytes(&e.index());
-    assert!(index_after == index_before, "a cache hit changed the index: {:?} -> {:?}", names(&index_before), names(&index_after));
+    assert!(
+        index_after == index_before,
+        "a cache hit changed the index: {:?} -> {:?}",
+        names(&index_before),
+        names(&index_after)
+    );
 }
 
 #[test]
@@ -265,7 +303,11 @@ fn prebuilt_wheel_with_a_wrong_sha256_fails_clearly_and_leaves_nothing_behind() 
     assert!(!list.contains("rfprebuilt"), "{list}");
     assert!(e.ok(&["cache", "list"]).starts_with("0 artifact(s), 0 incomplete"));
     let cached = tree_bytes(&e.downloads());
-    assert!(cached.iter().all(|(p, _)| p == "CACHEDIR.TAG" || p.ends_with(".lock")), "left in the download cache: {:?}", names(&cached));
+    assert!(
+        cached.iter().all(|(p, _)| p == "CACHEDIR.TAG" || p.ends_with(".lock")),
+        "left in the download cache: {:?}",
+        names(&cached)
+    );
 
     // With the right digest the same tree builds and publishes.
     e.write_recipe(&actual);
@@ -283,17 +325,31 @@ fn prebuilt_wheel_recipes_must_name_a_wheel() {
     std::fs::create_dir_all(&stack).unwrap();
     std::fs::create_dir_all(tree.join("patches/prebuilt/patched")).unwrap();
     std::fs::write(tree.join("patches/prebuilt/patched/0001-x.patch"), "").unwrap();
-    std::fs::write(stack.join("stack.toml"), "[stack]\nname = \"prebuilt\"\nrocm-version = \"6.2.4\"\nsummary = \"s\"\ndefault-targets = [\"gfx1010\"]\n").unwrap();
+    std::fs::write(
+        stack.join("stack.toml"),
+        "[stack]\nname = \"prebuilt\"\nrocm-version = \"6.2.4\"\nsummary = \"s\"\ndefault-targets = [\"gfx1010\"]\n",
+    )
+    .unwrap();
     let sha = "0".repeat(64);
     let recipe = |name: &str, source: &str, extra: &str| {
         let text = format!("[package]\nname = \"{name}\"\nversion = \"1.0\"\nsummary = \"s\"\n\n{source}\n{extra}[build]\nsystem = \"prebuilt-wheel\"\n");
         std::fs::write(stack.join(format!("{name}.toml")), text).unwrap();
     };
-    recipe("query", &format!("[source]\nurl = \"https://example.invalid/download?file=x-1.0-py3-none-any.whl\"\nsha256 = \"{sha}\""), "");
+    recipe(
+        "query",
+        &format!(
+            "[source]\nurl = \"https://example.invalid/download?file=x-1.0-py3-none-any.whl\"\nsha256 = \"{sha}\""
+        ),
+        "",
+    );
     recipe("plain", &format!("[source]\nurl = \"https://example.invalid/x.whl\"\nsha256 = \"{sha}\""), "");
     recipe("from-git", &format!("[source]\ngit = \"https://example.invalid/x.git\"\nrev = \"{}\"", "a".repeat(40)), "");
     recipe("nothing", "", "");
-    recipe("patched", &format!("[source]\nurl = \"https://example.invalid/p-1.0%2Bx-py3-none-any.whl\"\nsha256 = \"{sha}\""), "[patches]\nseries = [\"0001-x.patch\"]\n\n");
+    recipe(
+        "patched",
+        &format!("[source]\nurl = \"https://example.invalid/p-1.0%2Bx-py3-none-any.whl\"\nsha256 = \"{sha}\""),
+        "[patches]\nseries = [\"0001-x.patch\"]\n\n",
+    );
     // Valid: a `%2B`-encoded local label.
     recipe("good", &format!("[source]\nurl = \"https://example.invalid/whl/good-1.0%2Brocm6.2-cp311-cp311-linux_x86_64.whl\"\nsha256 = \"{sha}\""), "");
 

@@ -92,7 +92,8 @@ fn parse_patch(text: &str) -> Vec<FileChange> {
             let (old, new) = ranges.split_once(" +").unwrap();
             let ((old_start, mut old_left), (_, mut new_left)) = (range(old), range(new));
             assert!(old_left > 0, "hunk at patch line {} creates lines from nothing", i + 1);
-            let mut h = Hunk { old_start, patch_line: i + 1, old: vec![], new: vec![], added: vec![], first_context: None };
+            let mut h =
+                Hunk { old_start, patch_line: i + 1, old: vec![], new: vec![], added: vec![], first_context: None };
             i += 1;
             while old_left > 0 || new_left > 0 {
                 let body = lines[i];
@@ -203,7 +204,8 @@ fn text(o: &std::process::Output) -> String {
 
 /// The plan of `ASKED` from the embedded recipes (no config: nothing is fetched).
 fn embedded_plan(home: &Path) -> Value {
-    let out = rocmforge(home).args(["--stack", STACK, "plan"]).args(ASKED).arg("--json").timeout(TIMEOUT).output().unwrap();
+    let out =
+        rocmforge(home).args(["--stack", STACK, "plan"]).args(ASKED).arg("--json").timeout(TIMEOUT).output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -243,9 +245,15 @@ fn make_stand_ins(base: &Path, sources: &[GitSource]) -> BTreeMap<String, StandI
         assert!(urls.insert(&s.url, &s.recipe).is_none(), "two recipes share {}: one stand-in would serve both", s.url);
         let rel = s.url.strip_prefix(GITHUB).unwrap();
         let repo = Repo::init(base.join(rel));
-        repo.write("README.rocmforge-stand-in", &format!("Stand-in for {} ({}), made by rocmforge's tests.\n", s.url, s.recipe));
-        let changes: Vec<FileChange> =
-            s.patches.iter().flat_map(|p| parse_patch(&std::fs::read_to_string(patch_path(&s.recipe, p)).unwrap())).collect();
+        repo.write(
+            "README.rocmforge-stand-in",
+            &format!("Stand-in for {} ({}), made by rocmforge's tests.\n", s.url, s.recipe),
+        );
+        let changes: Vec<FileChange> = s
+            .patches
+            .iter()
+            .flat_map(|p| parse_patch(&std::fs::read_to_string(patch_path(&s.recipe, p)).unwrap()))
+            .collect();
         // With submodules, the submodule is `third_party/<name>` of the first patched file under
         // third_party/ (pytorch's bundled composable_kernel), so the series patches a file
         // inside a submodule as it does upstream; else a stand-in of its own.
@@ -310,8 +318,14 @@ impl World {
             for s in sources.iter().filter(|s| s.rev.is_some()) {
                 let f = tree.join(format!("recipes/{STACK}/{}.toml", s.recipe));
                 let before = std::fs::read_to_string(&f).unwrap();
-                let after: String = before.lines().filter(|l| !l.starts_with("rev = ")).map(|l| format!("{l}\n")).collect();
-                assert_eq!(before.lines().count(), after.lines().count() + 1, "{}: exactly one `rev` line removed", s.recipe);
+                let after: String =
+                    before.lines().filter(|l| !l.starts_with("rev = ")).map(|l| format!("{l}\n")).collect();
+                assert_eq!(
+                    before.lines().count(),
+                    after.lines().count() + 1,
+                    "{}: exactly one `rev` line removed",
+                    s.recipe
+                );
                 std::fs::write(&f, after).unwrap();
             }
             tree
@@ -347,7 +361,13 @@ impl World {
         let out = self.cmd(&["plan", "pytorch", "torchvision", "--json"]);
         assert!(out.status.success(), "{}", text(&out));
         let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
-        plan["recipes"].as_array().unwrap().iter().filter(|e| e["source"]["kind"] != "none").map(|e| e["name"].as_str().unwrap().to_string()).collect()
+        plan["recipes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["source"]["kind"] != "none")
+            .map(|e| e["name"].as_str().unwrap().to_string())
+            .collect()
     }
 
     /// What `fetch` prints for a recipe whose stand-in it verified.
@@ -394,7 +414,11 @@ fn assert_patched(tree: &Path, recipe: &str, series: &[String]) {
 fn embedded_stack_locks_fetches_and_patches_its_stand_ins() {
     let w = World::new(false);
     let pinned = w.pinned();
-    assert_eq!(pinned, BTreeSet::from(["half", "rocm-core", "rocr", "roct", "tensile"]), "the recipes that pin a rev changed: update the module comment");
+    assert_eq!(
+        pinned,
+        BTreeSet::from(["half", "rocm-core", "rocr", "roct", "tensile"]),
+        "the recipes that pin a rev changed: update the module comment"
+    );
 
     // lock: every unlocked tag of the closure resolves to its stand-in's tagged commit (not the
     // branch tip), in <state-dir>/locks for the embedded recipes.
@@ -404,9 +428,17 @@ fn embedded_stack_locks_fetches_and_patches_its_stand_ins() {
     let out = w.ok(&args);
     let lock_file = w.home.join("state/rocmforge/locks/rocm-6.2.lock");
     let lock: toml::Value = toml::from_str(&std::fs::read_to_string(&lock_file).unwrap()).unwrap();
-    let pins: BTreeMap<&str, &str> =
-        lock["pin"].as_array().unwrap().iter().map(|p| (p["recipe"].as_str().unwrap(), p["rev"].as_str().unwrap())).collect();
-    assert_eq!(pins.keys().copied().collect::<BTreeSet<_>>(), unlocked.iter().copied().collect::<BTreeSet<_>>(), "{out}");
+    let pins: BTreeMap<&str, &str> = lock["pin"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["recipe"].as_str().unwrap(), p["rev"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        pins.keys().copied().collect::<BTreeSet<_>>(),
+        unlocked.iter().copied().collect::<BTreeSet<_>>(),
+        "{out}"
+    );
     for (r, rev) in &pins {
         assert_eq!(*rev, w.stand_ins[*r].tagged, "{r}");
         let tag = &w.sources.iter().find(|s| s.recipe == *r).unwrap().tag;
@@ -419,9 +451,17 @@ fn embedded_stack_locks_fetches_and_patches_its_stand_ins() {
     let out = w.cmd(&["fetch", "pytorch", "torchvision"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let lines = status_lines(&String::from_utf8_lossy(&out.stdout));
-    assert_eq!(lines.keys().cloned().collect::<BTreeSet<_>>(), closure.iter().cloned().collect::<BTreeSet<_>>(), "{}", text(&out));
+    assert_eq!(
+        lines.keys().cloned().collect::<BTreeSet<_>>(),
+        closure.iter().cloned().collect::<BTreeSet<_>>(),
+        "{}",
+        text(&out)
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains(&format!("{} of {} sources and patch series failed:", pinned.len(), closure.len())), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{} of {} sources and patch series failed:", pinned.len(), closure.len())),
+        "{stderr}"
+    );
     for (name, (st, rest)) in &lines {
         let s = w.sources.iter().find(|s| &s.recipe == name);
         match s {
@@ -450,14 +490,22 @@ fn embedded_stack_locks_fetches_and_patches_its_stand_ins() {
     // in its composable_kernel submodule).
     let out = w.ok(&["patch", "check"]);
     let lines = status_lines(&out);
-    assert_eq!(lines.keys().map(String::as_str).collect::<Vec<_>>(), vec!["composable-kernel", "miopen", "pytorch"], "{out}");
+    assert_eq!(
+        lines.keys().map(String::as_str).collect::<Vec<_>>(),
+        vec!["composable-kernel", "miopen", "pytorch"],
+        "{out}"
+    );
     assert!(lines.values().all(|(st, _)| st == "ok"), "{out}");
     assert!(out.contains("all 3 patch series ok"), "{out}");
 
     // source: the patched work trees hold exactly the post-images, with the '+' lines in.
     for recipe in ["miopen", "composable-kernel", "pytorch"] {
         let src = PathBuf::from(w.ok(&["source", recipe]).trim());
-        assert_eq!(git(&src, &["rev-parse", "HEAD"]), w.stand_ins[recipe].tagged, "{recipe}: the locked commit is checked out");
+        assert_eq!(
+            git(&src, &["rev-parse", "HEAD"]),
+            w.stand_ins[recipe].tagged,
+            "{recipe}: the locked commit is checked out"
+        );
         let series = &w.sources.iter().find(|s| s.recipe == recipe).unwrap().patches;
         assert_patched(&src, recipe, series);
     }
@@ -465,7 +513,9 @@ fn embedded_stack_locks_fetches_and_patches_its_stand_ins() {
     let h = std::fs::read_to_string(miopen.join("src/kernels/batchnorm_functions.h")).unwrap();
     assert!(h.contains("#define MIO_BN_GFX101X 0") && h.contains("(defined(MIO_BN_GFX101X) && MIO_BN_GFX101X)"), "{h}");
     let ck = PathBuf::from(w.ok(&["source", "composable-kernel"]).trim());
-    assert!(std::fs::read_to_string(ck.join("include/ck/ck.hpp")).unwrap().contains("#elif defined(__gfx101__) || defined(__gfx103__)"));
+    assert!(std::fs::read_to_string(ck.join("include/ck/ck.hpp"))
+        .unwrap()
+        .contains("#elif defined(__gfx101__) || defined(__gfx103__)"));
 
     // Negative: upstream moves the tag to a commit whose file no longer matches the patch's
     // context. `lock --update` reports the move; `patch check` names the patch, file and hunk.
@@ -489,7 +539,11 @@ fn embedded_stack_locks_fetches_and_patches_its_stand_ins() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let lines = status_lines(&String::from_utf8_lossy(&out.stdout));
     assert_eq!(lines["miopen"].0, "FAIL");
-    assert_eq!((lines["composable-kernel"].0.as_str(), lines["pytorch"].0.as_str()), ("ok", "ok"), "one failure does not hide the others");
+    assert_eq!(
+        (lines["composable-kernel"].0.as_str(), lines["pytorch"].0.as_str()),
+        ("ok", "ok"),
+        "one failure does not hide the others"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     let want = format!(
         "  - miopen: `{patch_name}` does not apply: hunk #2 of `{}` (patch line {}, file line {}) does not match: line {} is `{}`, the patch expects `{}`",
@@ -516,7 +570,11 @@ fn real_tree_with_pins_left_to_lock_passes_the_whole_preflight() {
     let out = w.ok(&["lock"]);
     let lock = std::fs::read_to_string(tree.join("recipes/rocm-6.2/rocmforge.lock")).unwrap();
     for s in &w.sources {
-        assert!(lock.contains(&format!("recipe = \"{}\"\n", s.recipe)) && lock.contains(&w.stand_ins[&s.recipe].tagged), "{}: {lock}\n{out}", s.recipe);
+        assert!(
+            lock.contains(&format!("recipe = \"{}\"\n", s.recipe)) && lock.contains(&w.stand_ins[&s.recipe].tagged),
+            "{}: {lock}\n{out}",
+            s.recipe
+        );
     }
 
     let closure = w.fetch_closure();

@@ -91,7 +91,12 @@ fn json(path: &Path) -> Value {
 }
 
 fn recipe<'a>(report: &'a Value, name: &str) -> &'a Value {
-    report["recipes"].as_array().unwrap().iter().find(|r| r["name"] == name).unwrap_or_else(|| panic!("{name} not in report"))
+    report["recipes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not in report"))
 }
 
 /// (recipe, step) of every complete event of a trace.
@@ -114,7 +119,10 @@ fn report_has_one_trace_span_per_step_and_knows_cache_hits() {
     let out = e.build_output();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8(out.stdout).unwrap();
-    let line = stdout.lines().find_map(|l| l.strip_prefix("report: ")).unwrap_or_else(|| panic!("no report line in:\n{stdout}"));
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("report: "))
+        .unwrap_or_else(|| panic!("no report line in:\n{stdout}"));
     let dir = PathBuf::from(line.split(" (").next().unwrap());
     assert_eq!(std::fs::canonicalize(&dir).unwrap(), e.latest());
     for f in ["report.json", "trace.json", "timeline.html"] {
@@ -124,7 +132,11 @@ fn report_has_one_trace_span_per_step_and_knows_cache_hits() {
     let report = json(&dir.join("report.json"));
     assert_eq!(report["state"], "succeeded");
     for r in ["base", "mid", "tool", "top"] {
-        assert_eq!((&recipe(&report, r)["outcome"], &recipe(&report, r)["cache"]), (&Value::from("built"), &Value::from("miss")), "{r}");
+        assert_eq!(
+            (&recipe(&report, r)["outcome"], &recipe(&report, r)["cache"]),
+            (&Value::from("built"), &Value::from("miss")),
+            "{r}"
+        );
         for s in recipe(&report, r)["steps"].as_array().unwrap() {
             assert_eq!(s["status"], "ok");
             assert!(s["duration_secs"].as_f64().unwrap() >= 0.0);
@@ -158,8 +170,14 @@ fn report_has_one_trace_span_per_step_and_knows_cache_hits() {
     let dir2 = e.latest();
     assert_ne!(dir2, std::fs::canonicalize(&dir).unwrap(), "a new report per build");
     let report = json(&dir2.join("report.json"));
-    for (r, outcome, cache) in [("base", "cached", "hit"), ("tool", "cached", "hit"), ("mid", "built", "miss"), ("top", "built", "miss")] {
-        assert_eq!((recipe(&report, r)["outcome"].as_str(), recipe(&report, r)["cache"].as_str()), (Some(outcome), Some(cache)), "{r}");
+    for (r, outcome, cache) in
+        [("base", "cached", "hit"), ("tool", "cached", "hit"), ("mid", "built", "miss"), ("top", "built", "miss")]
+    {
+        assert_eq!(
+            (recipe(&report, r)["outcome"].as_str(), recipe(&report, r)["cache"].as_str()),
+            (Some(outcome), Some(cache)),
+            "{r}"
+        );
     }
     assert!(recipe(&report, "base")["steps"].as_array().unwrap().is_empty());
     let got = spans(&json(&dir2.join("trace.json")));
@@ -196,7 +214,10 @@ fn status_and_log_from_another_process_while_a_build_runs_then_after_sigkill() {
     assert!(status.contains("/mid/logs/step5.log"), "{status}");
     assert!(status.contains("    | mid: sleeping as asked"), "{status}");
     let v: Value = serde_json::from_str(&e.stdout(&["status", "--json"])).unwrap();
-    assert_eq!((v["liveness"].as_str(), v["alive"].as_bool(), v["pid"].as_i64()), (Some("running"), Some(true), Some(build_pid as i64)));
+    assert_eq!(
+        (v["liveness"].as_str(), v["alive"].as_bool(), v["pid"].as_i64()),
+        (Some("running"), Some(true), Some(build_pid as i64))
+    );
     assert_eq!((v["running"][0]["recipe"].as_str(), v["running"][0]["step"].as_str()), (Some("mid"), Some("step5")));
     assert_eq!(v["recipes"][0]["outcome"], "built");
 
@@ -206,7 +227,11 @@ fn status_and_log_from_another_process_while_a_build_runs_then_after_sigkill() {
     assert!(i3 < i5, "{all}");
     assert!(all[i5..].contains("mid: sleeping as asked"), "{all}");
     assert_eq!(e.stdout(&["log", "mid", "--step", "step5"]), "mid: sleeping as asked\n");
-    e.cmd().args(["log", "mid", "--step", "nope"]).assert().code(2).stderr(predicates::str::contains("steps with logs: clean-stage, step1, step2, step3, step4, step5"));
+    e.cmd()
+        .args(["log", "mid", "--step", "nope"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("steps with logs: clean-stage, step1, step2, step3, step4, step5"));
 
     // --follow prints what is appended, and ends once the build's process is gone.
     let mut follow = std::process::Command::new(assert_cmd::cargo::cargo_bin("rocmforge"));
@@ -233,13 +258,18 @@ fn status_and_log_from_another_process_while_a_build_runs_then_after_sigkill() {
     let group = run.step_group().expect("the step's process group");
     run.signal(libc::SIGKILL);
     unsafe { libc::kill(-group, libc::SIGKILL) };
-    wait_for("log --follow to end after the build died", Duration::from_secs(10), || follow.try_wait().unwrap().is_some());
+    wait_for("log --follow to end after the build died", Duration::from_secs(10), || {
+        follow.try_wait().unwrap().is_some()
+    });
     let mut followed = String::new();
     std::io::Read::read_to_string(follow.stdout.as_mut().unwrap(), &mut followed).unwrap();
     assert_eq!(followed, "mid: sleeping as asked\na line appended later\n");
 
     let status = e.stdout(&["status"]);
-    assert!(status.starts_with(&format!("build of stack `scripts`: interrupted (rocmforge pid {build_pid} is gone)")), "{status}");
+    assert!(
+        status.starts_with(&format!("build of stack `scripts`: interrupted (rocmforge pid {build_pid} is gone)")),
+        "{status}"
+    );
     let v: Value = serde_json::from_str(&e.stdout(&["status", "--json"])).unwrap();
     assert_eq!(v["alive"], false);
 }
@@ -286,13 +316,23 @@ fn timeline_of_a_failed_build_renders_in_headless_chromium() {
     assert!(stderr.contains("report: "), "a failed build reports too:\n{stderr}");
     let dir = e.latest();
     let report = json(&dir.join("report.json"));
-    assert_eq!((report["state"].as_str(), recipe(&report, "mid")["outcome"].as_str()), (Some("failed"), Some("failed")));
+    assert_eq!(
+        (report["state"].as_str(), recipe(&report, "mid")["outcome"].as_str()),
+        (Some("failed"), Some("failed"))
+    );
     let html = std::fs::read_to_string(dir.join("timeline.html")).unwrap();
     assert!(html.contains("<svg") && !html.contains("src=\"http") && !html.contains("href=\"http"), "self-contained");
 
     let png = e.home.path().join("timeline.png");
     let mut c = std::process::Command::new(&browser)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"])
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
+        ])
         .arg(format!("--user-data-dir={}", e.home.path().join("chromium").display()))
         .arg(format!("--screenshot={}", png.display()))
         .arg("--window-size=1200,600")

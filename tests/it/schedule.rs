@@ -71,9 +71,10 @@ fn memory_caps_each_recipes_jobs() {
 #[test]
 fn an_oom_like_failure_is_retried_once_with_half_the_jobs() {
     let e = Env::new();
-    e.build(&["oomy", "--jobs", "4"])
-        .success()
-        .stderr(predicate::str::contains("looks killed for lack of memory").and(predicate::str::contains("retrying once with 2 jobs instead of 4")));
+    e.build(&["oomy", "--jobs", "4"]).success().stderr(
+        predicate::str::contains("looks killed for lack of memory")
+            .and(predicate::str::contains("retrying once with 2 jobs instead of 4")),
+    );
     assert_eq!(e.read("oomy.log"), "attempt 4\nattempt 2\n");
 }
 
@@ -92,6 +93,8 @@ fn keep_going_builds_the_independent_branch() {
 fn without_keep_going_a_failure_stops_new_work() {
     let e = Env::new();
     // One job: broken runs first (alphabetical among ready), fails, and nothing new starts.
-    e.build(&["after-broken", "independent", "--jobs", "1"]).code(1).stderr(predicate::str::contains("broken: step `step1` failed"));
+    e.build(&["after-broken", "independent", "--jobs", "1"])
+        .code(1)
+        .stderr(predicate::str::contains("broken: step `step1` failed"));
     assert_eq!(e.read("independent.runs"), "");
 }

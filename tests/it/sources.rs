@@ -110,7 +110,10 @@ fn git_pinned_checkout_with_nested_submodules() {
         }
     );
     let lines = p.lines();
-    assert!(lines.iter().any(|l| l.contains("cloning mirror of https://github.com/test/top.git (via `git://127.0.0.1:")), "{lines:#?}");
+    assert!(
+        lines.iter().any(|l| l.contains("cloning mirror of https://github.com/test/top.git (via `git://127.0.0.1:")),
+        "{lines:#?}"
+    );
     assert!(lines.iter().any(|l| l.contains("transfer objects")), "fetch progress is reported: {lines:#?}");
 
     let dest = s.home.join("work/top/src");
@@ -128,7 +131,10 @@ fn git_pinned_checkout_with_nested_submodules() {
         .collect();
     mirrors.sort();
     assert_eq!(mirrors.len(), 3, "{mirrors:?}");
-    assert!(mirrors[0].starts_with("leaf-") && mirrors[1].starts_with("mid-") && mirrors[2].starts_with("top-"), "{mirrors:?}");
+    assert!(
+        mirrors[0].starts_with("leaf-") && mirrors[1].starts_with("mid-") && mirrors[2].starts_with("top-"),
+        "{mirrors:?}"
+    );
     assert!(cfg.cache_dir.join("git/CACHEDIR.TAG").is_file());
 
     // A second fetch reuses the mirrors: updated, not cloned again, nothing new transferred.
@@ -143,7 +149,10 @@ fn git_pinned_checkout_with_nested_submodules() {
 
     // `lock` will use this.
     assert_eq!(sgit::resolve_tag(&cfg, "https://github.com/test/top.git", "v1").unwrap(), s.forest.t1);
-    assert!(matches!(sgit::resolve_tag(&cfg, "https://github.com/test/top.git", "nope"), Err(GitError::NoSuchTag { .. })));
+    assert!(matches!(
+        sgit::resolve_tag(&cfg, "https://github.com/test/top.git", "nope"),
+        Err(GitError::NoSuchTag { .. })
+    ));
 }
 
 #[test]
@@ -221,7 +230,8 @@ fn download_cut_mid_body_resumes_with_only_the_missing_bytes() {
     let body = payload();
     srv.add("x-1.0.tar.gz", body.clone());
     srv.with(|s| s.drop_after.push_back(100_000));
-    let path = download::fetch_with(&cfg, "x", &srv.url("x-1.0.tar.gz"), &sha(&body), &Collect::default(), &fast()).unwrap();
+    let path =
+        download::fetch_with(&cfg, "x", &srv.url("x-1.0.tar.gz"), &sha(&body), &Collect::default(), &fast()).unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), body);
     assert_eq!(path, cfg.cache_dir.join("downloads").join(sha(&body)));
     srv.with(|s| {
@@ -233,7 +243,9 @@ fn download_cut_mid_body_resumes_with_only_the_missing_bytes() {
     assert!(cfg.cache_dir.join("downloads/CACHEDIR.TAG").is_file());
 
     // The same content, asked for by another URL: not downloaded again.
-    let again = download::fetch_with(&cfg, "y", &srv.url("elsewhere.tar.gz"), &sha(&body), &Collect::default(), &fast()).unwrap();
+    let again =
+        download::fetch_with(&cfg, "y", &srv.url("elsewhere.tar.gz"), &sha(&body), &Collect::default(), &fast())
+            .unwrap();
     assert_eq!(again, path);
     srv.with(|s| assert_eq!(s.requests.len(), 2));
 }
@@ -306,7 +318,8 @@ fn download_wrong_sha256_never_reaches_the_cache() {
         format!("sha256 mismatch for `{url}`: expected {wrong}, got {} (300000 bytes); the download was discarded, nothing was cached", sha(&body))
     );
     let dir = cfg.cache_dir.join("downloads");
-    let left: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().to_string()).collect();
+    let left: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().to_string()).collect();
     assert!(left.iter().all(|n| n == "CACHEDIR.TAG" || n.ends_with(".lock")), "{left:?}");
 }
 
@@ -328,8 +341,15 @@ fn download_retries_5xx_with_a_bound() {
     assert!(matches!(e, DownloadError::Http { status: 503, attempts: 3, .. }), "{e}");
     // A connection refused is retried the same way, and bounded.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let e = download::fetch_with(&cfg, "g", &format!("http://127.0.0.1:{port}/g.txt"), &sha(&other), &Collect::default(), &fast())
-        .unwrap_err();
+    let e = download::fetch_with(
+        &cfg,
+        "g",
+        &format!("http://127.0.0.1:{port}/g.txt"),
+        &sha(&other),
+        &Collect::default(),
+        &fast(),
+    )
+    .unwrap_err();
     assert!(matches!(e, DownloadError::Network { attempts: 3, .. }), "{e}");
 }
 
@@ -381,23 +401,82 @@ fn hostile_archives_are_refused_and_nothing_escapes() {
     use tar::EntryType::*;
     let ok: &[u8] = b"fine\n";
     let cases: Vec<(&str, Vec<u8>, ArchiveFormat, &str)> = vec![
-        ("dotdot", gz(&tar_of(&[("pkg/a.txt", Regular, None, ok), ("pkg/../../evil.txt", Regular, None, b"x")])), ArchiveFormat::TarGz, "refusing entry `pkg/../../evil.txt`: its path contains `..`"),
-        ("absolute", tar_of(&[("/tmp/rocmforge-abs-evil.txt", Regular, None, b"x")]), ArchiveFormat::Tar, "refusing entry `/tmp/rocmforge-abs-evil.txt`: its path is absolute"),
-        ("symlink-out", gz(&tar_of(&[("pkg/link", Symlink, Some("../../outside"), b""), ("pkg/link/x.txt", Regular, None, b"x")])), ArchiveFormat::TarGz, "refusing entry `pkg/link`: it is a symlink to `../../outside`, outside the destination"),
-        ("symlink-abs", gz(&tar_of(&[("pkg/etc", Symlink, Some("/etc"), b"")])), ArchiveFormat::TarGz, "refusing entry `pkg/etc`: it is a symlink to the absolute path `/etc`"),
-        ("symlink-chain", gz(&tar_of(&[("pkg/a", Symlink, Some("."), b""), ("pkg/a/b", Symlink, Some(".."), b""), ("pkg/a/b/evil.txt", Regular, None, b"x")])), ArchiveFormat::TarGz, "refusing entry `pkg/a/b`: it is a symlink to `..`, outside the destination"),
-        ("hardlink-out", gz(&tar_of(&[("pkg/hl", Link, Some("../../outside.txt"), b"")])), ArchiveFormat::TarGz, "refusing entry `pkg/hl`: it is a hard link to `../../outside.txt`: its path contains `..`"),
-        ("hardlink-abs", gz(&tar_of(&[("pkg/passwd", Link, Some("/etc/passwd"), b"")])), ArchiveFormat::TarGz, "refusing entry `pkg/passwd`: it is a hard link to `/etc/passwd`: its path is absolute"),
-        ("device", gz(&tar_of(&[("pkg/sda", Block, None, b"")])), ArchiveFormat::TarGz, "refusing entry `pkg/sda`: it is a device file"),
-        ("chardev", gz(&tar_of(&[("pkg/null", Char, None, b"")])), ArchiveFormat::TarGz, "refusing entry `pkg/null`: it is a device file"),
-        ("fifo", gz(&tar_of(&[("pkg/p", Fifo, None, b"")])), ArchiveFormat::TarGz, "refusing entry `pkg/p`: it is a named pipe"),
-        ("zip-dotdot", {
-            use std::io::Write;
-            let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-            z.start_file("pkg/../../zip-evil.txt", zip::write::SimpleFileOptions::default()).unwrap();
-            z.write_all(b"x").unwrap();
-            z.finish().unwrap().into_inner()
-        }, ArchiveFormat::Zip, "refusing entry `pkg/../../zip-evil.txt`: its path contains `..`"),
+        (
+            "dotdot",
+            gz(&tar_of(&[("pkg/a.txt", Regular, None, ok), ("pkg/../../evil.txt", Regular, None, b"x")])),
+            ArchiveFormat::TarGz,
+            "refusing entry `pkg/../../evil.txt`: its path contains `..`",
+        ),
+        (
+            "absolute",
+            tar_of(&[("/tmp/rocmforge-abs-evil.txt", Regular, None, b"x")]),
+            ArchiveFormat::Tar,
+            "refusing entry `/tmp/rocmforge-abs-evil.txt`: its path is absolute",
+        ),
+        (
+            "symlink-out",
+            gz(&tar_of(&[("pkg/link", Symlink, Some("../../outside"), b""), ("pkg/link/x.txt", Regular, None, b"x")])),
+            ArchiveFormat::TarGz,
+            "refusing entry `pkg/link`: it is a symlink to `../../outside`, outside the destination",
+        ),
+        (
+            "symlink-abs",
+            gz(&tar_of(&[("pkg/etc", Symlink, Some("/etc"), b"")])),
+            ArchiveFormat::TarGz,
+            "refusing entry `pkg/etc`: it is a symlink to the absolute path `/etc`",
+        ),
+        (
+            "symlink-chain",
+            gz(&tar_of(&[
+                ("pkg/a", Symlink, Some("."), b""),
+                ("pkg/a/b", Symlink, Some(".."), b""),
+                ("pkg/a/b/evil.txt", Regular, None, b"x"),
+            ])),
+            ArchiveFormat::TarGz,
+            "refusing entry `pkg/a/b`: it is a symlink to `..`, outside the destination",
+        ),
+        (
+            "hardlink-out",
+            gz(&tar_of(&[("pkg/hl", Link, Some("../../outside.txt"), b"")])),
+            ArchiveFormat::TarGz,
+            "refusing entry `pkg/hl`: it is a hard link to `../../outside.txt`: its path contains `..`",
+        ),
+        (
+            "hardlink-abs",
+            gz(&tar_of(&[("pkg/passwd", Link, Some("/etc/passwd"), b"")])),
+            ArchiveFormat::TarGz,
+            "refusing entry `pkg/passwd`: it is a hard link to `/etc/passwd`: its path is absolute",
+        ),
+        (
+            "device",
+            gz(&tar_of(&[("pkg/sda", Block, None, b"")])),
+            ArchiveFormat::TarGz,
+            "refusing entry `pkg/sda`: it is a device file",
+        ),
+        (
+            "chardev",
+            gz(&tar_of(&[("pkg/null", Char, None, b"")])),
+            ArchiveFormat::TarGz,
+            "refusing entry `pkg/null`: it is a device file",
+        ),
+        (
+            "fifo",
+            gz(&tar_of(&[("pkg/p", Fifo, None, b"")])),
+            ArchiveFormat::TarGz,
+            "refusing entry `pkg/p`: it is a named pipe",
+        ),
+        (
+            "zip-dotdot",
+            {
+                use std::io::Write;
+                let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+                z.start_file("pkg/../../zip-evil.txt", zip::write::SimpleFileOptions::default()).unwrap();
+                z.write_all(b"x").unwrap();
+                z.finish().unwrap().into_inner()
+            },
+            ArchiveFormat::Zip,
+            "refusing entry `pkg/../../zip-evil.txt`: its path contains `..`",
+        ),
     ];
     for (name, bytes, format, want) in cases {
         let tmp = tempfile::tempdir().unwrap();
@@ -411,7 +490,10 @@ fn hostile_archives_are_refused_and_nothing_escapes() {
         assert_eq!(e.to_string(), format!("archive `{}`: {want}", file.display()), "{name}");
         // Nothing outside the destination: `out` holds only `dest`, the temp dir only what we put.
         assert_eq!(listing(&out).iter().filter(|p| !p.starts_with("dest")).count(), 0, "{name}: {:?}", listing(&out));
-        let mut top: Vec<String> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().to_string()).collect();
+        let mut top: Vec<String> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
         top.sort();
         let mut want_top = vec![format!("{name}.archive"), "out".to_string()];
         want_top.sort();
@@ -578,7 +660,10 @@ fn prepare_trusts_a_complete_tree_and_recreates_a_half_one() {
         s.forest.t1
     );
     let mut files = std::collections::BTreeMap::new();
-    files.insert("recipes/t/stack.toml".to_string(), b"[stack]\nname = \"t\"\nrocm-version = \"6.2.4\"\nsummary = \"t\"\ndefault-targets = [\"gfx1010\"]\n".to_vec());
+    files.insert(
+        "recipes/t/stack.toml".to_string(),
+        b"[stack]\nname = \"t\"\nrocm-version = \"6.2.4\"\nsummary = \"t\"\ndefault-targets = [\"gfx1010\"]\n".to_vec(),
+    );
     files.insert("recipes/t/top.toml".to_string(), toml.into_bytes());
     files.insert("patches/t/top/0001-ret.patch".to_string(), patch.to_vec());
     let tree = rocmforge::recipe::RecipeTree::from_files(rocmforge::recipe::Origin::Embedded, files);
@@ -588,7 +673,10 @@ fn prepare_trusts_a_complete_tree_and_recreates_a_half_one() {
     let dest = source::work_tree_dir(&cfg, "t", "top");
     source::prepare(&cfg, &tree, r, &dest, &Collect::default()).unwrap();
     assert!(std::fs::read_to_string(dest.join("src/main.c")).unwrap().contains("return 42;"));
-    assert_eq!(std::fs::read_to_string(dest.join("third_party/mid/deps/leaf/leaf.txt")).unwrap(), "leaf, patched inside a submodule\n");
+    assert_eq!(
+        std::fs::read_to_string(dest.join("third_party/mid/deps/leaf/leaf.txt")).unwrap(),
+        "leaf, patched inside a submodule\n"
+    );
     let marker = std::fs::read_to_string(source::marker_path(&dest)).unwrap();
     assert!(marker.contains(&s.forest.t1) && marker.contains("0001-ret.patch"), "{marker}");
 
@@ -667,7 +755,10 @@ fn world() -> World {
         format!("[url-rewrite]\n\"https://github.com/\" = \"{}\"\n", w.git.daemon.url("")),
     )
     .unwrap();
-    w.write("recipes/t/stack.toml", "[stack]\nname = \"t\"\nrocm-version = \"6.2.4\"\nsummary = \"t\"\ndefault-targets = [\"gfx1010\"]\n");
+    w.write(
+        "recipes/t/stack.toml",
+        "[stack]\nname = \"t\"\nrocm-version = \"6.2.4\"\nsummary = \"t\"\ndefault-targets = [\"gfx1010\"]\n",
+    );
     w.write(
         "recipes/t/top.toml",
         &format!("[package]\nname = \"top\"\nversion = \"1\"\nsummary = \"s\"\n\n[source]\ngit = \"https://github.com/test/top.git\"\ntag = \"v1\"\nrev = \"{}\"\nsubmodules = true\n\n[patches]\nseries = [\"0001-ret.patch\"]\n\n[build]\nsystem = \"cmake\"\n", w.git.forest.t1),
@@ -692,7 +783,13 @@ fn cli_fetch_preflight_fetches_the_closure_and_checks_patches() {
     let out = w.cmd().args(["fetch", "app", "--target", "gfx1010"]).output().unwrap();
     let (so, se) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
-    assert!(so.contains(&format!("ok    top                      git:{} third_party/mid={}", w.git.forest.t1, w.git.forest.m1)), "{so}");
+    assert!(
+        so.contains(&format!(
+            "ok    top                      git:{} third_party/mid={}",
+            w.git.forest.t1, w.git.forest.m1
+        )),
+        "{so}"
+    );
     assert!(so.contains(&format!("ok    tarball                  sha256:{}", w.tarball_sha)), "{so}");
     assert!(so.ends_with("all 2 sources and patch series ok\n"), "{so}");
     // The github.com URL went to the local daemon.
@@ -730,7 +827,8 @@ fn cli_fetch_reports_all_failures_together() {
     // A patch that no longer applies, and a tarball whose hash is wrong.
     w.write("patches/t/top/0001-ret.patch", &TOP_PATCH.replace("-    return 0;", "-    return 1;"));
     let wrong = sha(b"not it");
-    let toml = std::fs::read_to_string(w.tree().join("recipes/t/tarball.toml")).unwrap().replace(&w.tarball_sha, &wrong);
+    let toml =
+        std::fs::read_to_string(w.tree().join("recipes/t/tarball.toml")).unwrap().replace(&w.tarball_sha, &wrong);
     w.write("recipes/t/tarball.toml", &toml);
     let out = w.cmd().args(["fetch", "app"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -776,7 +874,9 @@ fn cli_source_then_patch_diff_makes_the_next_patch() {
         "diff --git a/README b/README\n--- a/README\n+++ b/README\n@@ -1 +1,2 @@\n top\n+edited\n\
          diff --git a/third_party/mid/deps/leaf/new.txt b/third_party/mid/deps/leaf/new.txt\nnew file mode 100644\n--- /dev/null\n+++ b/third_party/mid/deps/leaf/new.txt\n@@ -0,0 +1 @@\n+new\n"
     );
-    assert!(std::fs::read_to_string(w.tree().join("recipes/t/top.toml")).unwrap().contains("series = [\"0001-ret.patch\", \"0002-local-edits.patch\"]"));
+    assert!(std::fs::read_to_string(w.tree().join("recipes/t/top.toml"))
+        .unwrap()
+        .contains("series = [\"0001-ret.patch\", \"0002-local-edits.patch\"]"));
     // The series with the new patch checks, and `source` rebuilds the tree with it.
     let out = w.cmd().args(["patch", "check", "top"]).output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));

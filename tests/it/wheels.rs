@@ -14,7 +14,9 @@ use crate::support::{copy_tree, repo_root, rocmforge};
 const TIMEOUT: Duration = Duration::from_secs(240);
 
 fn wheelhouse() -> PathBuf {
-    let p = std::env::var_os("ROCMFORGE_TEST_WHEELHOUSE").map(PathBuf::from).unwrap_or_else(|| repo_root().join("target/wheelhouse"));
+    let p = std::env::var_os("ROCMFORGE_TEST_WHEELHOUSE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/wheelhouse"));
     assert!(p.is_dir(), "no wheelhouse at {}: run ci/setup.sh (it downloads setuptools and wheel there)", p.display());
     p
 }
@@ -44,7 +46,8 @@ impl World {
         }
         let daemon = GitDaemon::start(&srv);
         let config = dir.path().join("config.toml");
-        std::fs::write(&config, format!("[url-rewrite]\n\"https://example.invalid/\" = \"{}\"\n", daemon.url(""))).unwrap();
+        std::fs::write(&config, format!("[url-rewrite]\n\"https://example.invalid/\" = \"{}\"\n", daemon.url("")))
+            .unwrap();
         let tree = dir.path().join("tree");
         copy_tree(&fixture.join("recipes"), &tree.join("recipes"));
         let w = World { home: dir.path().join("home"), tree, config, _daemon: daemon, _dir: dir };
@@ -97,7 +100,10 @@ impl World {
 }
 
 fn field<'a>(metadata: &'a str, name: &str) -> &'a str {
-    metadata.lines().find_map(|l| l.strip_prefix(&format!("{name}: "))).unwrap_or_else(|| panic!("no {name} in {metadata}"))
+    metadata
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+        .unwrap_or_else(|| panic!("no {name} in {metadata}"))
 }
 
 #[test]
@@ -105,7 +111,11 @@ fn python_wheel_builds_against_the_wheel_its_dependency_built() {
     let w = World::new();
     let out = w.build();
     assert!(out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains("built 2 recipe(s): base, app") && text(&out).contains("base: building"), "{}", text(&out));
+    assert!(
+        text(&out).contains("built 2 recipe(s): base, app") && text(&out).contains("base: building"),
+        "{}",
+        text(&out)
+    );
 
     // app's setup.py imported rf_base, and it was this build's rf-base (its local version label
     // carries base's cache key), installed from the wheel base deployed, not from an index.
@@ -128,7 +138,10 @@ fn python_wheel_builds_against_the_wheel_its_dependency_built() {
         .expect("a requirements step script");
     assert!(script.contains(&format!("--find-links {}", links.display())), "{script}");
     assert!(script.contains(&format!("setuptools wheel {}", links.join(&base_wheel).display())), "{script}");
-    assert_eq!(std::fs::read_link(links.join(&base_wheel)).unwrap(), w.prefix().join("share/rocmforge/wheels").join(&base_wheel));
+    assert_eq!(
+        std::fs::read_link(links.join(&base_wheel)).unwrap(),
+        w.prefix().join("share/rocmforge/wheels").join(&base_wheel)
+    );
 
     // Without install-wheels the same build fails where torchvision would: importing the
     // dependency in setup.py. base is not rebuilt.
@@ -139,7 +152,10 @@ fn python_wheel_builds_against_the_wheel_its_dependency_built() {
     assert!(!text(&out).contains("base: building"), "{}", text(&out));
 
     // Naming a project no dependency built is refused before anything runs, listing what exists.
-    w.edit_app("requirements = [\"setuptools\", \"wheel\"]\n", "requirements = [\"setuptools\", \"wheel\"]\ninstall-wheels = [\"rf-nosuch\"]\n");
+    w.edit_app(
+        "requirements = [\"setuptools\", \"wheel\"]\n",
+        "requirements = [\"setuptools\", \"wheel\"]\ninstall-wheels = [\"rf-nosuch\"]\n",
+    );
     let out = w.build();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(
@@ -152,7 +168,10 @@ fn python_wheel_builds_against_the_wheel_its_dependency_built() {
 
     // A dependency's project in `requirements` would let pip pick any build from an index.
     w.edit_app("install-wheels = [\"rf-nosuch\"]\n", "");
-    w.edit_app("requirements = [\"setuptools\", \"wheel\"]", "requirements = [\"setuptools\", \"wheel\", \"RF.Base>=1\"]");
+    w.edit_app(
+        "requirements = [\"setuptools\", \"wheel\"]",
+        "requirements = [\"setuptools\", \"wheel\", \"RF.Base>=1\"]",
+    );
     let out = w.build();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(
@@ -168,9 +187,21 @@ fn python_wheel_builds_against_the_wheel_its_dependency_built() {
 fn tree_with(root: &Path, deps: &str, build: &str) {
     let d = root.join("recipes/t");
     std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(d.join("stack.toml"), "[stack]\nname = \"t\"\nrocm-version = \"6.2.4\"\nsummary = \"t\"\ndefault-targets = [\"gfx1010\"]\n").unwrap();
-    std::fs::write(d.join("dep.toml"), "[package]\nname = \"dep\"\nversion = \"1\"\nsummary = \"d\"\n[build]\nsystem = \"script\"\n").unwrap();
-    std::fs::write(d.join("app.toml"), format!("[package]\nname = \"app\"\nversion = \"1\"\nsummary = \"a\"\n{deps}[build]\n{build}")).unwrap();
+    std::fs::write(
+        d.join("stack.toml"),
+        "[stack]\nname = \"t\"\nrocm-version = \"6.2.4\"\nsummary = \"t\"\ndefault-targets = [\"gfx1010\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("dep.toml"),
+        "[package]\nname = \"dep\"\nversion = \"1\"\nsummary = \"d\"\n[build]\nsystem = \"script\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("app.toml"),
+        format!("[package]\nname = \"app\"\nversion = \"1\"\nsummary = \"a\"\n{deps}[build]\n{build}"),
+    )
+    .unwrap();
 }
 
 #[test]
@@ -188,7 +219,12 @@ fn install_wheels_mistakes_are_reported_with_file_and_line() {
             "app.toml:9:18",
             "`install-wheels` is for python-wheel recipes; this one is `cmake`",
         ),
-        ("", "system = \"python-wheel\"\ninstall-wheels = [\"torch\"]\n", "app.toml:7:18", "`install-wheels` installs wheels built by the recipe's build dependencies, but it has none"),
+        (
+            "",
+            "system = \"python-wheel\"\ninstall-wheels = [\"torch\"]\n",
+            "app.toml:7:18",
+            "`install-wheels` installs wheels built by the recipe's build dependencies, but it has none",
+        ),
         (
             "[dependencies]\nbuild = [\"dep\"]\n",
             "system = \"python-wheel\"\ninstall-wheels = [\"torch\", \"torch==2.6.0\"]\n",
@@ -205,7 +241,12 @@ fn install_wheels_mistakes_are_reported_with_file_and_line() {
     for (deps, build, at, msg) in cases {
         let dir = tempfile::tempdir().unwrap();
         tree_with(dir.path(), deps, build);
-        let out = rocmforge(&dir.path().join("home")).arg("--recipes").arg(dir.path()).args(["recipes", "check"]).output().unwrap();
+        let out = rocmforge(&dir.path().join("home"))
+            .arg("--recipes")
+            .arg(dir.path())
+            .args(["recipes", "check"])
+            .output()
+            .unwrap();
         assert_eq!(out.status.code(), Some(3), "{}", text(&out));
         let t = text(&out);
         assert!(t.contains(&format!("error: {msg}")) && t.contains(at), "want `{msg}` at {at}:\n{t}");
@@ -247,7 +288,10 @@ gpu = false
     assert_eq!(lines.len(), 4, "{got}");
     let venv = lines[0];
     assert!(venv.ends_with("/gen/build/venv"), "python runs in the recipe's venv: {got}");
-    assert!(lines[1].starts_with(&format!("{venv}/lib/")) && lines[1].contains("site-packages/wheel/"), "wheel from the venv: {got}");
+    assert!(
+        lines[1].starts_with(&format!("{venv}/lib/")) && lines[1].contains("site-packages/wheel/"),
+        "wheel from the venv: {got}"
+    );
     assert_eq!(lines[2], venv, "VIRTUAL_ENV: {got}");
     assert_eq!(lines[3], format!("{venv}/bin/python"), "{got}");
 }

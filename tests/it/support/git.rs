@@ -139,9 +139,11 @@ pub fn forest(base: &Path) -> Forest {
     mid.write("mid.txt", "mid\n").submodule("deps/leaf", "../leaf.git", &l1);
     let m1 = mid.commit("mid");
     let top = Repo::init(base.join("test/top.git"));
-    top.write("src/main.c", "int main(void)\n{\n    return 0;\n}\n")
-        .write("README", "top\n")
-        .submodule("third_party/mid", "https://github.com/test/mid.git", &m1);
+    top.write("src/main.c", "int main(void)\n{\n    return 0;\n}\n").write("README", "top\n").submodule(
+        "third_party/mid",
+        "https://github.com/test/mid.git",
+        &m1,
+    );
     let t1 = top.commit("top 1");
     top.tag("v1", &t1);
     let t2 = top.write("README", "top, later\n").commit("top 2");

@@ -132,12 +132,29 @@ pub struct Engine<'a> {
 }
 
 impl<'a> Engine<'a> {
-    pub fn new(cfg: &'a Config, tree: &'a RecipeTree, stack: &'a Stack, progress: &'a dyn Progress, opts: BuildOptions) -> Engine<'a> {
+    pub fn new(
+        cfg: &'a Config,
+        tree: &'a RecipeTree,
+        stack: &'a Stack,
+        progress: &'a dyn Progress,
+        opts: BuildOptions,
+    ) -> Engine<'a> {
         let keyed_env: BTreeMap<String, String> =
             ENV_ALLOWLIST.iter().filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v))).collect();
         let toolchain = key::toolchain_identity(&std::env::var("PATH").unwrap_or_default());
         let rocm = cfg.rocm_path.as_deref().map(crate::external::InstalledRocm::open);
-        Engine { cfg, tree, stack, progress, opts, cache: ArtifactCache::new(&cfg.cache_dir), keyed_env, toolchain, rocm, prepare_lock: std::sync::Mutex::new(()) }
+        Engine {
+            cfg,
+            tree,
+            stack,
+            progress,
+            opts,
+            cache: ArtifactCache::new(&cfg.cache_dir),
+            keyed_env,
+            toolchain,
+            rocm,
+            prepare_lock: std::sync::Mutex::new(()),
+        }
     }
 
     pub fn cache(&self) -> &ArtifactCache {
@@ -166,12 +183,17 @@ impl<'a> Engine<'a> {
         let mut out = Vec::new();
         for name in graph.order() {
             let r = &self.stack.recipes[name];
-            let decision = if r.is_source_only() { TargetDecision::SourceOnly } else { r.targets.decide(&self.opts.targets) };
+            let decision =
+                if r.is_source_only() { TargetDecision::SourceOnly } else { r.targets.decide(&self.opts.targets) };
             let external = self.external(r);
             let source = match &r.source {
                 _ if external.is_some() => self.rocm.as_ref().expect("external needs a rocm").key_input(),
                 SourceSpec::From { recipe, subdir } => {
-                    format!("tree:{}:{}", keys.get(recipe).map(|k| k.as_str()).unwrap_or("?"), subdir.as_deref().unwrap_or(""))
+                    format!(
+                        "tree:{}:{}",
+                        keys.get(recipe).map(|k| k.as_str()).unwrap_or("?"),
+                        subdir.as_deref().unwrap_or("")
+                    )
                 }
                 _ => key::source_identity(r),
             };
@@ -196,14 +218,22 @@ impl<'a> Engine<'a> {
             } else if let TargetDecision::Skip { reason } = &decision {
                 Status::Skipped(reason.clone())
             } else if forced.contains(name) {
-                Status::Build(vec![if self.opts.rebuild.iter().any(|f| f == name) { "--rebuild".into() } else { "--rebuild of a dependency".into() }])
+                Status::Build(vec![if self.opts.rebuild.iter().any(|f| f == name) {
+                    "--rebuild".into()
+                } else {
+                    "--rebuild of a dependency".into()
+                }])
             } else if self.cache.get(&key).is_some() {
                 Status::Cached
             } else {
                 let why = match self.last_inputs(name) {
                     Some(old) => {
                         let w = inputs.explain_change(&old);
-                        if w.is_empty() { vec!["artifact missing from the cache".into()] } else { w }
+                        if w.is_empty() {
+                            vec!["artifact missing from the cache".into()]
+                        } else {
+                            w
+                        }
                     }
                     None => Vec::new(),
                 };
@@ -246,7 +276,13 @@ impl<'a> Engine<'a> {
         let prefix = Prefix::new(&self.opts.prefix, self.cfg.link_mode);
         std::fs::create_dir_all(&self.opts.prefix).map_err(io_err("cannot create prefix", &self.opts.prefix))?;
         let mut outcomes = Vec::new();
-        let names = |build: bool| decisions.iter().filter(|d| !build || matches!(d.status, Status::Build(_))).map(|d| d.name.clone()).collect::<Vec<_>>();
+        let names = |build: bool| {
+            decisions
+                .iter()
+                .filter(|d| !build || matches!(d.status, Status::Build(_)))
+                .map(|d| d.name.clone())
+                .collect::<Vec<_>>()
+        };
         self.progress.build_started(&names(false), &names(true));
         let result = self.build_all(&decisions, &prefix, &mut outcomes);
         self.progress.build_finished(result.is_ok());
@@ -267,7 +303,8 @@ impl<'a> Engine<'a> {
             .enumerate()
             .map(|(i, d)| (i, d.inputs.deps.keys().filter(|k| order.contains_key(k.as_str())).count()))
             .collect();
-        let mut ready: std::collections::BTreeSet<usize> = waiting.iter().filter(|(_, n)| **n == 0).map(|(i, _)| *i).collect();
+        let mut ready: std::collections::BTreeSet<usize> =
+            waiting.iter().filter(|(_, n)| **n == 0).map(|(i, _)| *i).collect();
         waiting.retain(|_, n| *n > 0);
         let mut failures: Vec<(String, BuildError)> = Vec::new();
         let mut blocked: Vec<String> = Vec::new();
@@ -284,7 +321,9 @@ impl<'a> Engine<'a> {
                     let d = &decisions[i];
                     let r = &self.stack.recipes[&d.name];
                     let want = match d.status {
-                        Status::Build(_) => budget::jobs_for(self.opts.jobs, r.build.memory_per_job_gb, budget::available_memory()),
+                        Status::Build(_) => {
+                            budget::jobs_for(self.opts.jobs, r.build.memory_per_job_gb, budget::available_memory())
+                        }
                         _ => 1,
                     };
                     // A recipe starts when its share of the budget is free; else the scheduler
@@ -342,12 +381,7 @@ impl<'a> Engine<'a> {
     }
 
     /// One recipe's turn: deploy its cached artifact, or build it.
-    fn run_recipe(
-        &self,
-        d: &Decision,
-        jobs: usize,
-        prefix: &Prefix,
-    ) -> Result<Outcome, BuildError> {
+    fn run_recipe(&self, d: &Decision, jobs: usize, prefix: &Prefix) -> Result<Outcome, BuildError> {
         let r = &self.stack.recipes[&d.name];
         self.progress.recipe_started(&d.name, d.status == Status::Cached);
         let result = match &d.status {
@@ -394,32 +428,43 @@ impl<'a> Engine<'a> {
             .collect();
         wheels.sort();
         if wheels.is_empty() {
-            return Err(BuildError::Io { what: "no wheels were produced in", path: dir, source: std::io::ErrorKind::NotFound.into() });
+            return Err(BuildError::Io {
+                what: "no wheels were produced in",
+                path: dir,
+                source: std::io::ErrorKind::NotFound.into(),
+            });
         }
         let index = self.cfg.index_dir();
-        let reports = crate::index::publish_all(&index, &wheels).map_err(|e| BuildError::Publish { recipe: r.name.clone(), source: e })?;
+        let reports = crate::index::publish_all(&index, &wheels)
+            .map_err(|e| BuildError::Publish { recipe: r.name.clone(), source: e })?;
         for rep in reports {
-            self.progress.message(&r.name, &format!("{}: {}", match rep.outcome { crate::index::PublishOutcome::Published => "published", _ => "already in the index" }, rep.filename));
+            self.progress.message(
+                &r.name,
+                &format!(
+                    "{}: {}",
+                    match rep.outcome {
+                        crate::index::PublishOutcome::Published => "published",
+                        _ => "already in the index",
+                    },
+                    rep.filename
+                ),
+            );
         }
         Ok(())
     }
 
     fn remember(&self, d: &Decision) -> Result<(), BuildError> {
         let p = self.last_inputs_path(&d.name);
-        crate::fsutil::write_if_changed(&p, &serde_json::to_vec_pretty(&d.inputs).expect("serialises")).map(drop).map_err(io_err("cannot write", &p))
+        crate::fsutil::write_if_changed(&p, &serde_json::to_vec_pretty(&d.inputs).expect("serialises"))
+            .map(drop)
+            .map_err(io_err("cannot write", &p))
     }
 
     fn work_dir(&self, recipe: &str) -> WorkDir {
         WorkDir::new(&self.cfg.work_dir, &self.stack.name, recipe)
     }
 
-    fn build_one(
-        &self,
-        r: &Recipe,
-        d: &Decision,
-        jobs: usize,
-        prefix: &Prefix,
-    ) -> Result<(), BuildError> {
+    fn build_one(&self, r: &Recipe, d: &Decision, jobs: usize, prefix: &Prefix) -> Result<(), BuildError> {
         // make-style tools in this recipe's steps share its slice of the budget (GNU make
         // jobserver); ninja and others get `-j`/MAX_JOBS of the same size.
         let client = jobserver::Client::new(jobs).map_err(io_err("cannot create a jobserver", Path::new("(pipe)")))?;
@@ -442,7 +487,8 @@ impl<'a> Engine<'a> {
             std::fs::create_dir_all(wd.build()).map_err(io_err("cannot create", &wd.build()))?;
             let mut vars = self.vars(r, d, &wd, src, jobs)?;
             if r.build.system == BuildSystem::PythonWheel {
-                (vars.find_links, vars.install_wheels) = self.dependency_wheels(r, prefix, &wd.build().join("dependency-wheels"))?;
+                (vars.find_links, vars.install_wheels) =
+                    self.dependency_wheels(r, prefix, &wd.build().join("dependency-wheels"))?;
             }
             let mut steps = systems::steps(r, &vars, &systems::step_env(r, &vars, &self.keyed_env)?)?;
             let stage = wd.stage();
@@ -509,7 +555,10 @@ impl<'a> Engine<'a> {
 
     fn vars(&self, r: &Recipe, d: &Decision, wd: &WorkDir, src: PathBuf, jobs: usize) -> Result<Vars, BuildError> {
         let host_python = match &self.stack.python {
-            Some(v) => Some(find_python(v).ok_or_else(|| BuildError::NoPython { stack: self.stack.name.clone(), version: v.clone() })?),
+            Some(v) => Some(
+                find_python(v)
+                    .ok_or_else(|| BuildError::NoPython { stack: self.stack.name.clone(), version: v.clone() })?,
+            ),
             None => find_python("3"),
         };
         let python = if systems::uses_venv(r) { Some(wd.build().join("venv/bin/python")) } else { host_python.clone() };
@@ -543,7 +592,12 @@ impl<'a> Engine<'a> {
     /// The wheels the recipe's build dependencies (transitively) deployed into the prefix, laid
     /// out as links in `dir` (recreated) for pip's `--find-links`, and the files among them that
     /// `install-wheels` names. `(None, [])` when no dependency deployed a wheel.
-    fn dependency_wheels(&self, r: &Recipe, prefix: &Prefix, dir: &Path) -> Result<(Option<PathBuf>, Vec<PathBuf>), BuildError> {
+    fn dependency_wheels(
+        &self,
+        r: &Recipe,
+        prefix: &Prefix,
+        dir: &Path,
+    ) -> Result<(Option<PathBuf>, Vec<PathBuf>), BuildError> {
         let mut seen = std::collections::BTreeSet::new();
         let mut todo: Vec<&str> = r.build_deps.iter().map(String::as_str).collect();
         // (recipe, project, file name, path in the prefix)
@@ -555,7 +609,10 @@ impl<'a> Engine<'a> {
             let Some(dr) = self.stack.recipes.get(dep) else { continue };
             todo.extend(dr.build_deps.iter().map(String::as_str));
             for f in prefix.manifest(dep).map(|m| m.files).unwrap_or_default() {
-                let Some(file) = f.strip_prefix(&format!("{}/", systems::WHEEL_DIR)).filter(|n| !n.contains('/')) else { continue };
+                let Some(file) = f.strip_prefix(&format!("{}/", systems::WHEEL_DIR)).filter(|n| !n.contains('/'))
+                else {
+                    continue;
+                };
                 if let Ok(w) = crate::index::WheelName::parse(file) {
                     wheels.push((dep.to_string(), w.project(), file.to_string(), prefix.root.join(&f)));
                 }
@@ -563,7 +620,11 @@ impl<'a> Engine<'a> {
         }
         wheels.sort();
         for req in &r.build.requirements {
-            let name: String = req.trim_start().chars().take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')).collect();
+            let name: String = req
+                .trim_start()
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                .collect();
             let project = crate::index::normalize_name(&name);
             if let Some((dep, _, file, _)) = wheels.iter().find(|w| w.1 == project) {
                 return Err(BuildError::RequirementIsDependencyWheel {
@@ -585,9 +646,16 @@ impl<'a> Engine<'a> {
                     let available = if wheels.is_empty() {
                         "its dependencies deployed no wheels".to_string()
                     } else {
-                        format!("wheels of its dependencies: {}", wheels.iter().map(|w| format!("{} from {}", w.2, w.0)).collect::<Vec<_>>().join(", "))
+                        format!(
+                            "wheels of its dependencies: {}",
+                            wheels.iter().map(|w| format!("{} from {}", w.2, w.0)).collect::<Vec<_>>().join(", ")
+                        )
                     };
-                    return Err(BuildError::NoDependencyWheel { recipe: r.name.clone(), name: name.clone(), available });
+                    return Err(BuildError::NoDependencyWheel {
+                        recipe: r.name.clone(),
+                        name: name.clone(),
+                        available,
+                    });
                 }
                 many => {
                     return Err(BuildError::AmbiguousDependencyWheel {
@@ -624,9 +692,7 @@ impl<'a> Engine<'a> {
                     None => base,
                 })
             }
-            _ => {
-                self.prepare_own(r)
-            }
+            _ => self.prepare_own(r),
         }
     }
 
@@ -671,7 +737,8 @@ pub fn find_python(version: &str) -> Option<PathBuf> {
             return Some(p);
         }
     }
-    let root = std::env::var_os("PYENV_ROOT").map(PathBuf::from).or_else(|| dirs::home_dir().map(|h| h.join(".pyenv")))?;
+    let root =
+        std::env::var_os("PYENV_ROOT").map(PathBuf::from).or_else(|| dirs::home_dir().map(|h| h.join(".pyenv")))?;
     let mut found: Vec<PathBuf> = std::fs::read_dir(root.join("versions"))
         .ok()?
         .filter_map(Result::ok)

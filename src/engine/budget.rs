@@ -6,7 +6,10 @@ use std::fs;
 /// Bytes of memory this process may use: the smaller of MemAvailable and the cgroup v2 limit.
 pub fn available_memory() -> Option<u64> {
     let meminfo = fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
-        t.lines().find(|l| l.starts_with("MemAvailable:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()).map(|kb| kb * 1024)
+        t.lines()
+            .find(|l| l.starts_with("MemAvailable:"))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .map(|kb| kb * 1024)
     });
     let cgroup = cgroup_limit();
     match (meminfo, cgroup) {
@@ -22,7 +25,8 @@ fn cgroup_limit() -> Option<u64> {
     let dir = std::path::Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/'));
     let max = fs::read_to_string(dir.join("memory.max")).ok()?;
     let max: u64 = max.trim().parse().ok()?; // "max" = unlimited -> None
-    let current: u64 = fs::read_to_string(dir.join("memory.current")).ok().and_then(|c| c.trim().parse().ok()).unwrap_or(0);
+    let current: u64 =
+        fs::read_to_string(dir.join("memory.current")).ok().and_then(|c| c.trim().parse().ok()).unwrap_or(0);
     Some(max.saturating_sub(current))
 }
 
@@ -42,7 +46,9 @@ pub fn default_jobs() -> usize {
 /// Jobs for one recipe: at most `budget`, and no more than memory allows (at least 1).
 pub fn jobs_for(budget: usize, memory_per_job_gb: f64, available: Option<u64>) -> usize {
     let by_memory = match available {
-        Some(bytes) if memory_per_job_gb > 0.0 => ((bytes as f64) / (memory_per_job_gb * 1024.0 * 1024.0 * 1024.0)).floor() as usize,
+        Some(bytes) if memory_per_job_gb > 0.0 => {
+            ((bytes as f64) / (memory_per_job_gb * 1024.0 * 1024.0 * 1024.0)).floor() as usize
+        }
         _ => budget,
     };
     budget.min(by_memory).max(1)

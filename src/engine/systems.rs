@@ -15,7 +15,20 @@ pub const SOURCE_DATE_EPOCH: &str = "315619200";
 /// Host variables passed to steps without entering the cache key (they change where things
 /// come from, not what is built).
 const PASS_THROUGH_PREFIXES: &[&str] = &["PIP_", "UV_", "CCACHE_", "SCCACHE_"];
-const PASS_THROUGH: &[&str] = &["HOME", "USER", "LOGNAME", "TMPDIR", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR"];
+const PASS_THROUGH: &[&str] = &[
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "TMPDIR",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+];
 
 /// Everything placeholders and environments are made from, for one recipe.
 #[derive(Debug, Clone)]
@@ -101,14 +114,20 @@ impl Vars {
                     .source_trees
                     .get(dep)
                     .ok_or_else(|| ExpandError::NotASourceDep { recipe: recipe.into(), dep: dep.into() })?),
-                None => return Err(ExpandError::Unknown { recipe: recipe.into(), name: other.into(), text: text.into() }),
+                None => {
+                    return Err(ExpandError::Unknown { recipe: recipe.into(), name: other.into(), text: text.into() })
+                }
             },
         })
     }
 }
 
 /// The environment every step of `recipe` runs in: a small, explicit set.
-pub fn step_env(recipe: &Recipe, vars: &Vars, keyed_env: &BTreeMap<String, String>) -> Result<BTreeMap<String, String>, ExpandError> {
+pub fn step_env(
+    recipe: &Recipe,
+    vars: &Vars,
+    keyed_env: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, ExpandError> {
     let mut env = BTreeMap::new();
     for (k, v) in std::env::vars() {
         if PASS_THROUGH.contains(&k.as_str()) || PASS_THROUGH_PREFIXES.iter().any(|p| k.starts_with(p)) {
@@ -186,7 +205,11 @@ pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Re
             }
             user_steps(&mut steps)?;
             steps.push(step("configure", configure, &vars.build));
-            steps.push(step("build", format!("cmake --build {} --parallel {}", q(&vars.build), vars.jobs), &vars.build));
+            steps.push(step(
+                "build",
+                format!("cmake --build {} --parallel {}", q(&vars.build), vars.jobs),
+                &vars.build,
+            ));
             steps.push(step(
                 "install",
                 format!("rm -rf {stage} && DESTDIR={stage} cmake --install {}", q(&vars.build), stage = q(&vars.stage)),
@@ -218,7 +241,11 @@ pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Re
             if uses_venv(recipe) {
                 venv_steps(recipe, vars, &mut steps, &step)?;
             }
-            steps.push(step("clean-stage", format!("rm -rf {} && mkdir -p {}", q(&vars.stage), q(&vars.stage)), &vars.build));
+            steps.push(step(
+                "clean-stage",
+                format!("rm -rf {} && mkdir -p {}", q(&vars.stage), q(&vars.stage)),
+                &vars.build,
+            ));
             for (i, s) in recipe.build.steps.iter().enumerate() {
                 steps.push(step(&format!("step{}", i + 1), x(s)?, &vars.build));
             }
@@ -227,7 +254,12 @@ pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Re
             // The source is the verified wheel file; it is collected as the output.
             steps.push(step(
                 "collect",
-                format!("rm -rf {stage} && mkdir -p {w} && cp {}/*.whl {w}/", q(&vars.src), stage = q(&vars.stage), w = q(&vars.stage.join(WHEEL_DIR))),
+                format!(
+                    "rm -rf {stage} && mkdir -p {w} && cp {}/*.whl {w}/",
+                    q(&vars.src),
+                    stage = q(&vars.stage),
+                    w = q(&vars.stage.join(WHEEL_DIR))
+                ),
                 &vars.build,
             ));
         }
@@ -240,12 +272,18 @@ pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Re
 /// CMake that runs a Python script needing a module, as roctracer's does).
 pub fn uses_venv(recipe: &Recipe) -> bool {
     recipe.build.system == BuildSystem::PythonWheel
-        || (matches!(recipe.build.system, BuildSystem::Cmake | BuildSystem::Script) && !recipe.build.requirements.is_empty())
+        || (matches!(recipe.build.system, BuildSystem::Cmake | BuildSystem::Script)
+            && !recipe.build.requirements.is_empty())
 }
 
 /// The `venv` step (a fresh venv of the host Python) and, when there is anything to install,
 /// the `requirements` step. Returns the venv's path.
-fn venv_steps(recipe: &Recipe, vars: &Vars, steps: &mut Vec<Step>, step: &dyn Fn(&str, String, &Path) -> Step) -> Result<PathBuf, ExpandError> {
+fn venv_steps(
+    recipe: &Recipe,
+    vars: &Vars,
+    steps: &mut Vec<Step>,
+    step: &dyn Fn(&str, String, &Path) -> Step,
+) -> Result<PathBuf, ExpandError> {
     let q = |p: &Path| shell_words(&p.display().to_string());
     let host = vars.host_python.as_deref().ok_or_else(|| ExpandError::NoPython { recipe: recipe.name.clone() })?;
     let venv = vars.build.join("venv");
@@ -253,7 +291,8 @@ fn venv_steps(recipe: &Recipe, vars: &Vars, steps: &mut Vec<Step>, step: &dyn Fn
     if !recipe.build.requirements.is_empty() || !vars.install_wheels.is_empty() {
         // One pip run, so one resolver sees both: requirements from the index (and the
         // dependencies' wheels), `install-wheels` as the exact files the dependencies built.
-        let mut command = format!("{} -m pip install --disable-pip-version-check --no-input -q", q(&venv.join("bin/python")));
+        let mut command =
+            format!("{} -m pip install --disable-pip-version-check --no-input -q", q(&venv.join("bin/python")));
         if let Some(dir) = &vars.find_links {
             command.push_str(&format!(" --find-links {}", q(dir)));
         }
@@ -274,7 +313,8 @@ fn venv_steps(recipe: &Recipe, vars: &Vars, steps: &mut Vec<Step>, step: &dyn Fn
 pub const WHEEL_DIR: &str = "share/rocmforge/wheels";
 
 fn shell_words(s: &str) -> String {
-    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%;".contains(&b)) && !s.contains(';') {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%;".contains(&b)) && !s.contains(';')
+    {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
@@ -340,14 +380,20 @@ mod tests {
         let s = steps(tracer, &v, &env).unwrap();
         let names: Vec<&str> = s.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["venv", "requirements", "configure", "build", "install"]);
-        assert_eq!(s[1].command, "/w/build/venv/bin/python -m pip install --disable-pip-version-check --no-input -q CppHeaderParser==2.7.4");
+        assert_eq!(
+            s[1].command,
+            "/w/build/venv/bin/python -m pip install --disable-pip-version-check --no-input -q CppHeaderParser==2.7.4"
+        );
         // Without requirements: no venv, the host Python.
         let mut v = vars();
         v.host_python = Some("/usr/bin/python3.11".into());
         v.python = v.host_python.clone();
         let env = step_env(plain, &v, &BTreeMap::new()).unwrap();
         assert!(!env.contains_key("VIRTUAL_ENV"));
-        assert_eq!(steps(plain, &v, &env).unwrap().iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["configure", "build", "install"]);
+        assert_eq!(
+            steps(plain, &v, &env).unwrap().iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+            ["configure", "build", "install"]
+        );
     }
 
     #[test]
@@ -357,7 +403,8 @@ mod tests {
         let mut v = vars();
         v.host_python = Some("/usr/bin/python3.11".into());
         v.find_links = Some("/w/build/dependency-wheels".into());
-        v.install_wheels = vec!["/w/build/dependency-wheels/torch-2.6.0+rocm6.2.4.k1-cp311-cp311-linux_x86_64.whl".into()];
+        v.install_wheels =
+            vec!["/w/build/dependency-wheels/torch-2.6.0+rocm6.2.4.k1-cp311-cp311-linux_x86_64.whl".into()];
         let with = steps(&r, &v, &BTreeMap::new()).unwrap();
         let names: Vec<&str> = with.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["venv", "requirements", "wheel"]);
@@ -369,14 +416,20 @@ mod tests {
         let mut v = vars();
         v.host_python = Some("/usr/bin/python3.11".into());
         let without = steps(&r, &v, &BTreeMap::new()).unwrap();
-        assert_eq!(without[1].command, "/w/build/venv/bin/python -m pip install --disable-pip-version-check --no-input -q numpy==2.2.1");
+        assert_eq!(
+            without[1].command,
+            "/w/build/venv/bin/python -m pip install --disable-pip-version-check --no-input -q numpy==2.2.1"
+        );
     }
 
     #[test]
     fn expands_placeholders_in_one_place() {
         let v = vars();
         assert_eq!(v.expand("r", "-DGPU_TARGETS={targets} -j{jobs}").unwrap(), "-DGPU_TARGETS=gfx1010;gfx1012 -j6");
-        assert_eq!(v.expand("r", "{src:hip}/include {prefix} {{literal}}").unwrap(), "/w/hip/src/include /opt/rf {literal}");
+        assert_eq!(
+            v.expand("r", "{src:hip}/include {prefix} {{literal}}").unwrap(),
+            "/w/hip/src/include /opt/rf {literal}"
+        );
         assert_eq!(v.expand("r", "{targets_comma}").unwrap(), "gfx1010,gfx1012");
         let e = v.expand("clr", "{src:rocr}").unwrap_err().to_string();
         assert!(e.contains("`{src:rocr}` names a recipe that is not among its source dependencies"), "{e}");

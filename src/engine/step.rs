@@ -148,7 +148,13 @@ pub fn reap_orphan(dirs: &StepDirs) {
 }
 
 /// Runs a step to completion. Output goes to `<logs>/<step>.log` (truncated first).
-pub fn run(recipe: &str, index: usize, step: &Step, dirs: &StepDirs, jobserver: Option<&jobserver::Client>) -> Result<(), StepError> {
+pub fn run(
+    recipe: &str,
+    index: usize,
+    step: &Step,
+    dirs: &StepDirs,
+    jobserver: Option<&jobserver::Client>,
+) -> Result<(), StepError> {
     let io = |what: &'static str, path: &Path| {
         let path = path.to_path_buf();
         move |source| StepError::Io { recipe: recipe.into(), step: step.name.clone(), what, path, source }
@@ -231,7 +237,8 @@ mod tests {
     #[test]
     fn failing_step_reports_everything_and_script_reproduces() {
         let d = tempfile::tempdir().unwrap();
-        let dirs = StepDirs { scripts: d.path().join("s"), logs: d.path().join("l"), running: d.path().join("running") };
+        let dirs =
+            StepDirs { scripts: d.path().join("s"), logs: d.path().join("l"), running: d.path().join("running") };
         let step = Step {
             name: "compile".into(),
             command: "for i in $(seq 1 100); do echo line $i; done; echo \"value=$MY_VAR\"; exit 3".into(),
@@ -261,7 +268,8 @@ mod tests {
         let dirs = StepDirs { scripts: d.path().join("s"), logs: d.path().join("l"), running: d.path().join("r") };
         let step = Step {
             name: "build".into(),
-            command: "echo 'clang++: error: unable to execute command: Killed signal terminated program'; exit 1".into(),
+            command: "echo 'clang++: error: unable to execute command: Killed signal terminated program'; exit 1"
+                .into(),
             cwd: d.path().to_path_buf(),
             env: BTreeMap::from([("PATH".into(), "/usr/bin:/bin".into())]),
             fills_stage: false,
