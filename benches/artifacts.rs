@@ -5,7 +5,7 @@
 //! A tree shaped like a ROCm library's install (a few big shared objects, many code-object
 //! files, thousands of headers; compressible about 3x like real binaries) is made in a scratch
 //! dir on the cache's filesystem. Then, in one run:
-//! - store: `tar -I 'zstd -T0' -cf` of the stage vs `ArtifactCache::store` of an identical stage
+//! - store: `tar -I 'zstd -T0' -cf` of the stage vs `LocalStore::store` of an identical stage
 //!   (fresh from "the build": its pages dirty, as after `cmake --install`);
 //! - restore: `tar -I 'zstd -T0' -xf` into an empty dir vs `Prefix::deploy` into an empty prefix
 //!   (default link mode; `link-mode = "copy"` is measured too, for comparison).
@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use rocmforge::cache::ArtifactCache;
+use rocmforge::cache::LocalStore;
 use rocmforge::config::LinkMode;
 use rocmforge::deploy::Prefix;
 use rocmforge::key::KeyInputs;
@@ -43,7 +43,7 @@ fn main() {
 
     let link_mode =
         if std::env::var("ROCMFORGE_LINK_MODE").as_deref() == Ok("copy") { LinkMode::Copy } else { LinkMode::Auto };
-    let cache = ArtifactCache::new(&root.join("cache"));
+    let cache = LocalStore::new(&root.join("cache"));
     let mut tar_c = Vec::new();
     let mut store = Vec::new();
     let mut tar_x = Vec::new();
@@ -91,7 +91,7 @@ fn main() {
             copied.deploy("bench", &artifact, false).unwrap();
         }));
         fs::remove_dir_all(root.join("copied")).unwrap();
-        cache.remove(&artifact.dir).unwrap();
+        cache.remove_entry(&artifact.dir).unwrap();
         fs::remove_file(&archive).unwrap();
         println!(
             "run {}: tar -cf {:.2}s store {:.2}s | tar -xf {:.2}s deploy {:.2}s (copy mode {:.2}s)",

@@ -156,12 +156,12 @@ impl Prefix {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::ArtifactCache;
+    use crate::cache::LocalStore;
     use crate::key::KeyInputs;
     use std::os::unix::fs::MetadataExt;
 
     /// A stored artifact with a library, a symlink to it and a header.
-    fn artifact(cache_root: &Path) -> (ArtifactCache, Artifact) {
+    fn artifact(cache_root: &Path) -> (LocalStore, Artifact) {
         let stage = cache_root.join("stage");
         fs::create_dir_all(stage.join("lib")).unwrap();
         fs::create_dir_all(stage.join("include")).unwrap();
@@ -180,7 +180,7 @@ mod tests {
             toolchain: "t".into(),
             deps: Default::default(),
         };
-        let cache = ArtifactCache::new(&cache_root.join("cache"));
+        let cache = LocalStore::new(&cache_root.join("cache"));
         let key = inputs.key();
         let _l = cache.lock(&key).unwrap();
         let a = cache.store(&key, &inputs, &stage).unwrap();

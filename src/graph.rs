@@ -14,6 +14,18 @@ pub enum GraphError {
     UnknownRecipe { name: String, stack: String, hint: String },
 }
 
+impl GraphError {
+    /// `name` is not a recipe of `stack`: the error names the closest one.
+    pub fn unknown(stack: &Stack, name: &str) -> GraphError {
+        let close = crate::recipe::load_closest(name, stack.recipes.keys().map(String::as_str));
+        GraphError::UnknownRecipe {
+            name: name.to_string(),
+            stack: stack.name.clone(),
+            hint: close.first().map(|c| format!(" (did you mean `{c}`?)")).unwrap_or_default(),
+        }
+    }
+}
+
 /// The closure of the requested recipes, with edges dependency -> dependent.
 #[derive(Debug)]
 pub struct BuildGraph {
@@ -30,12 +42,7 @@ impl BuildGraph {
         let mut todo: Vec<String> = Vec::new();
         for r in roots {
             if stack.recipe(r).is_none() {
-                let close = crate::recipe::load_closest(r, stack.recipes.keys().map(String::as_str));
-                return Err(GraphError::UnknownRecipe {
-                    name: r.clone(),
-                    stack: stack.name.clone(),
-                    hint: close.first().map(|c| format!(" (did you mean `{c}`?)")).unwrap_or_default(),
-                });
+                return Err(GraphError::unknown(stack, r));
             }
             todo.push(r.clone());
         }

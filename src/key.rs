@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::recipe::{Recipe, RecipeTree, SourceSpec};
 use crate::target::TargetSet;
 
 pub const CACHE_FORMAT: u32 = 1;
@@ -147,22 +146,6 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// The identity of a recipe's own source, as known from the recipe (no fetch needed: pins are
-/// in the recipe). `From` recipes use the key of the tree they read, filled in by the caller.
-pub fn source_identity(recipe: &Recipe) -> String {
-    match &recipe.source {
-        SourceSpec::Git { rev: Some(rev), subdir, .. } => {
-            format!("git:{rev}{}", subdir.as_deref().map(|s| format!(":{s}")).unwrap_or_default())
-        }
-        SourceSpec::Git { rev: None, tag, .. } => format!("unlocked:{}", tag.as_deref().unwrap_or("")),
-        SourceSpec::Url { sha256, subdir, .. } => {
-            format!("sha256:{sha256}{}", subdir.as_deref().map(|s| format!(":{s}")).unwrap_or_default())
-        }
-        SourceSpec::From { recipe, subdir } => format!("from:{recipe}:{}", subdir.as_deref().unwrap_or("")),
-        SourceSpec::None => "none".into(),
-    }
-}
-
 /// Identity of the host tools a build uses: each tool's resolved path, size and mtime (cheap;
 /// a reinstall or upgrade changes it). Tools not installed are recorded as absent.
 pub fn toolchain_identity(path_var: &str) -> String {
@@ -182,15 +165,6 @@ fn describe_file(p: &Path) -> Option<String> {
     let m = std::fs::metadata(&real).ok()?;
     let mtime = m.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
     Some(format!("{}:{}:{}", real.display(), m.len(), mtime))
-}
-
-/// sha256 of each patch in series order.
-pub fn patch_hashes(tree: &RecipeTree, recipe: &Recipe) -> Vec<(String, String)> {
-    recipe
-        .patches
-        .iter()
-        .map(|p| (p.name.clone(), tree.get(&p.path).map(sha256_hex).unwrap_or_else(|| "missing".into())))
-        .collect()
 }
 
 pub fn targets_of(targets: Option<&TargetSet>) -> Vec<String> {

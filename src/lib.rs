@@ -1,23 +1,41 @@
 //! rocmforge: a from-source build orchestrator for a patched ROCm stack.
 //!
-//! Data flows one way: recipe (TOML -> typed model) -> graph -> plan -> ... Each module owns one
-//! concept; see DESIGN notes in README.md.
-pub mod cache;
-pub mod cli;
-pub mod config;
-pub mod deploy;
-pub mod diagnostic;
-pub mod engine;
-pub mod external;
+//! The modules below are listed in the order data flows through them. A module may use only
+//! modules listed above it (a test, `tests/it/layering.rs`, reads every `crate::` path and fails
+//! on one against this order):
+//!
+//! 1. Leaves, used everywhere: `fault` (crash-test points), `fsutil` (atomic writes, trees,
+//!    hashes), `diagnostic` (file:line:col errors), `target` (GPU targets and their spellings),
+//!    `config` (user settings), `progress` (the reporting trait; indicatif lives only there),
+//!    `layout` (where everything lives on disk), `wheel` (wheel names and versions).
+//! 2. The model: `recipe` (TOML -> typed, validated recipes and stacks), `graph` (closure,
+//!    order, waves), `external` (an installed ROCm providing recipes).
+//! 3. Inputs: `patch` (parse, apply, diff), `source` (fetch, verify, check out, patch).
+//! 4. Decisions: `key` (what a cache key hashes), `cache` (the `Store` of artifacts), `history`
+//!    (what was built last), `plan` (the resolved build: keys, statuses, reasons).
+//! 5. Doing: `deploy` (artifacts into the prefix), `index` (the local wheel index), `engine`
+//!    (carries out a plan), `report` (status file, build report, trace, timeline).
+//! 6. Verbs and the command line: `ops` (one function per verb, returning data), `cli`
+//!    (parses arguments, calls one op, prints).
 pub mod fault;
 pub mod fsutil;
-pub mod graph;
-pub mod index;
-pub mod key;
-pub mod patch;
-pub mod plan;
-pub mod progress;
-pub mod recipe;
-pub mod report;
-pub mod source;
+pub mod diagnostic;
 pub mod target;
+pub mod config;
+pub mod progress;
+pub mod layout;
+pub mod recipe;
+pub mod graph;
+pub mod external;
+pub mod patch;
+pub mod source;
+pub mod key;
+pub mod cache;
+pub mod history;
+pub mod plan;
+pub mod deploy;
+pub mod index;
+pub mod engine;
+pub mod report;
+pub mod ops;
+pub mod cli;

@@ -1,16 +1,28 @@
-//! The plan: per recipe of the closure, in build order, what will be built from what, for which
-//! targets, and its state with a reason.
+//! The plan: the resolved build. Per recipe of the closure, in build order: what will be built
+//! from what (source identity, patches), for which targets, its cache key and the inputs behind
+//! it, its work dir, and its status with the reason. `plan` prints it; the engine carries it out
+//! and decides nothing the plan already decided.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::cache::Store;
+use crate::external::InstalledRocm;
 use crate::graph::BuildGraph;
-use crate::recipe::{Recipe, SourceSpec, Stack, TargetDecision};
+use crate::history::History;
+use crate::key::{self, CacheKey, KeyInputs, CACHE_FORMAT};
+use crate::layout::WorkDir;
+use crate::recipe::{Recipe, RecipeTree, SourceSpec, Stack, TargetDecision};
+use crate::source::SourceIdentity;
 use crate::target::TargetSet;
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+/// The state `plan` shows (and `--json` prints, kebab-case).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum State {
-    /// Not built yet (no cached artifact).
+    /// Not built yet (no cached artifact), or a source tree to prepare.
     NotBuilt,
     /// A cached artifact matches the recipe's key.
     Cached,
@@ -37,6 +49,25 @@ impl State {
     }
 }
 
+/// What the build will do with a recipe, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    /// Deploy the cached artifact.
+    Cached,
+    /// Build it. `reasons` is empty when it was never built; `forced` by `--rebuild`.
+    Build { reasons: Vec<String>, forced: bool },
+    /// A source tree only; prepared when a dependent builds.
+    SourceOnly,
+    /// Not built for these targets.
+    Skipped(String),
+    /// Provided by the installed ROCm; the reason says by what.
+    External(String),
+    /// Its git source has no pinned commit.
+    Unlocked,
+    /// None of the requested targets is supported and there is no fallback.
+    Unsupported(String),
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct PlanEntry {
     pub name: String,
@@ -50,9 +81,23 @@ pub struct PlanEntry {
     pub targets: TargetDecision,
     pub state: State,
     pub reason: String,
-    /// The cache key, when the engine computed it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
+    pub key: CacheKey,
+    /// What the key hashes (`rocmforge plan --json` shows why two keys differ).
+    pub inputs: KeyInputs,
+    /// The recipe's work dir (source tree, build dir, step logs).
+    pub work_dir: PathBuf,
+    #[serde(skip)]
+    pub status: Status,
+}
+
+impl PlanEntry {
+    /// Will the build run this recipe's steps?
+    pub fn builds(&self) -> bool {
+        matches!(self.status, Status::Build { .. })
+    }
+    pub fn work(&self) -> WorkDir {
+        WorkDir { root: self.work_dir.clone() }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -61,89 +106,184 @@ pub struct Plan {
     pub rocm_version: String,
     pub requested: Vec<String>,
     pub targets: TargetSet,
+    pub prefix: PathBuf,
+    /// The installed ROCm providing components (`--rocm-path`), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rocm_path: Option<PathBuf>,
     pub recipes: Vec<PlanEntry>,
 }
 
-/// Decides each recipe's initial state from the recipe alone (no cache consulted).
-pub fn initial_state(recipe: &Recipe, decision: &TargetDecision) -> (State, String) {
-    if let TargetDecision::Unsupported { reason } = decision {
-        return (State::Blocked, format!("none of the requested targets is supported: {reason}"));
+/// What a plan is made for.
+#[derive(Debug, Clone)]
+pub struct PlanOptions {
+    pub targets: TargetSet,
+    /// The install prefix (absolute): part of every key.
+    pub prefix: PathBuf,
+    /// Recipes forced to rebuild (with everything downstream of them).
+    pub rebuild: Vec<String>,
+    pub work_dir: PathBuf,
+}
+
+/// The host facts keys depend on: the allow-listed environment and the toolchain identity.
+#[derive(Debug, Clone, Default)]
+pub struct Host {
+    pub env: BTreeMap<String, String>,
+    pub toolchain: String,
+    /// The installed ROCm providing components, if any.
+    pub rocm: Option<InstalledRocm>,
+}
+
+impl Host {
+    /// Reads this process's environment and tools.
+    pub fn detect(rocm_path: Option<&Path>) -> Host {
+        let env = key::ENV_ALLOWLIST.iter().filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v))).collect();
+        let toolchain = key::toolchain_identity(&std::env::var("PATH").unwrap_or_default());
+        Host { env, toolchain, rocm: rocm_path.map(InstalledRocm::open) }
     }
-    if let TargetDecision::Skip { reason } = decision {
-        return (State::Skipped, reason.clone());
+
+    /// Why `r` is provided by the installed ROCm, if it is.
+    fn provides(&self, r: &Recipe) -> Option<String> {
+        let rocm = self.rocm.as_ref()?;
+        let found = rocm.provides(r.external.as_ref()?)?;
+        Some(rocm.reason(&found))
     }
-    if recipe.source.is_unlocked() {
-        return (State::Blocked, "source is unlocked: run `rocmforge lock` to pin its tag to a commit".into());
+}
+
+/// Resolves the build of `graph`: keys from the recipes, patches and host; statuses from the
+/// store (is the key there?) and the history (what changed since the last build?).
+pub fn resolve(
+    tree: &RecipeTree,
+    stack: &Stack,
+    graph: &BuildGraph,
+    opts: &PlanOptions,
+    host: &Host,
+    store: &dyn Store,
+    history: &History,
+) -> Plan {
+    let waves = graph.waves();
+    let wave_of = |n: &str| waves.iter().position(|w| w.contains(&n)).unwrap_or(0);
+    let mut forced: BTreeSet<&str> = BTreeSet::new();
+    for r in &opts.rebuild {
+        if graph.contains(r) {
+            forced.insert(r);
+            forced.extend(graph.downstream_of(r));
+        }
     }
-    if recipe.is_source_only() {
-        return (State::NotBuilt, "source tree only: fetched and patched, nothing to compile".into());
+    let mut keys: BTreeMap<String, CacheKey> = BTreeMap::new();
+    let mut recipes = Vec::new();
+    for name in graph.order() {
+        let r = &stack.recipes[name];
+        let targets = if r.is_source_only() { TargetDecision::SourceOnly } else { r.targets.decide(&opts.targets) };
+        let external = host.provides(r);
+        let source = match (&external, &r.source) {
+            (Some(_), _) => {
+                let rocm = host.rocm.as_ref().expect("only an installed ROCm provides recipes");
+                SourceIdentity::Installed {
+                    path: rocm.path.display().to_string(),
+                    version: rocm.version.clone().unwrap_or_else(|| "unknown".into()),
+                }
+            }
+            (None, SourceSpec::From { recipe, .. }) => SourceIdentity::Tree {
+                recipe: recipe.clone(),
+                key: keys.get(recipe).map(|k| k.to_string()).unwrap_or_default(),
+            },
+            (None, _) => SourceIdentity::pinned(r),
+        };
+        let host_facts = !r.is_source_only();
+        let inputs = KeyInputs {
+            format: CACHE_FORMAT,
+            recipe: r.name.clone(),
+            recipe_content: key::sha256_hex(r.canonical.as_bytes()),
+            source: source.to_string(),
+            patches: if external.is_some() { Vec::new() } else { crate::source::patch_digests(tree, r) },
+            targets: key::targets_of(targets.targets()),
+            prefix: opts.prefix.display().to_string(),
+            env: if host_facts { host.env.clone() } else { BTreeMap::new() },
+            toolchain: if host_facts { host.toolchain.clone() } else { String::new() },
+            deps: graph.deps_of(name).into_iter().map(|d| (d.to_string(), keys[d].to_string())).collect(),
+        };
+        let key = inputs.key();
+        keys.insert(name.to_string(), key.clone());
+        let status = if let Some(reason) = external {
+            Status::External(reason)
+        } else if let TargetDecision::Unsupported { reason } = &targets {
+            Status::Unsupported(reason.clone())
+        } else if let TargetDecision::Skip { reason } = &targets {
+            Status::Skipped(reason.clone())
+        } else if r.source.is_unlocked() {
+            Status::Unlocked
+        } else if r.is_source_only() {
+            Status::SourceOnly
+        } else if forced.contains(name) {
+            let why = if opts.rebuild.iter().any(|f| f == name) { "--rebuild" } else { "--rebuild of a dependency" };
+            Status::Build { reasons: vec![why.into()], forced: true }
+        } else if store.check(&key) {
+            Status::Cached
+        } else {
+            let reasons = match history.last(name) {
+                Some(old) => {
+                    let w = inputs.explain_change(&old);
+                    if w.is_empty() {
+                        vec!["artifact missing from the cache".into()]
+                    } else {
+                        w
+                    }
+                }
+                None => Vec::new(),
+            };
+            Status::Build { reasons, forced: false }
+        };
+        let (state, reason) = describe(&status, &key);
+        recipes.push(PlanEntry {
+            name: r.name.clone(),
+            version: r.version.clone(),
+            system: r.build.system.as_str(),
+            source: r.source.clone(),
+            locked: !r.source.is_unlocked(),
+            patches: r.patches.iter().map(|p| p.name.clone()).collect(),
+            deps: graph.deps_of(name).into_iter().map(String::from).collect(),
+            wave: wave_of(name),
+            targets,
+            state,
+            reason,
+            key,
+            inputs,
+            work_dir: WorkDir::new(&opts.work_dir, &stack.name, name).root,
+            status,
+        });
     }
-    (State::NotBuilt, "no cached artifact".into())
+    Plan {
+        stack: stack.name.clone(),
+        rocm_version: stack.rocm_version.clone(),
+        requested: graph.requested().to_vec(),
+        targets: opts.targets.clone(),
+        prefix: opts.prefix.clone(),
+        rocm_path: host.rocm.as_ref().map(|r| r.path.clone()),
+        recipes,
+    }
+}
+
+/// The state and reason `plan` shows for a status.
+fn describe(status: &Status, key: &CacheKey) -> (State, String) {
+    match status {
+        Status::Cached => (State::Cached, format!("artifact {} in the cache", key.short())),
+        Status::Build { reasons, .. } if reasons.is_empty() => (State::NotBuilt, "no cached artifact".into()),
+        Status::Build { reasons, .. } => (State::Rebuild, reasons.join(", ")),
+        Status::SourceOnly => (State::NotBuilt, "source tree only: fetched and patched, nothing to compile".into()),
+        Status::Skipped(reason) => (State::Skipped, reason.clone()),
+        Status::External(reason) => (State::External, reason.clone()),
+        Status::Unlocked => {
+            (State::Blocked, "source is unlocked: run `rocmforge lock` to pin its tag to a commit".into())
+        }
+        Status::Unsupported(reason) => {
+            (State::Blocked, format!("none of the requested targets is supported: {reason}"))
+        }
+    }
 }
 
 impl Plan {
-    pub fn new(stack: &Stack, graph: &BuildGraph, targets: &TargetSet) -> Plan {
-        let waves = graph.waves();
-        let wave_of = |n: &str| waves.iter().position(|w| w.contains(&n)).unwrap_or(0);
-        let recipes = graph
-            .order()
-            .into_iter()
-            .map(|name| {
-                let r = &stack.recipes[name];
-                let decision = if r.is_source_only() { TargetDecision::SourceOnly } else { r.targets.decide(targets) };
-                let (state, reason) = initial_state(r, &decision);
-                PlanEntry {
-                    name: r.name.clone(),
-                    version: r.version.clone(),
-                    system: r.build.system.as_str(),
-                    source: r.source.clone(),
-                    locked: !r.source.is_unlocked(),
-                    patches: r.patches.iter().map(|p| p.name.clone()).collect(),
-                    deps: graph.deps_of(name).into_iter().map(String::from).collect(),
-                    wave: wave_of(name),
-                    targets: decision,
-                    state,
-                    reason,
-                    key: None,
-                }
-            })
-            .collect();
-        Plan {
-            stack: stack.name.clone(),
-            rocm_version: stack.rocm_version.clone(),
-            requested: graph.requested().to_vec(),
-            targets: targets.clone(),
-            recipes,
-        }
-    }
-
-    /// Sets each recipe's state from the engine's decisions (cache hits and why things rebuild).
-    pub fn apply(&mut self, decisions: &[crate::engine::Decision]) {
-        use crate::engine::Status;
-        for e in &mut self.recipes {
-            let Some(d) = decisions.iter().find(|d| d.name == e.name) else { continue };
-            if let Status::External(reason) = &d.status {
-                e.state = State::External;
-                e.reason = reason.clone();
-                e.key = Some(d.key.0.clone());
-                continue;
-            }
-            if matches!(e.state, State::Blocked | State::Skipped) {
-                continue;
-            }
-            e.key = Some(d.key.0.clone());
-            match &d.status {
-                Status::Cached => {
-                    e.state = State::Cached;
-                    e.reason = format!("artifact {} in the cache", d.key.short());
-                }
-                Status::Build(why) if !why.is_empty() => {
-                    e.state = State::Rebuild;
-                    e.reason = why.join(", ");
-                }
-                _ => {}
-            }
-        }
+    pub fn entry(&self, name: &str) -> Option<&PlanEntry> {
+        self.recipes.iter().find(|e| e.name == name)
     }
 
     /// The human-readable plan.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::{CliResult, Context, Failure};
-use crate::engine::state::WorkDir;
+use crate::layout::WorkDir;
 use crate::report::status::{read, rocmforge_alive};
 use crate::report::BuildState;
 
@@ -21,37 +21,6 @@ pub struct Args {
     /// Keep printing new lines while the build runs the step (or, without --step, the recipe).
     #[arg(long, short = 'f')]
     pub follow: bool,
-}
-
-/// The recipe's steps that have a log, in the order they run (from the numbered step scripts).
-fn steps_in_order(wd: &WorkDir) -> Vec<(String, PathBuf)> {
-    let mut numbered: Vec<(u32, String)> = std::fs::read_dir(wd.steps())
-        .into_iter()
-        .flatten()
-        .filter_map(Result::ok)
-        .filter_map(|e| {
-            let n = e.file_name().to_string_lossy().into_owned();
-            let (num, rest) = n.strip_suffix(".sh")?.split_once('-')?;
-            Some((num.parse().ok()?, rest.to_string()))
-        })
-        .collect();
-    numbered.sort();
-    let mut out: Vec<(String, PathBuf)> = numbered
-        .into_iter()
-        .map(|(_, s)| (s.clone(), wd.logs().join(format!("{s}.log"))))
-        .filter(|(_, p)| p.is_file())
-        .collect();
-    // Logs without a script (written by another version): after the rest, by name.
-    let mut extra: Vec<(String, PathBuf)> = std::fs::read_dir(wd.logs())
-        .into_iter()
-        .flatten()
-        .filter_map(Result::ok)
-        .filter_map(|e| Some((e.file_name().to_string_lossy().strip_suffix(".log")?.to_string(), e.path())))
-        .filter(|(s, _)| !out.iter().any(|(o, _)| o == s))
-        .collect();
-    extra.sort();
-    out.extend(extra);
-    out
 }
 
 /// Copies `path` from `offset` to stdout; returns the new offset (restarting at 0 if the log
@@ -78,11 +47,11 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     let cfg = ctx.config()?;
     let stack = ctx.build_stack(&cfg)?;
     let wd = WorkDir::new(&cfg.work_dir, &stack, &args.recipe);
-    let steps = steps_in_order(&wd);
+    let steps = wd.logged_steps();
     let mut current: Option<(String, PathBuf, u64)> = None;
     match &args.step {
         Some(step) => {
-            let log = wd.logs().join(format!("{step}.log"));
+            let log = wd.step_log(step);
             if !log.is_file() && !args.follow {
                 let known: Vec<&str> = steps.iter().map(|(s, _)| s.as_str()).collect();
                 return Err(Failure::usage(anyhow::anyhow!(

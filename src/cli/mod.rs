@@ -109,6 +109,17 @@ pub enum Command {
     Report(report::Args),
 }
 
+/// The recipes a command works on, and the GPU targets (shared by `build`, `plan`, `fetch`).
+#[derive(Debug, clap::Args)]
+pub struct Selection {
+    /// Recipes to work on (their dependencies are included).
+    #[arg(required = true, value_name = "RECIPE")]
+    pub recipes: Vec<String>,
+    /// GPU targets, comma separated (e.g. gfx1010,gfx1012); default: the stack's.
+    #[arg(long, short = 't', value_name = "TARGETS")]
+    pub target: Option<String>,
+}
+
 /// A failure with its exit code; `main` prints the error chain.
 #[derive(Debug)]
 pub struct Failure {
@@ -125,6 +136,14 @@ impl Failure {
     }
     pub fn failed(error: impl Into<anyhow::Error>) -> Failure {
         Failure::new(exit::FAILED, error)
+    }
+    /// An operation's error: bad usage (exit 2) when it is about what was asked (an unknown
+    /// recipe, an option outside the build), else a failure (exit 1).
+    pub fn from_op(error: impl Into<anyhow::Error>) -> Failure {
+        let error = error.into();
+        let usage = error.downcast_ref::<crate::ops::UsageError>().is_some()
+            || error.downcast_ref::<crate::graph::GraphError>().is_some();
+        Failure::new(if usage { exit::USAGE } else { exit::FAILED }, error)
     }
 }
 
@@ -234,6 +253,32 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Log(a) => log::run(&ctx, a),
         Command::Report(a) => report::run(&ctx, a),
     }
+}
+
+/// `fetch` and `patch check`: prints one checked recipe as it comes.
+fn print_checked(c: &crate::ops::fetch::Checked) {
+    match &c.result {
+        Ok(id) => println!("ok    {:<24} {id}", c.recipe),
+        Err(_) => println!("FAIL  {:<24} {}", c.recipe, c.source),
+    }
+}
+
+/// The summary line, or every failure in one error.
+fn summary(checked: &[crate::ops::fetch::Checked], what: &str, offline: bool) -> CliResult {
+    let failures: Vec<String> = checked
+        .iter()
+        .filter_map(|c| c.result.as_ref().err().map(|e| format!("{}: {}", c.recipe, one_line(e))))
+        .collect();
+    let count = checked.len();
+    if failures.is_empty() {
+        println!("all {count} {what} ok{}", if offline { " (offline: from the cache)" } else { "" });
+        return Ok(());
+    }
+    let mut msg = format!("{} of {count} {what} failed{}:", failures.len(), if offline { " (offline)" } else { "" });
+    for f in &failures {
+        msg.push_str(&format!("\n  - {}", f.replace('\n', "\n    ")));
+    }
+    Err(Failure::failed(anyhow::anyhow!(msg)))
 }
 
 /// An error and its causes on one line (`a: b: c`), for lists of failures.

@@ -3,8 +3,6 @@
 
 use super::{CliResult, Context, Failure};
 use crate::progress::Lines;
-use crate::recipe::SourceSpec;
-use crate::source;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -17,18 +15,8 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     let tree = ctx.tree()?;
     let stack = ctx.stack(&tree)?;
     let cfg = ctx.config()?;
-    let recipe = super::patch::find_recipe(&stack, &args.recipe)?;
-    // A `from` recipe lives in the tree of the recipe it names.
-    let (owner, subdir) = match &recipe.source {
-        SourceSpec::From { recipe: other, subdir } => (super::patch::find_recipe(&stack, other)?, subdir.clone()),
-        _ => (recipe, None),
-    };
-    let dest = source::work_tree_dir(&cfg, &stack.name, &owner.name);
-    let path = source::prepare(&cfg, &tree, owner, &dest, &Lines::new()).map_err(Failure::failed)?;
-    let path = match subdir {
-        Some(s) => path.join(s),
-        None => path,
-    };
+    let path =
+        crate::ops::source::source(&cfg, &tree, &stack, &args.recipe, &Lines::new()).map_err(Failure::from_op)?;
     println!("{}", path.display());
     Ok(())
 }

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::fsutil;
+use crate::layout::WorkDir;
 
 /// Process groups of running steps, so Ctrl-C / SIGTERM can stop them all.
 static RUNNING: Mutex<Vec<i32>> = Mutex::new(Vec::new());
@@ -121,18 +122,10 @@ fn tail_says_oom(lines: &[String]) -> bool {
     })
 }
 
-/// Where a recipe's step files go.
-pub struct StepDirs {
-    pub scripts: PathBuf,
-    pub logs: PathBuf,
-    /// `running.json`: the process group of the step now running, so a resumed run can stop an
-    /// orphan of a killed rocmforge before touching the build dir.
-    pub running: PathBuf,
-}
-
 /// Kills the process group recorded by a previous, killed run (if it is still alive).
-pub fn reap_orphan(dirs: &StepDirs) {
-    let Ok(text) = fs::read_to_string(&dirs.running) else { return };
+pub fn reap_orphan(wd: &WorkDir) {
+    let running = wd.running_pid();
+    let Ok(text) = fs::read_to_string(&running) else { return };
     if let Ok(pgid) = text.trim().parse::<i32>() {
         if pgid > 1 && group_alive(pgid) {
             signal_group(pgid, libc::SIGKILL);
@@ -144,7 +137,7 @@ pub fn reap_orphan(dirs: &StepDirs) {
             }
         }
     }
-    let _ = fs::remove_file(&dirs.running);
+    let _ = fs::remove_file(&running);
 }
 
 /// Runs a step to completion. Output goes to `<logs>/<step>.log` (truncated first).
@@ -152,22 +145,22 @@ pub fn run(
     recipe: &str,
     index: usize,
     step: &Step,
-    dirs: &StepDirs,
+    wd: &WorkDir,
     jobserver: Option<&jobserver::Client>,
 ) -> Result<(), StepError> {
     let io = |what: &'static str, path: &Path| {
         let path = path.to_path_buf();
         move |source| StepError::Io { recipe: recipe.into(), step: step.name.clone(), what, path, source }
     };
-    fs::create_dir_all(&dirs.scripts).map_err(io("create", &dirs.scripts))?;
-    fs::create_dir_all(&dirs.logs).map_err(io("create", &dirs.logs))?;
-    fs::create_dir_all(&step.cwd).map_err(io("create", &step.cwd))?;
-    let script = dirs.scripts.join(format!("{:02}-{}.sh", index + 1, step.name));
+    for dir in [wd.steps(), wd.logs(), step.cwd.clone()] {
+        fs::create_dir_all(&dir).map_err(io("create", &dir))?;
+    }
+    let script = wd.step_script(index, &step.name);
     fsutil::write_atomic(&script, script_text(recipe, step).as_bytes()).map_err(io("write", &script))?;
-    let log = dirs.logs.join(format!("{}.log", step.name));
+    let log = wd.step_log(&step.name);
     let log_file = fs::File::create(&log).map_err(io("create log", &log))?;
 
-    reap_orphan(dirs);
+    reap_orphan(wd);
     let oom_before = super::budget::oom_kills();
     let jobserver = jobserver.cloned();
     let handle = duct::cmd("bash", [&script])
@@ -188,7 +181,7 @@ pub fn run(
         .map_err(io("start", &script))?;
     let pgid = handle.pids().first().copied().unwrap_or(0) as i32;
     if pgid > 0 {
-        let _ = fsutil::write_atomic(&dirs.running, pgid.to_string().as_bytes());
+        let _ = fsutil::write_atomic(&wd.running_pid(), pgid.to_string().as_bytes());
         if let Ok(mut g) = RUNNING.lock() {
             g.push(pgid);
         }
@@ -202,7 +195,7 @@ pub fn run(
     if pgid > 0 && group_alive(pgid) {
         signal_group(pgid, libc::SIGKILL);
     }
-    let _ = fs::remove_file(&dirs.running);
+    let _ = fs::remove_file(wd.running_pid());
     if output.status.success() {
         return Ok(());
     }
@@ -237,8 +230,7 @@ mod tests {
     #[test]
     fn failing_step_reports_everything_and_script_reproduces() {
         let d = tempfile::tempdir().unwrap();
-        let dirs =
-            StepDirs { scripts: d.path().join("s"), logs: d.path().join("l"), running: d.path().join("running") };
+        let dirs = WorkDir { root: d.path().join("w") };
         let step = Step {
             name: "compile".into(),
             command: "for i in $(seq 1 100); do echo line $i; done; echo \"value=$MY_VAR\"; exit 3".into(),
@@ -259,13 +251,13 @@ mod tests {
         let out = std::process::Command::new("bash").arg(&f.script).env("MY_VAR", "other").output().unwrap();
         assert_eq!(out.status.code(), Some(3));
         assert!(String::from_utf8_lossy(&out.stdout).contains("value=it's here"));
-        assert!(!dirs.running.exists());
+        assert!(!dirs.running_pid().exists());
     }
 
     #[test]
     fn oom_kill_message_is_recognised() {
         let d = tempfile::tempdir().unwrap();
-        let dirs = StepDirs { scripts: d.path().join("s"), logs: d.path().join("l"), running: d.path().join("r") };
+        let dirs = WorkDir { root: d.path().join("w") };
         let step = Step {
             name: "build".into(),
             command: "echo 'clang++: error: unable to execute command: Killed signal terminated program'; exit 1"

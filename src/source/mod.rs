@@ -48,39 +48,75 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SourceError + '_ {
     move |source| SourceError::Io { path: path.to_path_buf(), source }
 }
 
-/// What a source is, exactly: the input of cache keys.
+/// What a source is, exactly: the one spelling of a source in cache keys, prepared-tree markers
+/// and `fetch`'s report. Known from the recipe alone (`pinned`, no fetch needed: pins are in the
+/// recipe or the lock file) or, with submodule commits, from a fetch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum SourceIdentity {
-    /// The commit, and each submodule's `(path, commit)`.
+    /// The commit, and each submodule's `(path, commit)` (empty when known from the recipe only).
     Git {
         commit: String,
         submodules: Vec<(String, String)>,
     },
+    /// A git source with a tag but no commit yet: nothing can be built from it.
+    Unlocked {
+        tag: String,
+    },
     Sha256 {
         sha256: String,
     },
-    /// The tree of another recipe: its identity is that recipe's.
+    /// The tree of another recipe (before that recipe's key is known).
     From {
         recipe: String,
+    },
+    /// The tree of another recipe, identified by that recipe's cache key.
+    Tree {
+        recipe: String,
+        key: String,
+    },
+    /// Provided by an installed ROCm: its path (its CMake files are found there, as the prefix's
+    /// are) and version.
+    Installed {
+        path: String,
+        version: String,
     },
     None,
 }
 
 impl SourceIdentity {
-    /// One stable line for cache keys (`git:<commit>`, `sha256:<hex>`, `from:<recipe>`, `none`).
-    pub fn key(&self) -> String {
+    /// The identity a recipe pins, known without fetching.
+    pub fn pinned(recipe: &Recipe) -> SourceIdentity {
+        match &recipe.source {
+            SourceSpec::Git { rev: Some(rev), .. } => {
+                SourceIdentity::Git { commit: rev.clone(), submodules: Vec::new() }
+            }
+            SourceSpec::Git { rev: None, tag, .. } => SourceIdentity::Unlocked { tag: tag.clone().unwrap_or_default() },
+            SourceSpec::Url { sha256, .. } => SourceIdentity::Sha256 { sha256: sha256.clone() },
+            SourceSpec::From { recipe, .. } => SourceIdentity::From { recipe: recipe.clone() },
+            SourceSpec::None => SourceIdentity::None,
+        }
+    }
+}
+
+/// One stable line: `git:<commit>[ <path>=<commit>...]`, `unlocked:<tag>`, `sha256:<hex>`,
+/// `from:<recipe>`, `tree:<recipe>@<key>`, `installed:<path>@<version>`, `none`.
+impl std::fmt::Display for SourceIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SourceIdentity::Git { commit, submodules } => {
-                let mut s = format!("git:{commit}");
+                write!(f, "git:{commit}")?;
                 for (p, c) in submodules {
-                    s.push_str(&format!(" {p}={c}"));
+                    write!(f, " {p}={c}")?;
                 }
-                s
+                Ok(())
             }
-            SourceIdentity::Sha256 { sha256 } => format!("sha256:{sha256}"),
-            SourceIdentity::From { recipe } => format!("from:{recipe}"),
-            SourceIdentity::None => "none".into(),
+            SourceIdentity::Unlocked { tag } => write!(f, "unlocked:{tag}"),
+            SourceIdentity::Sha256 { sha256 } => write!(f, "sha256:{sha256}"),
+            SourceIdentity::From { recipe } => write!(f, "from:{recipe}"),
+            SourceIdentity::Tree { recipe, key } => write!(f, "tree:{recipe}@{key}"),
+            SourceIdentity::Installed { path, version } => write!(f, "installed:{path}@{version}"),
+            SourceIdentity::None => f.write_str("none"),
         }
     }
 }
@@ -173,6 +209,21 @@ pub fn patch_series(tree: &RecipeTree, recipe: &Recipe) -> Result<Vec<(String, V
         .collect()
 }
 
+/// `(patch name, sha256)` of a recipe's series in order, as cache keys and prepared-tree markers
+/// record them (`missing` for a file the tree lacks: `recipes check` reports those).
+pub fn patch_digests(tree: &RecipeTree, recipe: &Recipe) -> Vec<(String, String)> {
+    recipe
+        .patches
+        .iter()
+        .map(|p| {
+            (
+                p.name.clone(),
+                tree.get(&p.path).map(|b| hex::encode(Sha256::digest(b))).unwrap_or_else(|| "missing".into()),
+            )
+        })
+        .collect()
+}
+
 /// Checks that the series applies onto the fetched pristine source, without touching any tree
 /// the user sees: git sources are read from the mirrors, downloads unpacked into a scratch dir.
 pub fn check_patches(
@@ -190,7 +241,7 @@ pub fn check_patches(
             patch::check_series_with(&reader, patches)?;
         }
         _ => {
-            let scratch_parent = cfg.work_dir.join(".scratch");
+            let scratch_parent = crate::layout::scratch_dir(&cfg.work_dir);
             std::fs::create_dir_all(&scratch_parent).map_err(io_err(&scratch_parent))?;
             let scratch = tempfile::tempdir_in(&scratch_parent).map_err(io_err(&scratch_parent))?;
             let dest = scratch.path().join("src");
@@ -218,20 +269,12 @@ pub fn marker_path(dest: &Path) -> PathBuf {
     dest.with_file_name(format!("{name}.prepared.json"))
 }
 
-/// The source identity a recipe pins, known without fetching (for markers and plans).
-pub fn pinned_identity(recipe: &Recipe) -> Option<String> {
-    match &recipe.source {
-        SourceSpec::Git { rev: Some(rev), .. } => Some(format!("git:{rev}")),
-        SourceSpec::Git { rev: None, .. } => None,
-        SourceSpec::Url { sha256, .. } => Some(format!("sha256:{sha256}")),
-        SourceSpec::From { recipe, .. } => Some(format!("from:{recipe}")),
-        SourceSpec::None => Some("none".into()),
-    }
-}
-
 /// The marker `prepare` writes for this recipe and series.
 pub fn expected_marker(recipe: &Recipe, patches: &[(String, Vec<u8>)]) -> Result<PreparedMarker, SourceError> {
-    let source = pinned_identity(recipe).ok_or_else(|| SourceError::Unlocked { recipe: recipe.name.clone() })?;
+    let source = match SourceIdentity::pinned(recipe) {
+        SourceIdentity::Unlocked { .. } => return Err(SourceError::Unlocked { recipe: recipe.name.clone() }),
+        id => id.to_string(),
+    };
     Ok(PreparedMarker {
         format: MARKER_FORMAT,
         source,
@@ -248,9 +291,9 @@ pub fn is_prepared(dest: &Path, expected: &PreparedMarker) -> bool {
             .is_some_and(|m| &m == expected)
 }
 
-/// The default work tree of a recipe: `<work>/<stack>/<recipe>/src`.
+/// The work tree of a recipe: its work dir's `src/`.
 pub fn work_tree_dir(cfg: &Config, stack: &str, recipe: &str) -> PathBuf {
-    cfg.work_dir.join(stack).join(recipe).join("src")
+    crate::layout::WorkDir::new(&cfg.work_dir, stack, recipe).src()
 }
 
 /// Fetch + pristine checkout + patch series at `dest`, with a marker written last. A complete

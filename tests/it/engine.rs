@@ -204,3 +204,57 @@ fn cache_list_verify_gc_and_clean() {
     assert!(!e.home.path().join("cache/rocmforge/work/scripts/mid").exists());
     e.build(&[]).success().stdout(predicate::str::starts_with("nothing to build"));
 }
+
+#[test]
+fn an_artifact_removed_after_the_plan_is_rebuilt_and_the_build_says_why() {
+    let e = Env::new();
+    e.build(&[]).success();
+    let plan = e.plan(&[]);
+    let mid = plan["recipes"].as_array().unwrap().iter().find(|r| r["name"] == "mid").unwrap();
+    assert_eq!(mid["state"], "cached");
+    let key = mid["key"].as_str().unwrap().to_string();
+    // The build plans (mid: cached), then stops just before reusing mid's artifact, while a
+    // concurrent `cache gc` removes it.
+    let flag = e.home.path().join("paused");
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("rocmforge"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap())
+        .env("HOME", e.home.path())
+        .env("XDG_CONFIG_HOME", e.home.path().join("config"))
+        .env("XDG_CACHE_HOME", e.home.path().join("cache"))
+        .env("XDG_STATE_HOME", e.home.path().join("state"))
+        .env("NO_COLOR", "1")
+        .arg("--recipes")
+        .arg(&e.tree)
+        .args(["build", "top", "--prefix"])
+        .arg(e.prefix())
+        .env("ROCMFORGE_FAULT", "pause:reuse:mid")
+        .env("ROCMFORGE_FAULT_PAUSE", &flag)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !flag.exists() {
+        assert!(Instant::now() < deadline, "the build never reached the reuse of mid");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let cache = e.home.path().join("cache/rocmforge");
+    let artifact = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|b| b.unwrap().path().join(&key))
+        .find(|p| p.is_dir())
+        .expect("mid's artifact is in the cache");
+    std::fs::remove_dir_all(&artifact).unwrap();
+    std::fs::remove_file(&flag).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(&format!("artifact {} was in the cache when the build was planned and is gone now", &key[..12])),
+        "{text}"
+    );
+    assert!(text.contains("built 1 recipe(s): mid; 3 from the cache"), "{text}");
+    assert_eq!((e.runs("base"), e.runs("mid"), e.runs("top")), (1, 2, 1));
+    assert!(artifact.join("complete").is_file(), "mid's artifact is stored again");
+}

@@ -1,5 +1,5 @@
-//! The artifact cache: each recipe's staged install tree stored under its key, only whole
-//! (temp name, syncfs, rename, completion marker last), under a per-key lock.
+//! The local artifact store: each recipe's staged install tree stored on disk under its key, only
+//! whole (temp name, syncfs, rename, completion marker last), under a per-key lock.
 //!
 //! Layout: `<cache>/artifacts-v1/<key>/{tree/, files.json, inputs.json, complete}`.
 
@@ -27,7 +27,7 @@ fn io<'p>(path: &'p Path) -> impl FnOnce(std::io::Error) -> CacheError + 'p {
 }
 
 #[derive(Debug, Clone)]
-pub struct ArtifactCache {
+pub struct LocalStore {
     root: PathBuf,
 }
 
@@ -57,9 +57,9 @@ impl Artifact {
 /// Held while a key is being stored or read for deploy.
 pub struct KeyLock(#[allow(dead_code)] fs::File);
 
-impl ArtifactCache {
-    pub fn new(cache_dir: &Path) -> ArtifactCache {
-        ArtifactCache { root: cache_dir.join(BUCKET) }
+impl LocalStore {
+    pub fn new(cache_dir: &Path) -> LocalStore {
+        LocalStore { root: cache_dir.join(BUCKET) }
     }
 
     pub fn root(&self) -> &Path {
@@ -162,8 +162,29 @@ impl ArtifactCache {
     }
 
     /// Removes an entry (complete or not).
-    pub fn remove(&self, dir: &Path) -> Result<(), CacheError> {
+    pub fn remove_entry(&self, dir: &Path) -> Result<(), CacheError> {
         fsutil::remove_dir_all_if_exists(dir).map_err(io(dir))
+    }
+}
+
+impl super::Store for LocalStore {
+    fn location(&self) -> String {
+        self.root.display().to_string()
+    }
+    fn check(&self, key: &CacheKey) -> bool {
+        self.get(key).is_some()
+    }
+    fn get(&self, key: &CacheKey) -> Result<Option<Artifact>, CacheError> {
+        Ok(LocalStore::get(self, key))
+    }
+    fn put(&self, key: &CacheKey, inputs: &KeyInputs, stage: &Path) -> Result<Artifact, CacheError> {
+        self.store(key, inputs, stage)
+    }
+    fn remove(&self, key: &CacheKey) -> Result<(), CacheError> {
+        self.remove_entry(&self.dir_of(key))
+    }
+    fn lock(&self, key: &CacheKey) -> Result<KeyLock, CacheError> {
+        LocalStore::lock(self, key)
     }
 }
 
@@ -194,7 +215,7 @@ mod tests {
         fs::create_dir_all(stage.join("lib")).unwrap();
         fs::write(stage.join("lib/libx.so.1"), b"elf").unwrap();
         std::os::unix::fs::symlink("libx.so.1", stage.join("lib/libx.so")).unwrap();
-        let cache = ArtifactCache::new(&d.path().join("cache"));
+        let cache = LocalStore::new(&d.path().join("cache"));
         let key = inputs().key();
         assert!(cache.get(&key).is_none());
         let _l = cache.lock(&key).unwrap();
@@ -211,7 +232,7 @@ mod tests {
     #[test]
     fn entry_without_marker_is_not_trusted() {
         let d = tempfile::tempdir().unwrap();
-        let cache = ArtifactCache::new(d.path());
+        let cache = LocalStore::new(d.path());
         let key = inputs().key();
         fs::create_dir_all(cache.root().join(key.as_str()).join("tree")).unwrap();
         assert!(cache.get(&key).is_none());

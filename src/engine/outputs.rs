@@ -1,0 +1,140 @@
+//! A recipe's outputs beyond its prefix files: the wheels it publishes into the local index, and
+//! the wheels its build dependencies deployed, offered to its own Python build.
+
+use std::path::{Path, PathBuf};
+
+use super::{io_err, BuildError, Engine};
+use crate::cache::Artifact;
+use crate::deploy::Prefix;
+use crate::engine::systems;
+use crate::recipe::{BuildSystem, Recipe};
+
+impl Engine<'_> {
+    /// Publishes the wheels of a python-wheel or prebuilt-wheel artifact into the local index
+    /// (all or none; the same bytes again are a no-op).
+    pub(super) fn publish_wheels(&self, r: &Recipe, a: &Artifact) -> Result<(), BuildError> {
+        if !matches!(r.build.system, BuildSystem::PythonWheel | BuildSystem::PrebuiltWheel) {
+            return Ok(());
+        }
+        let dir = a.tree().join(systems::WHEEL_DIR);
+        let mut wheels: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map_err(io_err("no wheels were produced in", &dir))?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "whl"))
+            .collect();
+        wheels.sort();
+        if wheels.is_empty() {
+            return Err(BuildError::Io {
+                what: "no wheels were produced in",
+                path: dir,
+                source: std::io::ErrorKind::NotFound.into(),
+            });
+        }
+        let index = self.cfg.index_dir();
+        let reports = crate::index::publish_all(&index, &wheels)
+            .map_err(|e| BuildError::Publish { recipe: r.name.clone(), source: e })?;
+        for rep in reports {
+            self.progress.message(
+                &r.name,
+                &format!(
+                    "{}: {}",
+                    match rep.outcome {
+                        crate::index::PublishOutcome::Published => "published",
+                        _ => "already in the index",
+                    },
+                    rep.filename
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// out as links in `dir` (recreated) for pip's `--find-links`, and the files among them that
+    /// `install-wheels` names. `(None, [])` when no dependency deployed a wheel.
+    pub(super) fn dependency_wheels(
+        &self,
+        r: &Recipe,
+        prefix: &Prefix,
+        dir: &Path,
+    ) -> Result<(Option<PathBuf>, Vec<PathBuf>), BuildError> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut todo: Vec<&str> = r.build_deps.iter().map(String::as_str).collect();
+        // (recipe, project, file name, path in the prefix)
+        let mut wheels: Vec<(String, String, String, PathBuf)> = Vec::new();
+        while let Some(dep) = todo.pop() {
+            if !seen.insert(dep) {
+                continue;
+            }
+            let Some(dr) = self.stack.recipes.get(dep) else { continue };
+            todo.extend(dr.build_deps.iter().map(String::as_str));
+            for f in prefix.manifest(dep).map(|m| m.files).unwrap_or_default() {
+                let Some(file) = f.strip_prefix(&format!("{}/", systems::WHEEL_DIR)).filter(|n| !n.contains('/'))
+                else {
+                    continue;
+                };
+                if let Ok(w) = crate::index::WheelName::parse(file) {
+                    wheels.push((dep.to_string(), w.project(), file.to_string(), prefix.root.join(&f)));
+                }
+            }
+        }
+        wheels.sort();
+        for req in &r.build.requirements {
+            let name: String = req
+                .trim_start()
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                .collect();
+            let project = crate::index::normalize_name(&name);
+            if let Some((dep, _, file, _)) = wheels.iter().find(|w| w.1 == project) {
+                return Err(BuildError::RequirementIsDependencyWheel {
+                    recipe: r.name.clone(),
+                    requirement: req.clone(),
+                    project: name,
+                    dep: dep.clone(),
+                    file: file.clone(),
+                });
+            }
+        }
+        let mut install = Vec::new();
+        for name in &r.build.install_wheels {
+            let project = crate::index::normalize_name(name);
+            let found: Vec<&(String, String, String, PathBuf)> = wheels.iter().filter(|w| w.1 == project).collect();
+            match found.as_slice() {
+                [one] => install.push(dir.join(&one.2)),
+                [] => {
+                    let available = if wheels.is_empty() {
+                        "its dependencies deployed no wheels".to_string()
+                    } else {
+                        format!(
+                            "wheels of its dependencies: {}",
+                            wheels.iter().map(|w| format!("{} from {}", w.2, w.0)).collect::<Vec<_>>().join(", ")
+                        )
+                    };
+                    return Err(BuildError::NoDependencyWheel {
+                        recipe: r.name.clone(),
+                        name: name.clone(),
+                        available,
+                    });
+                }
+                many => {
+                    return Err(BuildError::AmbiguousDependencyWheel {
+                        recipe: r.name.clone(),
+                        name: name.clone(),
+                        wheels: many.iter().map(|w| format!("{} from {}", w.2, w.0)).collect(),
+                    })
+                }
+            }
+        }
+        crate::fsutil::remove_dir_all_if_exists(dir).map_err(io_err("cannot clean", dir))?;
+        if wheels.is_empty() {
+            return Ok((None, install));
+        }
+        std::fs::create_dir_all(dir).map_err(io_err("cannot create", dir))?;
+        for (_, _, file, path) in &wheels {
+            let link = dir.join(file);
+            std::os::unix::fs::symlink(path, &link).map_err(io_err("cannot link a dependency's wheel at", &link))?;
+        }
+        Ok((Some(dir.to_path_buf()), install))
+    }
+}

@@ -1,0 +1,276 @@
+//! One recipe's turn: deploy its cached artifact, or prepare its source, run its steps (resuming
+//! finished ones), store the artifact and deploy it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::host::find_python;
+use super::step::{self, StepError};
+use super::systems::{self, Vars};
+use super::{io_err, BuildError, Engine, Outcome};
+use crate::deploy::{DeployOutcome, Prefix};
+use crate::layout::{WorkDir, WorkState};
+use crate::plan::{PlanEntry, Status};
+use crate::recipe::{BuildSystem, Recipe, SourceSpec};
+
+impl Engine<'_> {
+    /// Carries out the plan's status for one recipe.
+    pub(super) fn run_recipe(&self, d: &PlanEntry, jobs: usize, prefix: &Prefix) -> Result<Outcome, BuildError> {
+        let r = &self.stack.recipes[&d.name];
+        self.progress.recipe_started(&d.name, d.status == Status::Cached);
+        let result = match &d.status {
+            Status::SourceOnly => Ok(Outcome::SourceOnly),
+            Status::External(reason) => {
+                self.progress.message(&d.name, reason);
+                Ok(Outcome::External)
+            }
+            Status::Skipped(reason) => {
+                self.progress.message(&d.name, &format!("skipped: {reason}"));
+                Ok(Outcome::Skipped)
+            }
+            Status::Cached => self.reuse(r, d, jobs, prefix),
+            Status::Build { reasons, forced } => {
+                let why = if reasons.is_empty() { "not built before".to_string() } else { reasons.join(", ") };
+                self.progress.message(&d.name, &format!("building ({why})"));
+                self.build_one(r, d, *forced, jobs, prefix).map(|()| Outcome::Built)
+            }
+            Status::Unlocked | Status::Unsupported(_) => unreachable!("the engine refuses blocked plans"),
+        };
+        self.progress.recipe_finished(&d.name, result.as_ref().map(Outcome::as_str).unwrap_or("failed"));
+        result
+    }
+
+    /// Deploys the cached artifact the plan found. If it is gone by now (a concurrent `cache gc`
+    /// removed it), the recipe is built instead, and the build says why.
+    fn reuse(&self, r: &Recipe, d: &PlanEntry, jobs: usize, prefix: &Prefix) -> Result<Outcome, BuildError> {
+        crate::fault::point("reuse", &d.name);
+        {
+            // Held while deploying: `cache gc` takes the same lock before it removes anything.
+            let _lock = self.store.lock(&d.key)?;
+            if let Some(a) = self.store.get(&d.key)? {
+                if let DeployOutcome::Deployed { files } = prefix.deploy(&d.name, &a, false)? {
+                    self.progress.message(&d.name, &format!("cached ({}), deployed {files} files", d.key.short()));
+                }
+                self.publish_wheels(r, &a)?;
+                self.remember(d)?;
+                return Ok(Outcome::Cached);
+            }
+        }
+        self.progress.warn(
+            &d.name,
+            &format!(
+                "artifact {} was in the cache when the build was planned and is gone now (removed by `rocmforge cache gc` or by hand?): building it",
+                d.key.short()
+            ),
+        );
+        self.build_one(r, d, false, jobs, prefix).map(|()| Outcome::Built)
+    }
+
+    fn remember(&self, d: &PlanEntry) -> Result<(), BuildError> {
+        self.history.record(&d.inputs).map_err(|(path, source)| BuildError::Io { what: "cannot write", path, source })
+    }
+
+    /// A recipe's work dir: the plan's, or (for a recipe outside the plan) the same layout.
+    fn work_dir(&self, recipe: &str) -> WorkDir {
+        self.plan
+            .entry(recipe)
+            .map(PlanEntry::work)
+            .unwrap_or_else(|| WorkDir::new(&self.cfg.work_dir, &self.stack.name, recipe))
+    }
+
+    fn build_one(
+        &self,
+        r: &Recipe,
+        d: &PlanEntry,
+        forced: bool,
+        jobs: usize,
+        prefix: &Prefix,
+    ) -> Result<(), BuildError> {
+        let _lock = self.store.lock(&d.key)?;
+        let wd = d.work();
+        if forced {
+            // Start the work dir afresh; the cached artifact stays until the new one is stored.
+            let _ = std::fs::remove_file(wd.root.join("state.json"));
+        }
+        if forced || self.store.get(&d.key)?.is_none() {
+            step::reap_orphan(&wd);
+            let mut state = wd.begin(d.key.as_str()).map_err(io_err("cannot prepare work dir", &wd.root))?;
+            let src = {
+                let _one_at_a_time = self.prepare_lock.lock().unwrap_or_else(|e| e.into_inner());
+                self.prepare_tree(r)?
+            };
+            std::fs::create_dir_all(wd.build()).map_err(io_err("cannot create", &wd.build()))?;
+            let produced = self.run_steps(r, d, &wd, &mut state, src, jobs, prefix)?;
+            std::fs::create_dir_all(&produced).map_err(io_err("cannot create", &produced))?;
+            if forced {
+                self.store.remove(&d.key)?;
+            }
+            self.store.put(&d.key, &d.inputs, &produced)?;
+            let stage = wd.stage();
+            crate::fsutil::remove_dir_all_if_exists(&stage).map_err(io_err("cannot clean", &stage))?;
+            state.stored = true;
+            wd.save(&state).map_err(io_err("cannot record step in", &wd.root))?;
+        }
+        let Some(a) = self.store.get(&d.key)? else {
+            return Err(BuildError::Vanished {
+                recipe: r.name.clone(),
+                key: d.key.to_string(),
+                store: self.store.location(),
+            });
+        };
+        prefix.deploy(&r.name, &a, forced)?;
+        self.publish_wheels(r, &a)?;
+        self.remember(d)?;
+        self.progress.message(&r.name, &format!("built and deployed ({})", d.key.short()));
+        Ok(())
+    }
+
+    /// Runs the recipe's steps not yet finished (an OOM-killed step once more with half the
+    /// jobs); returns the directory holding what the steps installed.
+    #[allow(clippy::too_many_arguments)]
+    fn run_steps(
+        &self,
+        r: &Recipe,
+        d: &PlanEntry,
+        wd: &WorkDir,
+        state: &mut WorkState,
+        src: PathBuf,
+        jobs: usize,
+        prefix: &Prefix,
+    ) -> Result<PathBuf, BuildError> {
+        // make-style tools in this recipe's steps share its slice of the budget (GNU make
+        // jobserver); ninja and others get `-j`/MAX_JOBS of the same size.
+        let client = jobserver::Client::new(jobs).map_err(io_err("cannot create a jobserver", Path::new("(pipe)")))?;
+        let mut vars = self.vars(r, d, wd, src, jobs)?;
+        if r.build.system == BuildSystem::PythonWheel {
+            (vars.find_links, vars.install_wheels) =
+                self.dependency_wheels(r, prefix, &wd.build().join("dependency-wheels"))?;
+        }
+        let env = &d.inputs.env;
+        let mut steps = systems::steps(r, &vars, &systems::step_env(r, &vars, env)?)?;
+        let stage = wd.stage();
+        let produced = match r.build.system {
+            BuildSystem::Cmake => crate::fsutil::join_rel(&stage, &self.plan.prefix.display().to_string()),
+            _ => stage.clone(),
+        };
+        // A store interrupted after it took the stage: redo the steps that fill the stage.
+        if !produced.exists() {
+            if let Some(first) = steps.iter().position(|s| s.fills_stage) {
+                let refill: Vec<&str> = steps[first..].iter().map(|s| s.name.as_str()).collect();
+                state.steps_done.retain(|n| !refill.contains(&n.as_str()));
+            }
+        }
+        let mut retried_oom = false;
+        let mut i = 0;
+        while i < steps.len() {
+            let s = &steps[i];
+            if state.steps_done.contains(&s.name) {
+                i += 1;
+                continue;
+            }
+            self.progress.message(&r.name, &format!("{} ({} jobs)", s.name, vars.jobs));
+            self.progress.step_command(&r.name, &s.name, &s.command);
+            self.progress.step_started(&r.name, &s.name, &wd.step_log(&s.name));
+            let result = step::run(&r.name, i, s, wd, Some(&client));
+            self.progress.step_finished(&r.name, &s.name, result.is_ok());
+            match result {
+                Ok(()) => crate::fault::point(&format!("step:{}", steps[i].name), &r.name),
+                // Killed for memory: once, with half the jobs.
+                Err(StepError::Failed(f)) if f.looks_oom && !retried_oom => {
+                    retried_oom = true;
+                    let half = (vars.jobs / 2).max(1);
+                    self.progress.warn(
+                        &r.name,
+                        &format!(
+                            "step `{}` looks killed for lack of memory ({}); retrying once with {half} jobs instead of {}",
+                            f.step, f.status, vars.jobs
+                        ),
+                    );
+                    vars.jobs = half;
+                    steps = systems::steps(r, &vars, &systems::step_env(r, &vars, env)?)?;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            }
+            state.steps_done.push(steps[i].name.clone());
+            wd.save(state).map_err(io_err("cannot record step in", &wd.root))?;
+            i += 1;
+        }
+        Ok(produced)
+    }
+
+    fn vars(&self, r: &Recipe, d: &PlanEntry, wd: &WorkDir, src: PathBuf, jobs: usize) -> Result<Vars, BuildError> {
+        let host_python = match &self.stack.python {
+            Some(v) => Some(
+                find_python(v)
+                    .ok_or_else(|| BuildError::NoPython { stack: self.stack.name.clone(), version: v.clone() })?,
+            ),
+            None => find_python("3"),
+        };
+        let python = if systems::uses_venv(r) { Some(wd.build().join("venv/bin/python")) } else { host_python.clone() };
+        let mut source_trees = BTreeMap::new();
+        for dep in &r.source_deps {
+            source_trees.insert(dep.clone(), self.work_dir(dep).src());
+        }
+        Ok(Vars {
+            prefix: self.plan.prefix.clone(),
+            targets: d.targets.targets().cloned(),
+            jobs,
+            src,
+            build: wd.build(),
+            stage: wd.stage(),
+            python,
+            host_python,
+            version: r.version.clone(),
+            wheel_version: crate::index::local_version(
+                &r.version,
+                &self.stack.rocm_version,
+                &d.targets.targets().map(|t| t.names()).unwrap_or_default(),
+                d.key.as_str(),
+            ),
+            source_trees,
+            rocm_path: self.plan.rocm_path.clone(),
+            find_links: None,
+            install_wheels: Vec::new(),
+        })
+    }
+
+    /// The tree a recipe builds from (patched), preparing source dependencies as needed.
+    fn prepare_tree(&self, r: &Recipe) -> Result<PathBuf, BuildError> {
+        for dep in &r.source_deps {
+            self.prepare_own(&self.stack.recipes[dep])?;
+        }
+        match &r.source {
+            SourceSpec::From { recipe, subdir } => {
+                let base = self.work_dir(recipe).src();
+                Ok(match subdir {
+                    Some(s) => base.join(s),
+                    None => base,
+                })
+            }
+            _ => self.prepare_own(r),
+        }
+    }
+
+    /// Fetches, checks out and patches a recipe's own source into its work dir.
+    fn prepare_own(&self, r: &Recipe) -> Result<PathBuf, BuildError> {
+        let src = self.work_dir(&r.name).src();
+        let subdir = match &r.source {
+            SourceSpec::Git { subdir, .. } | SourceSpec::Url { subdir, .. } => subdir.clone(),
+            _ => None,
+        };
+        match &r.source {
+            SourceSpec::None | SourceSpec::From { .. } => {
+                std::fs::create_dir_all(&src).map_err(io_err("cannot create", &src))?;
+            }
+            _ => {
+                crate::source::prepare(self.cfg, self.tree, r, &src, self.progress)
+                    .map_err(|e| BuildError::Source { recipe: r.name.clone(), source: e.into() })?;
+            }
+        }
+        Ok(match subdir {
+            Some(s) => src.join(s),
+            None => src,
+        })
+    }
+}

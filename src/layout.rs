@@ -1,0 +1,135 @@
+//! Where things live on disk: the one place that spells each layout other modules read.
+//!
+//! - A recipe's work dir, `<work-dir>/<stack>/<recipe>/`: `src/` (the patched tree) and its
+//!   marker `src.prepared.json`, `build/`, `stage/`, `steps/NN-<step>.sh` (each step's script,
+//!   numbered in run order), `logs/<step>.log`, `running.pid` (the process group of the step now
+//!   running) and `state.json` (which key the dir is for, finished steps, stored or not).
+//! - Scratch trees (pristine copies to compare or check against): `<work-dir>/.scratch/`.
+//! - The last build of each recipe: `<state-dir>/last-build/<stack>/<recipe>.json`, the cache-key
+//!   inputs of the artifact it last built or used (read by `plan` to say why a recipe rebuilds and
+//!   by `cache gc --unused`; see `history`).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::fsutil;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct WorkState {
+    pub key: String,
+    pub steps_done: Vec<String>,
+    pub stored: bool,
+}
+
+/// A recipe's work dir: `src/` (the patched tree), `build/`, `stage/`, `steps/`, `logs/`.
+#[derive(Debug, Clone)]
+pub struct WorkDir {
+    pub root: PathBuf,
+}
+
+impl WorkDir {
+    pub fn new(work_dir: &Path, stack: &str, recipe: &str) -> WorkDir {
+        WorkDir { root: work_dir.join(stack).join(recipe) }
+    }
+    pub fn src(&self) -> PathBuf {
+        self.root.join("src")
+    }
+    pub fn build(&self) -> PathBuf {
+        self.root.join("build")
+    }
+    pub fn stage(&self) -> PathBuf {
+        self.root.join("stage")
+    }
+    pub fn steps(&self) -> PathBuf {
+        self.root.join("steps")
+    }
+    pub fn logs(&self) -> PathBuf {
+        self.root.join("logs")
+    }
+    fn state_file(&self) -> PathBuf {
+        self.root.join("state.json")
+    }
+    /// The script of a recipe's step, numbered by its place in the run (`steps/02-build.sh`).
+    pub fn step_script(&self, index: usize, step: &str) -> PathBuf {
+        self.steps().join(format!("{:02}-{step}.sh", index + 1))
+    }
+    /// The log of a recipe's step (`logs/build.log`).
+    pub fn step_log(&self, step: &str) -> PathBuf {
+        self.logs().join(format!("{step}.log"))
+    }
+    /// The process group of the step now running, so a resumed run can stop an orphan of a
+    /// killed rocmforge before touching the build dir.
+    pub fn running_pid(&self) -> PathBuf {
+        self.root.join("running.pid")
+    }
+
+    /// The steps that have a log, in the order they run (from the numbered step scripts), then
+    /// logs without a script (written by another version) by name.
+    pub fn logged_steps(&self) -> Vec<(String, PathBuf)> {
+        let mut numbered: Vec<(u32, String)> = fs::read_dir(self.steps())
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter_map(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                let (num, rest) = n.strip_suffix(".sh")?.split_once('-')?;
+                Some((num.parse().ok()?, rest.to_string()))
+            })
+            .collect();
+        numbered.sort();
+        let mut out: Vec<(String, PathBuf)> =
+            numbered.into_iter().map(|(_, s)| (s.clone(), self.step_log(&s))).filter(|(_, p)| p.is_file()).collect();
+        let mut extra: Vec<(String, PathBuf)> = fs::read_dir(self.logs())
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter_map(|e| Some((e.file_name().to_string_lossy().strip_suffix(".log")?.to_string(), e.path())))
+            .filter(|(s, _)| !out.iter().any(|(o, _)| o == s))
+            .collect();
+        extra.sort();
+        out.extend(extra);
+        out
+    }
+
+    pub fn state(&self) -> Option<WorkState> {
+        serde_json::from_slice(&fs::read(self.state_file()).ok()?).ok()
+    }
+
+    pub fn save(&self, s: &WorkState) -> std::io::Result<()> {
+        fsutil::write_atomic(&self.state_file(), &serde_json::to_vec_pretty(s).expect("serialises"))
+    }
+
+    /// Makes the dir ready for `key`: a dir built for another key is wiped (its build dir would
+    /// mix old and new inputs); a dir for the same key is kept, so ninja continues where it was.
+    pub fn begin(&self, key: &str) -> std::io::Result<WorkState> {
+        match self.state() {
+            Some(s) if s.key == key => Ok(s),
+            _ => {
+                for d in [self.build(), self.stage(), self.steps(), self.logs()] {
+                    fsutil::remove_dir_all_if_exists(&d)?;
+                }
+                fs::create_dir_all(&self.root)?;
+                let s = WorkState { key: key.to_string(), ..Default::default() };
+                self.save(&s)?;
+                Ok(s)
+            }
+        }
+    }
+}
+
+/// Where scratch trees go (removed when done).
+pub fn scratch_dir(work_dir: &Path) -> PathBuf {
+    work_dir.join(".scratch")
+}
+
+/// `<state-dir>/last-build/`: one folder per stack.
+pub fn last_build_root(state_dir: &Path) -> PathBuf {
+    state_dir.join("last-build")
+}
+
+/// The inputs of the artifact `recipe` of `stack` last built or used.
+pub fn last_build_file(state_dir: &Path, stack: &str, recipe: &str) -> PathBuf {
+    last_build_root(state_dir).join(stack).join(format!("{recipe}.json"))
+}

@@ -1,0 +1,98 @@
+//! `build`: plans the closure, then carries the plan out with the engine, recording status and a
+//! report; Ctrl-C or SIGTERM stops the running steps and records the build as interrupted.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::plan::{plan_graph, PlanRequest};
+use super::UsageError;
+use crate::cache::LocalStore;
+use crate::config::Config;
+use crate::engine::{budget, BuildError, Engine, EngineOptions, Outcome};
+use crate::graph::BuildGraph;
+use crate::progress::{self, Fanout, Verbosity};
+use crate::recipe::{RecipeTree, Stack};
+use crate::report::{self, Recorder};
+use crate::target::TargetSet;
+
+#[derive(Debug, Clone)]
+pub struct BuildRequest {
+    pub recipes: Vec<String>,
+    pub targets: TargetSet,
+    /// The job budget (default: cores).
+    pub jobs: Option<usize>,
+    pub rebuild: Vec<String>,
+    pub keep_going: bool,
+    /// Stop after this recipe (build only it and what it needs).
+    pub until: Option<String>,
+    pub prefix: PathBuf,
+}
+
+/// What a build did.
+pub struct BuildRun {
+    /// Each recipe's outcome in build order, or why the build failed.
+    pub result: Result<Vec<(String, Outcome)>, BuildError>,
+    pub prefix: PathBuf,
+    /// The report directory (none for a build that found everything up to date).
+    pub report: Option<Result<PathBuf, String>>,
+}
+
+/// Builds `req`. `Err` only for a request that names recipes outside the build.
+pub fn build(
+    cfg: &Config,
+    tree: &RecipeTree,
+    stack: &Stack,
+    req: &BuildRequest,
+    verbosity: Verbosity,
+) -> Result<BuildRun, anyhow::Error> {
+    let full = BuildGraph::closure(stack, &req.recipes)?;
+    let outside = |flag: &str, r: &str| {
+        UsageError(format!("{flag} {r}: `{r}` is not part of this build ({})", req.recipes.join(", ")))
+    };
+    if let Some(r) = req.rebuild.iter().find(|r| !full.contains(r)) {
+        return Err(outside("--rebuild", r).into());
+    }
+    let graph = match &req.until {
+        Some(u) if !full.contains(u) => return Err(outside("--until", u).into()),
+        Some(u) => BuildGraph::closure(stack, std::slice::from_ref(u))?,
+        None => full,
+    };
+    let plan_req = PlanRequest {
+        recipes: graph.requested().to_vec(),
+        targets: req.targets.clone(),
+        prefix: req.prefix.clone(),
+        rebuild: req.rebuild.clone(),
+    };
+    let plan = plan_graph(cfg, tree, stack, &graph, &plan_req);
+    // The display (bars or lines) and the recorder (status file, report, durations) both hear
+    // every event.
+    let recorder = Arc::new(Recorder::new(&cfg.state_dir, &stack.name));
+    let display = progress::display(verbosity, report::load_durations(&cfg.state_dir, &stack.name));
+    let progress = Fanout(vec![display, recorder.clone()]);
+    install_interrupt_handler(recorder.clone());
+    let store = LocalStore::new(&cfg.cache_dir);
+    let opts = EngineOptions { jobs: req.jobs.unwrap_or_else(budget::default_jobs).max(1), keep_going: req.keep_going };
+    let result = Engine::new(cfg, tree, stack, &plan, &store, &progress, opts).run();
+    if result.is_err() && recorder.record().state == report::BuildState::Interrupted {
+        // The signal handler is stopping the steps (that is why they failed) and exits with
+        // 130 in a moment; an error and exit 1 from here would misreport the interruption.
+        std::thread::sleep(std::time::Duration::from_secs(10));
+    }
+    Ok(BuildRun { result, prefix: plan.prefix.clone(), report: recorder.report() })
+}
+
+/// Ctrl-C / SIGTERM: record the build as interrupted (report included), stop every running
+/// step's process group, then exit. Finished steps are recorded, so the same command continues
+/// from there.
+fn install_interrupt_handler(recorder: Arc<Recorder>) {
+    let _ = ctrlc::set_handler(move || {
+        eprintln!("\ninterrupted: stopping running steps; run the same command again to continue");
+        // Before the kill: the steps' deaths must not be recorded as failures.
+        recorder.interrupted();
+        if let Some(Ok(dir)) = recorder.report() {
+            eprintln!("report: {}", dir.display());
+        }
+        crate::engine::step::kill_running_groups();
+        std::process::exit(130);
+    });
+}

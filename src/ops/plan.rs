@@ -1,0 +1,47 @@
+//! `plan`: the resolved build of some recipes, for some targets, into a prefix.
+
+use std::path::PathBuf;
+
+use crate::cache::LocalStore;
+use crate::config::Config;
+use crate::graph::{BuildGraph, GraphError};
+use crate::history::History;
+use crate::plan::{self, Host, Plan, PlanOptions};
+use crate::recipe::{RecipeTree, Stack};
+use crate::target::TargetSet;
+
+#[derive(Debug, Clone)]
+pub struct PlanRequest {
+    /// The recipes asked for (their closure is planned).
+    pub recipes: Vec<String>,
+    pub targets: TargetSet,
+    /// The install prefix (absolute: it is part of every key).
+    pub prefix: PathBuf,
+    /// Recipes forced to rebuild (with everything downstream of them).
+    pub rebuild: Vec<String>,
+}
+
+/// Plans the closure of `req.recipes` against the local artifact store and the stack's history.
+pub fn plan(cfg: &Config, tree: &RecipeTree, stack: &Stack, req: &PlanRequest) -> Result<Plan, GraphError> {
+    let graph = BuildGraph::closure(stack, &req.recipes)?;
+    Ok(plan_graph(cfg, tree, stack, &graph, req))
+}
+
+pub(crate) fn plan_graph(
+    cfg: &Config,
+    tree: &RecipeTree,
+    stack: &Stack,
+    graph: &BuildGraph,
+    req: &PlanRequest,
+) -> Plan {
+    let opts = PlanOptions {
+        targets: req.targets.clone(),
+        prefix: req.prefix.clone(),
+        rebuild: req.rebuild.clone(),
+        work_dir: cfg.work_dir.clone(),
+    };
+    let host = Host::detect(cfg.rocm_path.as_deref());
+    let store = LocalStore::new(&cfg.cache_dir);
+    let history = History::new(&cfg.state_dir, &stack.name);
+    plan::resolve(tree, stack, graph, &opts, &host, &store, &history)
+}

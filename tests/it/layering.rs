@@ -1,0 +1,94 @@
+//! The module order of `src/lib.rs` is the direction data flows: a module may use only modules
+//! declared above it, and no `cli` module another `cli` module. This reads every `crate::` path
+//! in `src/` (outside `#[cfg(test)]` code) and fails on one against the order.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::support::repo_root;
+
+/// `pub mod x;` lines of lib.rs, in order.
+fn module_order(lib: &str) -> Vec<String> {
+    lib.lines().filter_map(|l| l.trim().strip_prefix("pub mod ")?.strip_suffix(';').map(String::from)).collect()
+}
+
+/// Every module a source text names through `crate::` (`crate::a::b`, `crate::{a, b::c}`).
+fn crate_paths(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("crate::") {
+        rest = &rest[i + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            for part in group[..end].split(',') {
+                let name: String = part.trim().chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                if !name.is_empty() {
+                    out.push(name);
+                }
+            }
+        } else {
+            out.push(rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect());
+        }
+    }
+    out
+}
+
+/// The source of `path` up to its first `#[cfg(test)]` (unit tests may use anything).
+fn production_code(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    match text.find("#[cfg(test)]") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
+#[test]
+fn no_module_uses_a_module_downstream_of_it() {
+    let src = repo_root().join("src");
+    let order = module_order(&std::fs::read_to_string(src.join("lib.rs")).unwrap());
+    assert!(order.len() > 10 && order.last().map(String::as_str) == Some("cli"), "{order:?}");
+    let rank: BTreeMap<&str, usize> = order.iter().enumerate().map(|(i, m)| (m.as_str(), i)).collect();
+    let mut wrong = Vec::new();
+    for entry in walkdir::WalkDir::new(&src).into_iter().map(Result::unwrap) {
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "rs") || path == src.join("lib.rs") || path == src.join("main.rs") {
+            continue;
+        }
+        let rel = path.strip_prefix(&src).unwrap();
+        let first = rel.components().next().unwrap().as_os_str().to_string_lossy();
+        let module = first.trim_end_matches(".rs");
+        let Some(&own) = rank.get(module) else {
+            wrong.push(format!("{}: module `{module}` is not declared in lib.rs", rel.display()));
+            continue;
+        };
+        for used in crate_paths(&production_code(path)) {
+            match rank.get(used.as_str()) {
+                Some(&r) if r > own => {
+                    wrong.push(format!("{}: uses `crate::{used}`, which comes after `{module}`", rel.display()))
+                }
+                _ => {}
+            }
+        }
+        // Within cli, a command file uses only cli/mod.rs (`super::`), never another command.
+        if module == "cli" && rel != Path::new("cli/mod.rs") {
+            let text = production_code(path);
+            let siblings: Vec<String> = std::fs::read_dir(src.join("cli"))
+                .unwrap()
+                .map(|e| e.unwrap().path().file_stem().unwrap().to_string_lossy().into_owned())
+                .filter(|s| s != "mod")
+                .collect();
+            for s in siblings {
+                if text.contains(&format!("super::{s}::")) || text.contains(&format!("crate::cli::{s}")) {
+                    wrong.push(format!("{}: uses another command's module `cli::{s}`", rel.display()));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "imports against the order of src/lib.rs:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_reader_of_crate_paths_sees_grouped_and_plain_uses() {
+    let text = "use crate::{plan::Plan, key};\nlet x = crate::engine::run();";
+    assert_eq!(crate_paths(text), ["plan", "key", "engine"]);
+}
