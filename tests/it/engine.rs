@@ -145,19 +145,8 @@ fn group_alive(pgid: i32) -> bool {
 fn sigkill_mid_step_then_resume_kills_the_orphan_and_matches_a_clean_build() {
     let e = Env::new();
     std::fs::write(e.out().join("slow-mid"), "").unwrap();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("rocmforge"));
-    child
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap())
-        .env("HOME", e.home.path())
-        .env("XDG_CACHE_HOME", e.home.path().join("cache"))
-        .env("XDG_STATE_HOME", e.home.path().join("state"))
-        .arg("--recipes")
-        .arg(&e.tree)
-        .args(["build", "top", "--prefix"])
-        .arg(e.prefix())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    let mut child = e.process();
+    child.args(["build", "top", "--prefix"]).arg(e.prefix()).stdout(Stdio::null()).stderr(Stdio::null());
     let mut child = child.spawn().unwrap();
     let running = e.home.path().join("cache/rocmforge/work/scripts/mid/running.pid");
     wait_for("mid's slow step", Duration::from_secs(20), || running.exists() && e.runs("mid") == 1);
@@ -216,16 +205,8 @@ fn an_artifact_removed_after_the_plan_is_rebuilt_and_the_build_says_why() {
     // The build plans (mid: cached), then stops just before reusing mid's artifact, while a
     // concurrent `cache gc` removes it.
     let flag = e.home.path().join("paused");
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("rocmforge"))
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap())
-        .env("HOME", e.home.path())
-        .env("XDG_CONFIG_HOME", e.home.path().join("config"))
-        .env("XDG_CACHE_HOME", e.home.path().join("cache"))
-        .env("XDG_STATE_HOME", e.home.path().join("state"))
-        .env("NO_COLOR", "1")
-        .arg("--recipes")
-        .arg(&e.tree)
+    let child = e
+        .process()
         .args(["build", "top", "--prefix"])
         .arg(e.prefix())
         .env("ROCMFORGE_FAULT", "pause:reuse:mid")

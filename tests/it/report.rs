@@ -26,19 +26,8 @@ impl Env {
     fn start_slow_build(&self) -> Running {
         self.edit("mid", "then sleep 30; fi", "then echo 'mid: sleeping as asked'; sleep 30; fi");
         std::fs::write(self.out().join("slow-mid"), "").unwrap();
-        let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("rocmforge"));
-        c.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap())
-            .env("HOME", self.home.path())
-            .env("XDG_CONFIG_HOME", self.home.path().join("config"))
-            .env("XDG_CACHE_HOME", self.home.path().join("cache"))
-            .env("XDG_STATE_HOME", self.home.path().join("state"))
-            .arg("--recipes")
-            .arg(&self.tree)
-            .args(["build", "top", "--prefix"])
-            .arg(self.prefix())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        let mut c = self.process();
+        c.args(["build", "top", "--prefix"]).arg(self.prefix()).stdout(Stdio::null()).stderr(Stdio::null());
         let run = Running { child: c.spawn().unwrap(), running_pid: self.work("mid").join("running.pid") };
         let log = self.work("mid").join("logs/step5.log");
         wait_for("mid's slow step to print", Duration::from_secs(30), || {
@@ -234,18 +223,8 @@ fn status_and_log_from_another_process_while_a_build_runs_then_after_sigkill() {
         .stderr(predicates::str::contains("steps with logs: clean-stage, step1, step2, step3, step4, step5"));
 
     // --follow prints what is appended, and ends once the build's process is gone.
-    let mut follow = std::process::Command::new(assert_cmd::cargo::cargo_bin("rocmforge"));
-    follow
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap())
-        .env("HOME", e.home.path())
-        .env("XDG_CONFIG_HOME", e.home.path().join("config"))
-        .env("XDG_CACHE_HOME", e.home.path().join("cache"))
-        .env("XDG_STATE_HOME", e.home.path().join("state"))
-        .args(["--recipes"])
-        .arg(&e.tree)
-        .args(["log", "mid", "--step", "step5", "--follow"])
-        .stdout(Stdio::piped());
+    let mut follow = e.process();
+    follow.args(["log", "mid", "--step", "step5", "--follow"]).stdout(Stdio::piped());
     let mut follow = follow.spawn().unwrap();
     std::thread::sleep(Duration::from_millis(600));
     assert!(follow.try_wait().unwrap().is_none(), "--follow ended while the step runs");

@@ -91,6 +91,20 @@ impl ScriptsStack {
         c.arg("--recipes").arg(&self.tree);
         c
     }
+    /// `rocmforge --recipes <tree>` in the temp home, as a plain process to spawn and stop
+    /// (NO_COLOR is not set: the display is not a terminal either way).
+    pub fn process(&self) -> std::process::Command {
+        let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("rocmforge"));
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("XDG_CONFIG_HOME", self.home.path().join("config"))
+            .env("XDG_CACHE_HOME", self.home.path().join("cache"))
+            .env("XDG_STATE_HOME", self.home.path().join("state"))
+            .arg("--recipes")
+            .arg(&self.tree);
+        c
+    }
     /// Replaces the first `from` in `recipes/scripts/<recipe>.toml` by `to`.
     pub fn edit(&self, recipe: &str, from: &str, to: &str) {
         let p = self.tree.join(format!("recipes/scripts/{recipe}.toml"));
