@@ -21,3 +21,4 @@ pub mod recipe;
 pub mod report;
 pub mod source;
 pub mod target;
+pub mod wheel;

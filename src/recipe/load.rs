@@ -225,7 +225,7 @@ fn check_prebuilt_wheel(src: &Source<'_>, raw: &RawRecipe, source: &SourceSpec, 
     match (source, url) {
         (SourceSpec::Url { url: text, subdir, .. }, Some(url)) => {
             let file = crate::source::download::file_name(text);
-            if let Err(e) = crate::index::WheelName::parse(&file) {
+            if let Err(e) = crate::wheel::WheelName::parse(&file) {
                 diags.push(src.at(url.span(), format!("a prebuilt-wheel source must be a wheel: {e}")).with_help(
                     "the last path segment of the URL, percent-decoded, is the wheel's file name \
                      (`.../torch-2.5.1%2Brocm6.2-cp311-cp311-linux_x86_64.whl` is `torch-2.5.1+rocm6.2-cp311-cp311-linux_x86_64.whl`)",
@@ -449,7 +449,7 @@ fn parse_recipe(tree: &RecipeTree, stack: &str, rel: &str, text: &str, diags: &m
             );
         }
         for w in list.get_ref() {
-            if !crate::index::wheel::is_valid_project_name(w.get_ref()) {
+            if !crate::wheel::is_valid_project_name(w.get_ref()) {
                 diags.push(
                     src.at(w.span(), format!("`{}` is not a Python project name", w.get_ref()))
                         .with_help("`install-wheels` takes project names only (`torch`): the version is the one the dependency built; version pins belong in `requirements`"),
