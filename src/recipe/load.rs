@@ -217,14 +217,15 @@ struct Parsed {
 /// be a `url` whose file name is a wheel filename (the index, pip and uv read the project,
 /// version and tags from it), and nothing may change the file (no patches, no subdir).
 ///
-/// The file name is what the source step will call the download and the filename grammar is
-/// the index's: both are pure functions, reused here so `recipes check` reports a bad URL at
-/// its line instead of a build failing after the download.
+/// The file name is what the source step will call the download ([`url_file_name`]) and the
+/// filename grammar is the one the index reads ([`crate::wheel`]): both are pure functions, used
+/// here so `recipes check` reports a bad URL at its line instead of a build failing after the
+/// download.
 fn check_prebuilt_wheel(src: &Source<'_>, raw: &RawRecipe, source: &SourceSpec, diags: &mut Diagnostics) {
     let url = raw.source.as_ref().and_then(|s| s.get_ref().url.as_ref());
     match (source, url) {
         (SourceSpec::Url { url: text, subdir, .. }, Some(url)) => {
-            let file = crate::source::download::file_name(text);
+            let file = url_file_name(text);
             if let Err(e) = crate::wheel::WheelName::parse(&file) {
                 diags.push(src.at(url.span(), format!("a prebuilt-wheel source must be a wheel: {e}")).with_help(
                     "the last path segment of the URL, percent-decoded, is the wheel's file name \
