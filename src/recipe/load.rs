@@ -663,7 +663,7 @@ pub fn load_stack(tree: &RecipeTree, stack: &str) -> Result<Stack, Diagnostics> 
     // Cycles.
     let recipes: BTreeMap<String, Recipe> =
         parsed.iter().zip(&keep).filter(|(_, k)| **k).map(|(p, _)| (p.recipe.name.clone(), p.recipe.clone())).collect();
-    for cycle in crate::graph::find_cycles(&recipes) {
+    for cycle in find_cycles(&recipes) {
         let first = &cycle[0];
         let next = &cycle[1];
         let p = &parsed[by_name[first]];

@@ -1,10 +1,12 @@
 //! The recipe model: typed stacks and recipes, built from TOML by `load`, which reports every
 //! problem of a tree with its file, line and column.
 
+mod cycles;
 mod load;
 pub mod lock;
 pub mod tree;
 
+pub use cycles::find_cycles;
 pub use load::{closest as load_closest, load_all, load_stack, pick_stack, StackError};
 pub use tree::{Origin, RecipeTree};
 
