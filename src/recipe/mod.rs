@@ -4,11 +4,15 @@
 mod cycles;
 mod load;
 pub mod lock;
+mod lower;
+mod raw;
 pub mod tree;
+mod validate;
 
 pub use cycles::find_cycles;
-pub use load::{closest as load_closest, load_all, load_stack, pick_stack, StackError};
+pub use load::{load_all, load_stack, pick_stack, StackError};
 pub use tree::{Origin, RecipeTree};
+pub use validate::closest as load_closest;
 
 use std::collections::BTreeMap;
 
