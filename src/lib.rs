@@ -14,6 +14,7 @@ pub mod fsutil;
 pub mod graph;
 pub mod index;
 pub mod key;
+pub mod ops;
 pub mod patch;
 pub mod plan;
 pub mod progress;

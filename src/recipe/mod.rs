@@ -3,7 +3,7 @@
 
 mod cycles;
 mod load;
-pub mod lock;
+pub mod lockfile;
 mod lower;
 mod raw;
 pub mod tree;
