@@ -1,5 +1,15 @@
-//! The recipe model: typed stacks and recipes, built from TOML by `load`, which reports every
-//! problem of a tree with its file, line and column.
+//! The recipe model: typed stacks and recipes (this file), built from the TOML of a recipe
+//! tree ([`tree`]) in stages, every problem reported with its file, line and column:
+//!
+//! - `raw`: parse, each file into `Raw*` structs that keep spans;
+//! - `lower`: one file's raw form to the typed model, checking what one file can get wrong;
+//! - `validate`: the checks across a stack (names, dependencies, source trees, [`find_cycles`]);
+//! - `load`: reads a tree's files through these stages ([`load_stack`], [`load_all`],
+//!   [`pick_stack`]).
+//!
+//! [`lockfile`] pins unlocked git recipes to commits. The recipe layer depends on nothing
+//! downstream (graph, plan, source, index, ...): only on `diagnostic`, `fsutil`, `target` and
+//! `wheel`.
 
 mod cycles;
 mod load;
