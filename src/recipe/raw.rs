@@ -123,7 +123,6 @@ pub(super) struct RawExternal {
 }
 
 /// One file's text plus where it is, for diagnostics.
-#[derive(Clone)]
 pub(super) struct FileText<'a> {
     pub display: String,
     pub text: &'a str,
