@@ -1,12 +1,14 @@
 //! The dependency graph (petgraph): the closure of what was asked for, a deterministic
-//! topological order, the waves of recipes that can build side by side, and cycle finding.
+//! topological order, and the waves of recipes that can build side by side. Cycles are found by
+//! the recipe layer, which refuses a stack that has one ([`find_cycles`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::Direction;
 
-use crate::recipe::{Recipe, Stack};
+pub use crate::recipe::find_cycles;
+use crate::recipe::Stack;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GraphError {
@@ -185,64 +187,4 @@ impl BuildGraph {
             .collect();
         serde_json::json!({ "requested": self.requested, "nodes": nodes, "edges": edges, "waves": self.waves() })
     }
-}
-
-/// Every cycle among `recipes` (one per strongly connected component), each as a path that
-/// starts and ends at the alphabetically first member: `["a", "b", "c", "a"]`.
-/// Dependencies on missing recipes are ignored here (reported elsewhere).
-pub fn find_cycles(recipes: &BTreeMap<String, Recipe>) -> Vec<Vec<String>> {
-    let mut graph: DiGraph<&str, ()> = DiGraph::new();
-    let idx: BTreeMap<&str, NodeIndex> = recipes.keys().map(|n| (n.as_str(), graph.add_node(n.as_str()))).collect();
-    // Edge recipe -> dependency, so following edges walks "a needs b needs c".
-    for (name, r) in recipes {
-        for dep in r.all_deps() {
-            if dep != name {
-                if let Some(&d) = idx.get(dep) {
-                    graph.update_edge(idx[name.as_str()], d, ());
-                }
-            }
-        }
-    }
-    let mut cycles = Vec::new();
-    for scc in petgraph::algo::tarjan_scc(&graph) {
-        if scc.len() < 2 {
-            continue;
-        }
-        let members: BTreeSet<&str> = scc.iter().map(|i| graph[*i]).collect();
-        let start = *members.iter().next().expect("non-empty");
-        // Shortest path back to start inside the component (BFS, neighbours in name order).
-        let mut prev: BTreeMap<&str, &str> = BTreeMap::new();
-        let mut queue = std::collections::VecDeque::from([start]);
-        let mut found = None;
-        'bfs: while let Some(n) = queue.pop_front() {
-            let mut next: Vec<&str> =
-                graph.neighbors(idx[n]).map(|i| graph[i]).filter(|m| members.contains(m)).collect();
-            next.sort();
-            for m in next {
-                if m == start {
-                    found = Some(n);
-                    break 'bfs;
-                }
-                if !prev.contains_key(m) {
-                    prev.insert(m, n);
-                    queue.push_back(m);
-                }
-            }
-        }
-        let Some(mut last) = found else { continue };
-        let mut path = vec![start.to_string()];
-        let mut back = vec![last];
-        while last != start {
-            last = prev[last];
-            if last != start {
-                back.push(last);
-            }
-        }
-        back.reverse();
-        path.extend(back.into_iter().map(String::from));
-        path.push(start.to_string());
-        cycles.push(path);
-    }
-    cycles.sort();
-    cycles
 }

@@ -24,6 +24,7 @@ pub mod target;
 pub mod config;
 pub mod progress;
 pub mod layout;
+pub mod wheel;
 pub mod recipe;
 pub mod graph;
 pub mod external;

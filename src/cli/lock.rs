@@ -1,7 +1,7 @@
 //! `rocmforge lock`: pin the tags of unlocked git recipes to commits in the stack's lock file.
 
 use super::{CliResult, Context, Failure};
-use crate::recipe::lock::{self, LockError};
+use crate::ops::lock::{self, LockError, LockOptions};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -17,13 +17,9 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     let tree = ctx.tree()?;
     let stack = ctx.stack_unlocked(&tree)?;
     let cfg = ctx.config()?;
-    if cfg.offline {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "`rocmforge lock` resolves tags over the network; it cannot run with --offline"
-        )));
-    }
-    let report = lock::lock(&stack, &tree, &cfg, &args.recipes, args.update).map_err(|e| match e {
-        LockError::UnknownRecipe(_) => Failure::usage(e),
+    let opts = LockOptions { recipes: args.recipes, update: args.update };
+    let report = lock::lock(&stack, &tree, &cfg, &opts).map_err(|e| match e {
+        LockError::Offline | LockError::UnknownRecipe(_) => Failure::usage(e),
         _ => Failure::failed(e),
     })?;
     let quiet = ctx.verbosity == crate::progress::Verbosity::Quiet;

@@ -170,7 +170,7 @@ impl Context {
     pub fn stack(&self, tree: &RecipeTree) -> Result<Stack, Failure> {
         let mut stack = self.stack_unlocked(tree)?;
         let cfg = self.config()?;
-        crate::recipe::lock::apply(&mut stack, tree, &cfg).map_err(Failure::usage)?;
+        crate::recipe::lockfile::apply(&mut stack, tree, &cfg.state_dir).map_err(Failure::usage)?;
         Ok(stack)
     }
 

@@ -17,7 +17,6 @@
 
 pub mod pages;
 pub mod serve;
-pub mod wheel;
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -26,7 +25,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-pub use wheel::{normalize_name, Version, WheelError, WheelName};
+use crate::wheel;
+pub use crate::wheel::{normalize_name, Version, WheelError, WheelName};
 
 /// Bump when `index.json` changes shape; an older rocmforge then refuses instead of misreading.
 pub const STATE_FORMAT: u32 = 1;

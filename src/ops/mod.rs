@@ -5,6 +5,7 @@
 pub mod build;
 pub mod cache;
 pub mod fetch;
+pub mod lock;
 pub mod patch;
 pub mod plan;
 pub mod source;

@@ -1,12 +1,28 @@
-//! The recipe model: typed stacks and recipes, built from TOML by `load`, which reports every
-//! problem of a tree with its file, line and column.
+//! The recipe model: typed stacks and recipes (this file), built from the TOML of a recipe
+//! tree ([`tree`]) in stages, every problem reported with its file, line and column:
+//!
+//! - `raw`: parse, each file into `Raw*` structs that keep spans;
+//! - `lower`: one file's raw form to the typed model, checking what one file can get wrong;
+//! - `validate`: the checks across a stack (names, dependencies, source trees, [`find_cycles`]);
+//! - `load`: reads a tree's files through these stages ([`load_stack`], [`load_all`],
+//!   [`pick_stack`]).
+//!
+//! [`lockfile`] pins unlocked git recipes to commits. The recipe layer depends on nothing
+//! downstream (graph, plan, source, index, ...): only on `diagnostic`, `fsutil`, `target` and
+//! `wheel`.
 
+mod cycles;
 mod load;
-pub mod lock;
+pub mod lockfile;
+mod lower;
+mod raw;
 pub mod tree;
+mod validate;
 
-pub use load::{closest as load_closest, load_all, load_stack, pick_stack, StackError};
+pub use cycles::find_cycles;
+pub use load::{load_all, load_stack, pick_stack, StackError};
 pub use tree::{Origin, RecipeTree};
+pub use validate::closest as load_closest;
 
 use std::collections::BTreeMap;
 
@@ -103,6 +119,22 @@ impl SourceSpec {
             },
             SourceSpec::None => "none".to_string(),
         }
+    }
+}
+
+/// The file name a [`SourceSpec::Url`] downloads to (`.../x.whl?y` -> `x.whl`), kept when the
+/// content is not an archive: the last path segment, percent-decoded, because the name can carry
+/// meaning (a wheel's `1.0+rocm6.2` is served as `1.0%2Brocm6.2`). A segment that decodes to
+/// something that is not a plain file name (`..`, a `/`, a NUL, not UTF-8) is not used.
+pub fn url_file_name(url: &str) -> String {
+    let segment = url::Url::parse(url)
+        .ok()
+        .and_then(|u| u.path_segments().and_then(|mut s| s.rfind(|s| !s.is_empty()).map(str::to_string)));
+    let name =
+        segment.and_then(|s| percent_encoding::percent_decode_str(&s).decode_utf8().ok().map(|n| n.into_owned()));
+    match name {
+        Some(n) if n != ".." && n != "." && !n.contains(['/', '\\', '\0']) => n,
+        _ => "download".into(),
     }
 }
 
@@ -244,4 +276,31 @@ impl TargetDecision {
 pub struct ExternalSpec {
     pub cmake_package: Option<String>,
     pub files: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_file_names() {
+        assert_eq!(url_file_name("https://x.org/a/b-1.0.tar.gz?x=1"), "b-1.0.tar.gz");
+        assert_eq!(url_file_name("https://x.org/"), "download");
+        // Wheel names keep their local label, however the URL spells the `+`.
+        assert_eq!(
+            url_file_name("https://d.org/whl/torch-2.5.1%2Brocm6.2-cp311-cp311-linux_x86_64.whl"),
+            "torch-2.5.1+rocm6.2-cp311-cp311-linux_x86_64.whl"
+        );
+        assert_eq!(
+            url_file_name("https://d.org/whl/torch-2.5.1+rocm6.2-cp311-cp311-linux_x86_64.whl"),
+            "torch-2.5.1+rocm6.2-cp311-cp311-linux_x86_64.whl"
+        );
+        assert_eq!(url_file_name("file:///srv/mirror/a%20b.whl"), "a b.whl");
+        // Never a path: escaped separators, dot segments and bad escapes are not names.
+        assert_eq!(url_file_name("https://x.org/a/..%2F..%2Fetc%2Fpasswd"), "download");
+        assert_eq!(url_file_name("https://x.org/a/%2E%2E"), "download");
+        assert_eq!(url_file_name("https://x.org/a/b%5Cc"), "download");
+        assert_eq!(url_file_name("https://x.org/a/b%00c"), "download");
+        assert_eq!(url_file_name("https://x.org/a/%FF.whl"), "download");
+    }
 }

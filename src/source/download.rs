@@ -68,20 +68,10 @@ impl RetryPolicy {
     }
 }
 
-/// The file name a URL's content gets when it is not an archive (`.../x.whl?y` -> `x.whl`):
-/// the last path segment, percent-decoded, because the name can carry meaning (a wheel's
-/// `1.0+rocm6.2` is served as `1.0%2Brocm6.2`). A segment that decodes to something that is
-/// not a plain file name (`..`, a `/`, a NUL, not UTF-8) is not used.
+/// The file name a URL's content gets when it is not an archive: the recipe model's
+/// [`crate::recipe::url_file_name`], so `recipes check` and the source step agree on it.
 pub fn file_name(url: &str) -> String {
-    let segment = url::Url::parse(url)
-        .ok()
-        .and_then(|u| u.path_segments().and_then(|mut s| s.rfind(|s| !s.is_empty()).map(str::to_string)));
-    let name =
-        segment.and_then(|s| percent_encoding::percent_decode_str(&s).decode_utf8().ok().map(|n| n.into_owned()));
-    match name {
-        Some(n) if n != ".." && n != "." && !n.contains(['/', '\\', '\0']) => n,
-        _ => "download".into(),
-    }
+    crate::recipe::url_file_name(url)
 }
 
 /// Where verified content with this sha256 lives in the cache.
@@ -452,28 +442,6 @@ mod tests {
         assert_eq!(parse_content_range("bytes 100-199/200"), Some((100, Some(200))));
         assert_eq!(parse_content_range("bytes 5-9/*"), Some((5, None)));
         assert_eq!(parse_content_range("items 1-2/3"), None);
-    }
-
-    #[test]
-    fn names() {
-        assert_eq!(file_name("https://x.org/a/b-1.0.tar.gz?x=1"), "b-1.0.tar.gz");
-        assert_eq!(file_name("https://x.org/"), "download");
-        // Wheel names keep their local label, however the URL spells the `+`.
-        assert_eq!(
-            file_name("https://d.org/whl/torch-2.5.1%2Brocm6.2-cp311-cp311-linux_x86_64.whl"),
-            "torch-2.5.1+rocm6.2-cp311-cp311-linux_x86_64.whl"
-        );
-        assert_eq!(
-            file_name("https://d.org/whl/torch-2.5.1+rocm6.2-cp311-cp311-linux_x86_64.whl"),
-            "torch-2.5.1+rocm6.2-cp311-cp311-linux_x86_64.whl"
-        );
-        assert_eq!(file_name("file:///srv/mirror/a%20b.whl"), "a b.whl");
-        // Never a path: escaped separators, dot segments and bad escapes are not names.
-        assert_eq!(file_name("https://x.org/a/..%2F..%2Fetc%2Fpasswd"), "download");
-        assert_eq!(file_name("https://x.org/a/%2E%2E"), "download");
-        assert_eq!(file_name("https://x.org/a/b%5Cc"), "download");
-        assert_eq!(file_name("https://x.org/a/b%00c"), "download");
-        assert_eq!(file_name("https://x.org/a/%FF.whl"), "download");
     }
 
     #[test]

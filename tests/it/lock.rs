@@ -172,6 +172,27 @@ fn lock_entry_for_a_changed_recipe_is_ignored_and_pruned() {
     assert_eq!(entry(&w.plan(&[]), "app")["locked"], true);
 }
 
+#[test]
+fn lock_refuses_offline_and_unknown_recipes_before_touching_the_lock_file() {
+    let w = world("", "[source]\ngit = \"https://github.com/test/app.git\"\ntag = \"v1\"\n");
+    for (args, want) in [
+        (
+            &["--offline", "lock"][..],
+            "error: `rocmforge lock` resolves tags over the network; it cannot run with --offline\n",
+        ),
+        (
+            &["--offline", "lock", "nope"][..],
+            "error: `rocmforge lock` resolves tags over the network; it cannot run with --offline\n",
+        ),
+        (&["lock", "app", "nope"][..], "error: unknown recipe `nope` in stack\n"),
+    ] {
+        let out = w.cmd(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), want, "{args:?}");
+    }
+    assert!(!w.tree().join("recipes/t/rocmforge.lock").exists());
+}
+
 fn fake_rocm(root: &Path, version: &str) {
     std::fs::create_dir_all(root.join("lib/cmake/hip")).unwrap();
     std::fs::create_dir_all(root.join("lib/cmake/rocblas")).unwrap(); // but no rocblas.h

@@ -1,7 +1,10 @@
-//! Wheels as an index sees them: the filename (PEP 427 / binary distribution format), PEP 440
-//! versions (parsed leniently, compared normalised), project-name normalisation (PEP 503), and
+//! Python wheels: the filename (PEP 427 / binary distribution format), PEP 440 versions (parsed
+//! leniently, compared normalised), project names (PEP 508) and their normalisation (PEP 503), and
 //! the core metadata file inside the wheel (`*.dist-info/METADATA`), which must agree with the
 //! filename before a wheel may enter the index.
+//!
+//! A leaf: it depends on nothing else in the crate, so the recipe layer (which checks wheel URLs
+//! and project names) and the index (which publishes wheels) can both use it.
 
 use std::fmt;
 use std::io::Read;

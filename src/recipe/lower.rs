@@ -1,0 +1,409 @@
+//! Stage 1: a parsed file ([`super::raw`]) lowered to the typed model, with a diagnostic for every
+//! problem one file can have on its own (ids, source kinds, patches, targets, build options).
+//! What needs the whole stack (names, dependencies, cycles) is checked by [`super::validate`].
+
+use std::ops::Range;
+
+use toml::Spanned;
+
+use super::raw::{FileText, RawBuild, RawRecipe, RawSource, RawStack, RawTargets};
+use super::tree::RecipeTree;
+use super::{
+    url_file_name, BuildSpec, BuildSystem, ExternalSpec, PatchRef, Recipe, SourceSpec, TargetPolicy, WhenUnsupported,
+};
+use crate::diagnostic::Diagnostics;
+use crate::target::{GpuTarget, TargetSet};
+
+/// Default memory a compile job of a recipe is assumed to need, when the recipe does not say.
+pub const DEFAULT_MEMORY_PER_JOB_GB: f64 = 1.0;
+
+/// A recipe lowered from its file, with what the stack-wide checks need to point at.
+pub(super) struct Lowered<'a> {
+    pub recipe: Recipe,
+    pub file: FileText<'a>,
+    pub name_span: Range<usize>,
+    /// (dependency name, span) of every build and source dependency, for the graph checks.
+    pub deps: Vec<(String, Range<usize>)>,
+}
+
+/// The header of a stack (`stack.toml`), lowered.
+pub(super) struct StackHeader {
+    pub name: String,
+    pub rocm_version: String,
+    pub summary: String,
+    pub default_targets: TargetSet,
+    pub is_default: bool,
+    pub python: Option<String>,
+}
+
+pub(super) fn lower_stack(file: &FileText<'_>, stack: &str, raw: RawStack, diags: &mut Diagnostics) -> StackHeader {
+    if raw.name.get_ref() != stack {
+        diags.push(file.at(
+            raw.name.span(),
+            format!("stack name `{}` does not match its folder `recipes/{stack}/`", raw.name.get_ref()),
+        ));
+    }
+    let default_targets = lower_targets(file, &raw.default_targets, diags);
+    StackHeader {
+        name: stack.to_string(),
+        rocm_version: raw.rocm_version,
+        summary: raw.summary,
+        default_targets,
+        is_default: raw.default,
+        python: raw.python,
+    }
+}
+
+/// Lowers the recipe file `rel` of `stack`; every problem goes to `diags`, and what can be
+/// lowered is, so the stack-wide checks still see the recipe.
+pub(super) fn lower_recipe<'a>(
+    tree: &RecipeTree,
+    stack: &str,
+    rel: &str,
+    file: FileText<'a>,
+    raw: RawRecipe,
+    diags: &mut Diagnostics,
+) -> Lowered<'a> {
+    check_name(&file, rel, &raw.package.name, diags);
+    let name = raw.package.name.get_ref().clone();
+    let source = match &raw.source {
+        None => SourceSpec::None,
+        Some(s) => lower_source(&file, s, diags),
+    };
+    let source_deps = source_deps(&raw, &source);
+    let patches = lower_patches(tree, &file, stack, &name, &raw.patches.series, diags);
+    if raw.build.system == BuildSystem::PrebuiltWheel {
+        check_prebuilt_wheel(&file, &raw, &source, diags);
+    }
+    let targets = lower_target_policy(&file, raw.targets, diags);
+    let build = lower_build(&file, raw.build, !raw.dependencies.build.is_empty(), diags);
+
+    let deps = raw.dependencies.build.iter().map(name_and_span).chain(source_deps.iter().cloned()).collect();
+    let mut source_dep_names: Vec<String> = Vec::new();
+    for (n, _) in &source_deps {
+        if !source_dep_names.contains(n) {
+            source_dep_names.push(n.clone());
+        }
+    }
+    let recipe = Recipe {
+        name,
+        version: raw.package.version,
+        summary: raw.package.summary,
+        file: rel.to_string(),
+        source,
+        patches,
+        build_deps: raw.dependencies.build.iter().map(|d| d.get_ref().clone()).collect(),
+        source_deps: source_dep_names,
+        build,
+        targets,
+        external: raw.external.map(|e| ExternalSpec { cmake_package: e.cmake_package, files: e.files }),
+        canonical: canonical(file.text),
+    };
+    Lowered { recipe, name_span: raw.package.name.span(), deps, file }
+}
+
+/// The recipe's content serialised canonically (keys sorted), immune to comments, whitespace
+/// and key order.
+fn canonical(text: &str) -> String {
+    toml::from_str::<toml::Value>(text).map(|v| serde_json::to_string(&v).unwrap_or_default()).unwrap_or_default()
+}
+
+fn name_and_span(s: &Spanned<String>) -> (String, Range<usize>) {
+    (s.get_ref().clone(), s.span())
+}
+
+fn is_hex(s: &str, len: usize) -> bool {
+    s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') && !s.starts_with('-')
+}
+
+/// A recipe is named like its file, in lowercase letters, digits and `-`.
+fn check_name(file: &FileText<'_>, rel: &str, name: &Spanned<String>, diags: &mut Diagnostics) {
+    let span = name.span();
+    let name = name.get_ref();
+    let file_stem = rel.rsplit('/').next().unwrap_or(rel).trim_end_matches(".toml");
+    if !valid_name(name) {
+        diags.push(file.at(span, format!("recipe name `{name}` must be lowercase letters, digits and `-`")));
+    } else if name != file_stem {
+        diags.push(
+            file.at(span, format!("recipe name `{name}` does not match its file name `{file_stem}.toml`"))
+                .with_help(format!("rename the file to `{name}.toml` or the package to `{file_stem}`")),
+        );
+    }
+}
+
+/// `[source]`: exactly one of `git`, `url` and `from`, with the fields of that kind.
+fn lower_source(file: &FileText<'_>, source: &Spanned<RawSource>, diags: &mut Diagnostics) -> SourceSpec {
+    let span = source.span();
+    let s = source.get_ref();
+    let kinds = [s.git.is_some(), s.url.is_some(), s.from.is_some()].iter().filter(|k| **k).count();
+    if kinds == 0 {
+        diags.push(
+            file.at(span, "source has neither `git` nor `url` (nor `from`)")
+                .with_help("add `git = \"https://...\"` with `rev`, or `url = \"https://...\"` with `sha256`; remove [source] if the recipe needs none"),
+        );
+        SourceSpec::None
+    } else if kinds > 1 {
+        diags.push(file.at(span, "source has more than one of `git`, `url` and `from`: keep one"));
+        SourceSpec::None
+    } else if let Some(git) = &s.git {
+        lower_git(file, git, s, diags)
+    } else if let Some(url) = &s.url {
+        lower_url(file, url, s, diags)
+    } else {
+        let from = s.from.as_ref().expect("one kind is set");
+        SourceSpec::From { recipe: from.get_ref().clone(), subdir: s.subdir.clone() }
+    }
+}
+
+fn lower_git(file: &FileText<'_>, git: &Spanned<String>, s: &RawSource, diags: &mut Diagnostics) -> SourceSpec {
+    for (field, present) in [("sha256", s.sha256.is_some()), ("strip-components", s.strip_components.is_some())] {
+        if present {
+            diags.push(file.at(git.span(), format!("`{field}` belongs to `url` sources, not `git`")));
+        }
+    }
+    if let Some(rev) = &s.rev {
+        if !is_hex(rev.get_ref(), 40) {
+            diags.push(
+                file.at(rev.span(), format!("`rev` must be a full 40-character lowercase hex commit id, got `{}`", rev.get_ref()))
+                    .with_help("write the commit the tag points at (`git rev-parse TAG^{commit}`), or remove `rev` to leave the recipe unlocked for `rocmforge lock`"),
+            );
+        }
+    } else if s.tag.is_none() {
+        diags.push(
+            file.at(git.span(), "git source has neither `rev` nor `tag`")
+                .with_help("pin it: add `tag` and its 40-hex `rev`"),
+        );
+    }
+    SourceSpec::Git {
+        url: git.get_ref().clone(),
+        tag: s.tag.as_ref().map(|t| t.get_ref().clone()),
+        rev: s.rev.as_ref().map(|r| r.get_ref().clone()),
+        submodules: s.submodules,
+        subdir: s.subdir.clone(),
+    }
+}
+
+fn lower_url(file: &FileText<'_>, url: &Spanned<String>, s: &RawSource, diags: &mut Diagnostics) -> SourceSpec {
+    for (field, present) in [("tag", s.tag.is_some()), ("rev", s.rev.is_some())] {
+        if present {
+            diags.push(file.at(url.span(), format!("`{field}` belongs to `git` sources, not `url`")));
+        }
+    }
+    let sha = match &s.sha256 {
+        Some(h) if is_hex(h.get_ref(), 64) => h.get_ref().clone(),
+        Some(h) => {
+            diags.push(
+                file.at(h.span(), format!("`sha256` must be 64 lowercase hex characters, got `{}`", h.get_ref()))
+                    .with_help("compute it with `sha256sum FILE`"),
+            );
+            String::new()
+        }
+        None => {
+            diags.push(
+                file.at(url.span(), "url source has no `sha256`")
+                    .with_help("add `sha256 = \"...\"` (`sha256sum FILE`): downloads are always verified"),
+            );
+            String::new()
+        }
+    };
+    SourceSpec::Url {
+        url: url.get_ref().clone(),
+        sha256: sha,
+        strip_components: s.strip_components.unwrap_or(1),
+        subdir: s.subdir.clone(),
+    }
+}
+
+/// The source-only recipes this one reads: `[dependencies] source`, then `from`.
+fn source_deps(raw: &RawRecipe, source: &SourceSpec) -> Vec<(String, Range<usize>)> {
+    let mut deps: Vec<(String, Range<usize>)> = raw.dependencies.source.iter().map(name_and_span).collect();
+    if let SourceSpec::From { .. } = source {
+        if let Some(from) = raw.source.as_ref().and_then(|s| s.get_ref().from.as_ref()) {
+            deps.push(name_and_span(from));
+        }
+    }
+    deps
+}
+
+/// `[patches] series`: plain file names that exist in `patches/<stack>/<recipe>/`.
+fn lower_patches(
+    tree: &RecipeTree,
+    file: &FileText<'_>,
+    stack: &str,
+    name: &str,
+    series: &[Spanned<String>],
+    diags: &mut Diagnostics,
+) -> Vec<PatchRef> {
+    let mut patches = Vec::new();
+    for p in series {
+        let path = format!("patches/{stack}/{name}/{}", p.get_ref());
+        if p.get_ref().contains('/') || p.get_ref().contains("..") {
+            diags.push(file.at(
+                p.span(),
+                format!("patch `{}` must be a plain file name inside patches/{stack}/{name}/", p.get_ref()),
+            ));
+        } else if !tree.contains(&path) {
+            diags.push(
+                file.at(p.span(), format!("patch `{}` does not exist", p.get_ref()))
+                    .with_help(format!("expected it at {}", tree.display_path(&path))),
+            );
+        }
+        patches.push(PatchRef { name: p.get_ref().clone(), path });
+    }
+    patches
+}
+
+/// A prebuilt-wheel recipe is one verified `.whl` download, published as it is: its source must
+/// be a `url` whose file name is a wheel filename (the index, pip and uv read the project,
+/// version and tags from it), and nothing may change the file (no patches, no subdir).
+///
+/// The file name is what the source step will call the download ([`url_file_name`]) and the
+/// filename grammar is the one the index reads ([`crate::wheel`]): both are pure functions, used
+/// here so `recipes check` reports a bad URL at its line instead of a build failing after the
+/// download.
+fn check_prebuilt_wheel(file: &FileText<'_>, raw: &RawRecipe, source: &SourceSpec, diags: &mut Diagnostics) {
+    let url = raw.source.as_ref().and_then(|s| s.get_ref().url.as_ref());
+    match (source, url) {
+        (SourceSpec::Url { url: text, subdir, .. }, Some(url)) => {
+            if let Err(e) = crate::wheel::WheelName::parse(&url_file_name(text)) {
+                diags.push(file.at(url.span(), format!("a prebuilt-wheel source must be a wheel: {e}")).with_help(
+                    "the last path segment of the URL, percent-decoded, is the wheel's file name \
+                     (`.../torch-2.5.1%2Brocm6.2-cp311-cp311-linux_x86_64.whl` is `torch-2.5.1+rocm6.2-cp311-cp311-linux_x86_64.whl`)",
+                ));
+            }
+            if subdir.is_some() {
+                diags.push(
+                    file.at(url.span(), "`subdir` does not apply to a prebuilt-wheel source (a single .whl file)"),
+                );
+            }
+        }
+        _ => {
+            let d = match &raw.source {
+                Some(s) => file.at(s.span(), "a prebuilt-wheel recipe takes its wheel from a `url` source"),
+                None => file.whole("a prebuilt-wheel recipe needs a [source] with the wheel's `url` and `sha256`"),
+            };
+            diags.push(d.with_help("add `[source] url = \"https://.../name-version-py3-none-any.whl\"` and `sha256 = \"...\"` (`sha256sum FILE`)"));
+        }
+    }
+    if let Some(first) = raw.patches.series.first() {
+        diags.push(
+            file.at(
+                first.span(),
+                "a prebuilt-wheel recipe cannot have patches: the wheel is published byte for byte as downloaded",
+            )
+            .with_help("build it from source with a `python-wheel` recipe to patch it"),
+        );
+    }
+}
+
+/// GPU target names, each known.
+fn lower_targets(file: &FileText<'_>, list: &[Spanned<String>], diags: &mut Diagnostics) -> TargetSet {
+    let mut out = Vec::new();
+    for t in list {
+        match GpuTarget::lookup(t.get_ref()) {
+            Some(g) => out.push(g),
+            None => diags.push(file.at(t.span(), format!("unknown GPU target `{}`", t.get_ref())).with_help(format!(
+                "known targets: {}",
+                GpuTarget::all().map(|g| g.name()).collect::<Vec<_>>().join(", ")
+            ))),
+        }
+    }
+    TargetSet::from_targets(out)
+}
+
+/// `[targets]`: known targets, and a substitute list when `when-unsupported` asks for one.
+fn lower_target_policy(file: &FileText<'_>, raw: RawTargets, diags: &mut Diagnostics) -> TargetPolicy {
+    let gpu = raw.gpu.unwrap_or(true);
+    let supported = raw.supported.as_ref().map(|l| lower_targets(file, l, diags));
+    let substitute = lower_targets(file, &raw.substitute, diags);
+    let when_unsupported = raw.when_unsupported.unwrap_or(WhenUnsupported::Error);
+    if when_unsupported == WhenUnsupported::Substitute && substitute.is_empty() {
+        diags.push(file.whole("`when-unsupported = \"substitute\"` needs a non-empty `substitute` target list"));
+    }
+    TargetPolicy { gpu, supported, when_unsupported, substitute, reason: raw.reason }
+}
+
+/// `[build]`: a sane memory estimate, and `requirements` and `install-wheels` only where the build
+/// system uses them. `has_build_deps`: whether `[dependencies] build` names any recipe.
+fn lower_build(file: &FileText<'_>, raw: RawBuild, has_build_deps: bool, diags: &mut Diagnostics) -> BuildSpec {
+    if let Some(mem) = raw.memory_per_job_gb {
+        if !(mem > 0.0 && mem < 1024.0) {
+            diags.push(file.whole(format!("`memory-per-job-gb` must be between 0 and 1024, got {mem}")));
+        }
+    }
+    if let Some(reqs) = &raw.requirements {
+        if matches!(raw.system, BuildSystem::SourceOnly | BuildSystem::PrebuiltWheel) {
+            diags.push(
+                file.at(
+                    reqs.span(),
+                    format!(
+                        "`requirements` are installed into a build venv, and a `{}` recipe builds nothing",
+                        raw.system.as_str()
+                    ),
+                )
+                .with_help(
+                    "remove `requirements`, or give the recipe a build system that runs (python-wheel, cmake, script)",
+                ),
+            );
+        }
+    }
+    let install_wheels = match &raw.install_wheels {
+        Some(list) => lower_install_wheels(file, raw.system, list, has_build_deps, diags),
+        None => Vec::new(),
+    };
+    BuildSpec {
+        system: raw.system,
+        args: raw.args,
+        env: raw.env,
+        steps: raw.steps,
+        memory_per_job_gb: raw.memory_per_job_gb.unwrap_or(DEFAULT_MEMORY_PER_JOB_GB),
+        requirements: raw.requirements.map(Spanned::into_inner).unwrap_or_default(),
+        install_wheels,
+    }
+}
+
+/// `install-wheels`: Python project names, once each, of a python-wheel recipe with build
+/// dependencies (whose wheels they are).
+fn lower_install_wheels(
+    file: &FileText<'_>,
+    system: BuildSystem,
+    list: &Spanned<Vec<Spanned<String>>>,
+    has_build_deps: bool,
+    diags: &mut Diagnostics,
+) -> Vec<String> {
+    if system != BuildSystem::PythonWheel {
+        diags.push(
+            file.at(
+                list.span(),
+                format!("`install-wheels` is for python-wheel recipes; this one is `{}`", system.as_str()),
+            )
+            .with_help("remove it, or build this recipe with `system = \"python-wheel\"`"),
+        );
+    } else if !has_build_deps && !list.get_ref().is_empty() {
+        diags.push(
+            file.at(
+                list.span(),
+                "`install-wheels` installs wheels built by the recipe's build dependencies, but it has none",
+            )
+            .with_help("add the recipe that builds these wheels to `[dependencies] build`"),
+        );
+    }
+    let mut install_wheels = Vec::new();
+    for w in list.get_ref() {
+        if !crate::wheel::is_valid_project_name(w.get_ref()) {
+            diags.push(
+                file.at(w.span(), format!("`{}` is not a Python project name", w.get_ref()))
+                    .with_help("`install-wheels` takes project names only (`torch`): the version is the one the dependency built; version pins belong in `requirements`"),
+            );
+        } else if install_wheels.contains(w.get_ref()) {
+            diags.push(file.at(w.span(), format!("`{}` is listed twice in `install-wheels`", w.get_ref())));
+        } else {
+            install_wheels.push(w.get_ref().clone());
+        }
+    }
+    install_wheels
+}

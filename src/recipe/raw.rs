@@ -1,0 +1,183 @@
+//! Stage 0: recipe and stack files as written. TOML is deserialised into these `Raw*` structs,
+//! which keep the spans of the values a later message may point at; nothing here is checked
+//! beyond what serde checks (syntax, types, unknown and missing fields). [`super::lower`] turns
+//! them into the typed model.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::tree::RecipeTree;
+use super::{BuildSystem, WhenUnsupported};
+use crate::diagnostic::{Diagnostic, Diagnostics};
+
+/// `recipes/<stack>/stack.toml`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawStackFile {
+    pub stack: RawStack,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawStack {
+    pub name: Spanned<String>,
+    pub rocm_version: String,
+    pub summary: String,
+    pub default_targets: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub default: bool,
+    pub python: Option<String>,
+}
+
+/// `recipes/<stack>/<name>.toml`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRecipe {
+    pub package: RawPackage,
+    pub source: Option<Spanned<RawSource>>,
+    #[serde(default)]
+    pub patches: RawPatches,
+    #[serde(default)]
+    pub dependencies: RawDeps,
+    pub build: RawBuild,
+    #[serde(default)]
+    pub targets: RawTargets,
+    pub external: Option<RawExternal>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPackage {
+    pub name: Spanned<String>,
+    pub version: String,
+    pub summary: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawSource {
+    pub git: Option<Spanned<String>>,
+    pub tag: Option<Spanned<String>>,
+    pub rev: Option<Spanned<String>>,
+    #[serde(default)]
+    pub submodules: bool,
+    pub url: Option<Spanned<String>>,
+    pub sha256: Option<Spanned<String>>,
+    pub strip_components: Option<u32>,
+    pub from: Option<Spanned<String>>,
+    pub subdir: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPatches {
+    #[serde(default)]
+    pub series: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDeps {
+    #[serde(default)]
+    pub build: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub source: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawBuild {
+    pub system: BuildSystem,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub steps: Vec<String>,
+    pub memory_per_job_gb: Option<f64>,
+    pub requirements: Option<Spanned<Vec<String>>>,
+    pub install_wheels: Option<Spanned<Vec<Spanned<String>>>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawTargets {
+    pub gpu: Option<bool>,
+    pub supported: Option<Vec<Spanned<String>>>,
+    pub when_unsupported: Option<WhenUnsupported>,
+    #[serde(default)]
+    pub substitute: Vec<Spanned<String>>,
+    pub reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawExternal {
+    pub cmake_package: Option<String>,
+    #[serde(default)]
+    pub files: Vec<String>,
+}
+
+/// One file's text plus where it is, for diagnostics.
+pub(super) struct FileText<'a> {
+    pub display: String,
+    pub text: &'a str,
+}
+
+impl<'a> FileText<'a> {
+    /// The text of `rel` (whose content is `bytes`), or a diagnostic if it is not UTF-8.
+    pub fn decode(tree: &RecipeTree, rel: &str, bytes: &'a [u8], diags: &mut Diagnostics) -> Option<FileText<'a>> {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => Some(FileText { display: tree.display_path(rel), text }),
+            Err(e) => {
+                diags.push(Diagnostic::file(&tree.display_path(rel), format!("not valid UTF-8 ({e})")));
+                None
+            }
+        }
+    }
+
+    /// A problem at byte range `span` of this file.
+    pub fn at(&self, span: Range<usize>, msg: impl Into<String>) -> Diagnostic {
+        Diagnostic::at(&self.display, self.text, span, msg)
+    }
+
+    /// A problem about the whole file.
+    pub fn whole(&self, msg: impl Into<String>) -> Diagnostic {
+        Diagnostic::file(&self.display, msg)
+    }
+}
+
+/// Deserialises the file, or reports why it cannot be (syntax, types, unknown or missing
+/// fields) at the place TOML points at.
+pub(super) fn parse<T: DeserializeOwned>(file: &FileText<'_>, diags: &mut Diagnostics) -> Option<T> {
+    match toml::from_str(file.text) {
+        Ok(raw) => Some(raw),
+        Err(e) => {
+            diags.push(toml_error(file, e));
+            None
+        }
+    }
+}
+
+fn toml_error(file: &FileText<'_>, e: toml::de::Error) -> Diagnostic {
+    let msg = e.message().trim_end().to_string();
+    let help = if msg.starts_with("unknown field") {
+        Some("see recipes/README.md for the fields a recipe may have".to_string())
+    } else if msg.starts_with("missing field") {
+        Some("add the field; see recipes/README.md".to_string())
+    } else {
+        None
+    };
+    let d = match e.span() {
+        Some(span) => file.at(span, msg),
+        None => file.whole(msg),
+    };
+    match help {
+        Some(h) => d.with_help(h),
+        None => d,
+    }
+}
