@@ -122,6 +122,20 @@ impl fmt::Display for Diagnostics {
 
 impl std::error::Error for Diagnostics {}
 
+/// An error and its causes on one line (`a: b: c`), for lists of failures.
+pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(&format!(": {t}"));
+        }
+        cur = c.source();
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

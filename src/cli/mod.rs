@@ -281,19 +281,7 @@ fn summary(checked: &[crate::ops::fetch::Checked], what: &str, offline: bool) ->
     Err(Failure::failed(anyhow::anyhow!(msg)))
 }
 
-/// An error and its causes on one line (`a: b: c`), for lists of failures.
-pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(&format!(": {t}"));
-        }
-        cur = c.source();
-    }
-    s
-}
+pub use crate::diagnostic::one_line;
 
 /// Renders a failure as cargo does: the error, then each cause on its own line.
 pub fn render_failure(f: &Failure) -> String {

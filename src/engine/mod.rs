@@ -6,6 +6,7 @@
 pub mod budget;
 mod host;
 mod outputs;
+mod preflight;
 mod recipe_build;
 mod schedule;
 pub mod step;
@@ -54,6 +55,8 @@ pub enum BuildError {
     RequirementIsDependencyWheel { recipe: String, requirement: String, project: String, dep: String, file: String },
     #[error("stack `{stack}` wants Python {version}, which was not found: install it (e.g. `pyenv install {version}`) or set ROCMFORGE_PYTHON to an interpreter")]
     NoPython { stack: String, version: String },
+    #[error("{} of the {checked} source(s) this build would prepare cannot be used; nothing was built:{}", failures.len(), failures.iter().map(|f| format!("\n  - {}", f.replace('\n', "\n    "))).collect::<String>())]
+    Preflight { failures: Vec<String>, checked: usize },
     #[error("{recipe}: artifact {key} is not in the cache at {store} right after it was stored; is another process cleaning the cache (`rocmforge cache gc`)? Build again")]
     Vanished { recipe: String, key: String, store: String },
 }
@@ -139,6 +142,7 @@ impl<'a> Engine<'a> {
         if !unsupported.is_empty() {
             return Err(BuildError::Unsupported(unsupported));
         }
+        self.preflight()?;
         let prefix = Prefix::new(&self.plan.prefix, self.cfg.link_mode);
         std::fs::create_dir_all(&self.plan.prefix).map_err(io_err("cannot create prefix", &self.plan.prefix))?;
         let names =

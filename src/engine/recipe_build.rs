@@ -71,7 +71,7 @@ impl Engine<'_> {
     }
 
     /// A recipe's work dir: the plan's, or (for a recipe outside the plan) the same layout.
-    fn work_dir(&self, recipe: &str) -> WorkDir {
+    pub(super) fn work_dir(&self, recipe: &str) -> WorkDir {
         self.plan
             .entry(recipe)
             .map(PlanEntry::work)

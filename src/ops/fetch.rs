@@ -15,23 +15,6 @@ pub struct Checked {
     pub result: Result<SourceIdentity, SourceError>,
 }
 
-/// Fetches one recipe's source and checks its patches. `From` recipes are fetched through the
-/// recipe they name.
-pub fn fetch_and_check(
-    cfg: &Config,
-    tree: &RecipeTree,
-    recipe: &Recipe,
-    progress: &dyn Progress,
-) -> Result<SourceIdentity, SourceError> {
-    let fetched = source::fetch(cfg, recipe, progress)?;
-    let patches = source::patch_series(tree, recipe)?;
-    if !patches.is_empty() && !matches!(recipe.source, SourceSpec::From { .. }) {
-        progress.message(&recipe.name, &format!("checking {} patch(es)", patches.len()));
-        source::check_patches(cfg, recipe, &fetched, &patches)?;
-    }
-    Ok(fetched.identity)
-}
-
 /// Checks `recipes` one by one (those with neither a source nor patches are left out), handing
 /// each result to `each` as it comes.
 pub fn check_all<'a>(
@@ -49,7 +32,7 @@ pub fn check_all<'a>(
         let checked = Checked {
             recipe: recipe.name.clone(),
             source: recipe.source.describe(),
-            result: fetch_and_check(cfg, tree, recipe, progress),
+            result: source::preflight(cfg, tree, recipe, progress),
         };
         each(&checked);
         out.push(checked);

@@ -413,6 +413,20 @@ impl GitTreeReader {
         layers.sort_by_key(|l| std::cmp::Reverse(l.0.len()));
         Ok(GitTreeReader { layers })
     }
+
+    /// Whether `path` is a directory of the tree (a submodule's root counts).
+    pub fn has_dir(&self, path: &str) -> bool {
+        let path = path.trim_end_matches('/');
+        for (prefix, repo, tree) in &self.layers {
+            if format!("{path}/") == *prefix {
+                return true;
+            }
+            let Some(rel) = path.strip_prefix(prefix.as_str()) else { continue };
+            let Ok(tree) = repo.find_tree(*tree) else { return false };
+            return tree.get_path(Path::new(rel)).is_ok_and(|e| e.kind() == Some(ObjectType::Tree));
+        }
+        false
+    }
 }
 
 impl crate::patch::TreeRead for GitTreeReader {

@@ -40,6 +40,12 @@ pub enum SourceError {
     FromOther { recipe: String, from: String },
     #[error("patch `{name}` of recipe `{recipe}` is missing from the recipe tree (expected `{path}`)")]
     PatchMissing { recipe: String, name: String, path: String },
+    #[error("recipe `{recipe}`: its source `{source_url}` has no directory `{subdir}` (the recipe's `subdir`){hint}")]
+    NoSubdir { recipe: String, source_url: String, subdir: String, hint: String },
+    #[error(
+        "recipe `{recipe}`: its archive `{source_url}` leaves nothing after `strip-components = {strip}`: lower it"
+    )]
+    EmptyTree { recipe: String, source_url: String, strip: u32 },
     #[error("`{path}`")]
     Io { path: PathBuf, source: std::io::Error },
 }
@@ -224,32 +230,61 @@ pub fn patch_digests(tree: &RecipeTree, recipe: &Recipe) -> Vec<(String, String)
         .collect()
 }
 
-/// Checks that the series applies onto the fetched pristine source, without touching any tree
-/// the user sees: git sources are read from the mirrors, downloads unpacked into a scratch dir.
-pub fn check_patches(
+/// Everything `prepare` would refuse, found without touching a work tree: the source fetched
+/// and verified; an archive unpacked into a scratch dir (every entry checked, and something left
+/// after `strip-components`); the recipe's `subdir` present; the patch series checked. `From`
+/// recipes are checked through the recipe they name.
+pub fn preflight(
     cfg: &Config,
+    tree: &RecipeTree,
     recipe: &Recipe,
-    fetched: &FetchedSource,
-    patches: &[(String, Vec<u8>)],
-) -> Result<(), SourceError> {
-    if patches.is_empty() {
-        return Ok(());
+    progress: &dyn Progress,
+) -> Result<SourceIdentity, SourceError> {
+    let fetched = fetch(cfg, recipe, progress)?;
+    let patches = patch_series(tree, recipe)?;
+    let (url, subdir) = match &recipe.source {
+        SourceSpec::Git { url, subdir, .. } | SourceSpec::Url { url, subdir, .. } => (url.as_str(), subdir.as_deref()),
+        _ => return Ok(fetched.identity),
+    };
+    let no_subdir = |subdir: &str, hint: String| SourceError::NoSubdir {
+        recipe: recipe.name.clone(),
+        source_url: url.to_string(),
+        subdir: subdir.to_string(),
+        hint,
+    };
+    if !patches.is_empty() {
+        progress.message(&recipe.name, &format!("checking {} patch(es)", patches.len()));
     }
     match &fetched.kind {
         FetchedKind::Git(g) => {
             let reader = git::GitTreeReader::open(g)?;
-            patch::check_series_with(&reader, patches)?;
+            if let Some(sub) = subdir.filter(|s| !reader.has_dir(s)) {
+                return Err(no_subdir(sub, format!(" at commit {}", g.commit)));
+            }
+            patch::check_series_with(&reader, &patches)?;
         }
-        _ => {
+        FetchedKind::File { strip_components, .. } => {
             let scratch_parent = crate::layout::scratch_dir(&cfg.work_dir);
             std::fs::create_dir_all(&scratch_parent).map_err(io_err(&scratch_parent))?;
             let scratch = tempfile::tempdir_in(&scratch_parent).map_err(io_err(&scratch_parent))?;
             let dest = scratch.path().join("src");
-            checkout(cfg, recipe, fetched, &dest)?;
-            patch::check_series(&dest, patches)?;
+            checkout(cfg, recipe, &fetched, &dest)?;
+            let empty = std::fs::read_dir(&dest).map_err(io_err(&dest))?.next().is_none();
+            if empty {
+                return Err(SourceError::EmptyTree {
+                    recipe: recipe.name.clone(),
+                    source_url: url.to_string(),
+                    strip: *strip_components,
+                });
+            }
+            if let Some(sub) = subdir.filter(|s| !dest.join(s).is_dir()) {
+                return Err(no_subdir(sub, String::new()));
+            }
+            patch::check_series(&dest, &patches)?;
         }
+        FetchedKind::From { .. } | FetchedKind::None => {}
     }
-    Ok(())
+    Ok(fetched.identity)
 }
 
 /// What `prepare` records beside a finished work tree.

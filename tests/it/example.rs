@@ -241,3 +241,81 @@ fn sigkill_at_every_phase_then_resume_gives_the_same_prefix() {
         assert!(verify.status.success(), "{point}: {}", text(&verify));
     }
 }
+
+/// No step of any recipe ran: no work dir has step logs, and the prefix holds no file.
+fn assert_nothing_ran(home: &Path, prefix: &Path) {
+    let work = home.join("cache/rocmforge/work/example");
+    for r in ["vecmath", "hipvec", "pyvec"] {
+        assert!(!work.join(r).join("logs").exists(), "a step of {r} ran");
+    }
+    let files =
+        walkdir::WalkDir::new(prefix).into_iter().filter_map(Result::ok).filter(|e| e.file_type().is_file()).count();
+    assert_eq!(files, 0, "something was deployed into {}", prefix.display());
+}
+
+#[test]
+fn build_checks_every_source_before_the_first_step_and_lists_every_problem() {
+    let e = Example::new();
+    let home = e.home.path();
+    // hipvec's patch no longer matches its tarball, and pyvec names a subdir its commit lacks;
+    // vecmath, first in the order, is fine.
+    let patch = e.tree.join("patches/example/hipvec/0001-report-patched-build.patch");
+    let p = std::fs::read_to_string(&patch).unwrap();
+    std::fs::write(&patch, p.replace(" int hipvec_uses_vecmath(void);", " int hipvec_uses_something_else(void);"))
+        .unwrap();
+    let pyvec = e.tree.join("recipes/example/pyvec.toml");
+    let t = std::fs::read_to_string(&pyvec).unwrap();
+    std::fs::write(&pyvec, t.replace("tag = \"v1.0.0\"", "tag = \"v1.0.0\"\nsubdir = \"python\"")).unwrap();
+
+    let out = e.build(home, &e.prefix(), &["pyvec", "--target", "gfx1010"]);
+    let text = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("2 of the 3 source(s) this build would prepare cannot be used; nothing was built"), "{text}");
+    assert!(text.contains("hipvec: ") && text.contains("0001-report-patched-build.patch"), "{text}");
+    assert!(text.contains("hipvec.h"), "the patch error names the file: {text}");
+    assert!(
+        text.contains(
+            "pyvec: recipe `pyvec`: its source `https://example.invalid/rocmforge/pyvec.git` has no directory `python`"
+        ),
+        "{text}"
+    );
+    assert_nothing_ran(home, &e.prefix());
+
+    // `fetch` finds the same problems.
+    let fetch = e.cmd(home).args(["fetch", "pyvec"]).output().unwrap();
+    let ftext = String::from_utf8_lossy(&fetch.stdout).into_owned() + &String::from_utf8_lossy(&fetch.stderr);
+    assert_eq!(fetch.status.code(), Some(1), "{ftext}");
+    assert!(ftext.contains("2 of 3 sources and patch series failed"), "{ftext}");
+}
+
+#[test]
+fn build_refuses_a_hostile_archive_before_the_first_step() {
+    use crate::support::archive::{gz, tar_of};
+    let e = Example::new();
+    let home = e.home.path();
+    // hipvec's tarball replaced by one with an entry leading out of the tree, its digest pinned.
+    let evil = gz(&tar_of(&[
+        ("hipvec-1.0.0/CMakeLists.txt", tar::EntryType::Regular, None, b"project(x)\n"),
+        ("hipvec-1.0.0/../../escaped.txt", tar::EntryType::Regular, None, b"x"),
+    ]));
+    let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&evil));
+    e._http.add("evil-1.0.0.tar.gz", evil);
+    let recipe = e.tree.join("recipes/example/hipvec.toml");
+    let t = std::fs::read_to_string(&recipe).unwrap();
+    let old_sha = t.lines().find_map(|l| l.strip_prefix("sha256 = \"")).unwrap().trim_end_matches('"').to_string();
+    std::fs::write(
+        &recipe,
+        t.replace(&old_sha, &sha).replace(
+            "url = \"https://example.invalid/rocmforge/hipvec-1.0.0.tar.gz\"",
+            &format!("url = \"{}\"", e._http.url("evil-1.0.0.tar.gz")),
+        ),
+    )
+    .unwrap();
+    let out = e.build(home, &e.prefix(), &["pyvec", "--target", "gfx1010"]);
+    let text = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("1 of the 3 source(s) this build would prepare cannot be used"), "{text}");
+    assert!(text.contains("refusing entry `hipvec-1.0.0/../../escaped.txt`: its path contains `..`"), "{text}");
+    assert_nothing_ran(home, &e.prefix());
+    assert!(!home.join("cache/rocmforge/escaped.txt").exists() && !home.join("cache/escaped.txt").exists());
+}

@@ -290,8 +290,12 @@ fn prebuilt_wheel_with_a_wrong_sha256_fails_clearly_and_leaves_nothing_behind() 
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     for part in [
-        "rfprebuilt: cannot prepare its source".to_string(),
-        format!("sha256 mismatch for `{}`: expected {wrong}, got {actual} ({} bytes)", e.url, bytes.len()),
+        "1 of the 1 source(s) this build would prepare cannot be used; nothing was built".to_string(),
+        format!(
+            "  - rfprebuilt: sha256 mismatch for `{}`: expected {wrong}, got {actual} ({} bytes)",
+            e.url,
+            bytes.len()
+        ),
         "nothing was cached".to_string(),
     ] {
         assert!(err.contains(&part), "missing {part:?} in:\n{}", text(&out));

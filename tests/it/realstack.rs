@@ -175,6 +175,8 @@ struct GitSource {
     rev: Option<String>,
     submodules: bool,
     patches: Vec<String>,
+    /// The directory the recipe builds from, if not the root.
+    subdir: Option<String>,
 }
 
 struct StandIn {
@@ -226,6 +228,7 @@ fn git_sources(plan: &Value) -> Vec<GitSource> {
                     rev: s["rev"].as_str().map(String::from),
                     submodules: s["submodules"].as_bool().unwrap(),
                     patches: e["patches"].as_array().unwrap().iter().map(|p| p.as_str().unwrap().to_string()).collect(),
+                    subdir: s["subdir"].as_str().map(String::from),
                 });
             }
             "from" | "none" => {}
@@ -249,6 +252,10 @@ fn make_stand_ins(base: &Path, sources: &[GitSource]) -> BTreeMap<String, StandI
             "README.rocmforge-stand-in",
             &format!("Stand-in for {} ({}), made by rocmforge's tests.\n", s.url, s.recipe),
         );
+        // The directory the recipe builds from (`subdir`) exists upstream: the preflight checks.
+        if let Some(sub) = &s.subdir {
+            repo.write(&format!("{sub}/README.rocmforge-stand-in"), "the recipe's subdir\n");
+        }
         let changes: Vec<FileChange> = s
             .patches
             .iter()

@@ -13,6 +13,7 @@ use rocmforge::source::download::{self, RetryPolicy};
 use rocmforge::source::{self, git as sgit, DownloadError, GitError, SourceError, SourceIdentity};
 use sha2::{Digest, Sha256};
 
+use crate::support::archive::{gz, tar_of};
 use crate::support::git::{forest, git, GitDaemon};
 use crate::support::http::HttpServer;
 
@@ -356,35 +357,6 @@ fn download_retries_5xx_with_a_bound() {
 // ---------------------------------------------------------------------------------------------
 // Archives
 
-/// A tar entry with a raw name (the tar crate refuses to write hostile names itself).
-fn raw_entry(b: &mut tar::Builder<Vec<u8>>, name: &str, kind: tar::EntryType, link: Option<&str>, data: &[u8]) {
-    let mut h = tar::Header::new_old();
-    h.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
-    if let Some(l) = link {
-        h.as_old_mut().linkname[..l.len()].copy_from_slice(l.as_bytes());
-    }
-    h.set_entry_type(kind);
-    h.set_mode(0o644);
-    h.set_size(data.len() as u64);
-    h.set_cksum();
-    b.append(&h, data).unwrap();
-}
-
-fn tar_of(entries: &[(&str, tar::EntryType, Option<&str>, &[u8])]) -> Vec<u8> {
-    let mut b = tar::Builder::new(Vec::new());
-    for (n, k, l, d) in entries {
-        raw_entry(&mut b, n, *k, *l, d);
-    }
-    b.into_inner().unwrap()
-}
-
-fn gz(bytes: &[u8]) -> Vec<u8> {
-    use std::io::Write;
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    e.write_all(bytes).unwrap();
-    e.finish().unwrap()
-}
-
 /// Everything under `dir`, relative, sorted.
 fn listing(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = walkdir::WalkDir::new(dir)
@@ -694,8 +666,7 @@ fn prepare_trusts_a_complete_tree_and_recreates_a_half_one() {
     assert!(std::fs::read_to_string(dest.join("src/main.c")).unwrap().contains("return 42;"));
 
     // Patch checks read the mirrors directly, submodules included.
-    let f = source::fetch(&cfg, r, &Collect::default()).unwrap();
-    source::check_patches(&cfg, r, &f, &source::patch_series(&tree, r).unwrap()).unwrap();
+    source::preflight(&cfg, &tree, r, &Collect::default()).unwrap();
 }
 
 // ---------------------------------------------------------------------------------------------

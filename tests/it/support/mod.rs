@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 
+pub mod archive;
 pub mod git;
 pub mod http;
 
