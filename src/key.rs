@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::recipe::{Recipe, RecipeTree, SourceSpec};
 use crate::target::TargetSet;
@@ -44,7 +43,7 @@ impl KeyInputs {
     /// The key: sha256 over the canonical JSON of the inputs.
     pub fn key(&self) -> CacheKey {
         let json = serde_json::to_vec(self).expect("inputs serialise");
-        CacheKey(hex::encode(Sha256::digest(json)))
+        CacheKey(sha256_hex(&json))
     }
 
     /// Why `self` differs from `old` (the inputs of the artifact that exists), in words.
@@ -143,9 +142,7 @@ impl std::fmt::Display for CacheKey {
     }
 }
 
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
+pub use crate::digest::sha256_hex;
 
 /// The identity of a recipe's own source, as known from the recipe (no fetch needed: pins are
 /// in the recipe). `From` recipes use the key of the tree they read, filled in by the caller.

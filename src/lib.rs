@@ -7,6 +7,7 @@ pub mod cli;
 pub mod config;
 pub mod deploy;
 pub mod diagnostic;
+pub mod digest;
 pub mod engine;
 pub mod external;
 pub mod fault;

@@ -200,7 +200,7 @@ impl<'a> Engine<'a> {
             let inputs = KeyInputs {
                 format: CACHE_FORMAT,
                 recipe: r.name.clone(),
-                recipe_content: key::sha256_hex(r.canonical.as_bytes()),
+                recipe_content: crate::digest::sha256_hex(r.canonical.as_bytes()),
                 source,
                 patches: if external.is_some() { Vec::new() } else { key::patch_hashes(self.tree, r) },
                 targets: key::targets_of(decision.targets()),

@@ -13,7 +13,6 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::config::Config;
 use crate::patch::{self, PatchError};
@@ -235,7 +234,7 @@ pub fn expected_marker(recipe: &Recipe, patches: &[(String, Vec<u8>)]) -> Result
     Ok(PreparedMarker {
         format: MARKER_FORMAT,
         source,
-        patches: patches.iter().map(|(n, b)| (n.clone(), hex::encode(Sha256::digest(b)))).collect(),
+        patches: patches.iter().map(|(n, b)| (n.clone(), crate::digest::sha256_hex(b))).collect(),
     })
 }
 
