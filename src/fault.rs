@@ -7,10 +7,8 @@
 pub fn point(phase: &str, recipe: &str) {
     if let Some(want) = std::env::var_os("ROCMFORGE_FAULT") {
         if want.to_str() == Some(&format!("{phase}:{recipe}")) {
-            // SAFETY: sending SIGKILL to ourselves; nothing after this runs.
-            unsafe {
-                libc::kill(libc::getpid(), libc::SIGKILL);
-            }
+            // Nothing after this runs.
+            let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
         }
     }
 }

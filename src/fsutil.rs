@@ -125,13 +125,8 @@ pub fn list_tree(root: &Path) -> io::Result<Vec<Entry>> {
 /// Flushes the whole filesystem holding `path` (one `syncfs`, far cheaper than an fsync per file
 /// when thousands of new files must reach the disk before a completion marker).
 pub fn sync_filesystem(path: &Path) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
     let f = fs::File::open(path)?;
-    // SAFETY: syncfs only reads the descriptor, which `f` keeps open for the call.
-    if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    Ok(rustix::fs::syncfs(&f)?)
 }
 
 /// Copies the tree `src` into `dst` (created), keeping symlinks as symlinks and file modes.
@@ -201,10 +196,10 @@ impl Placer {
 
 /// The filesystem cannot do this kind of placement here (not an I/O failure).
 fn refused(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::EOPNOTSUPP | libc::EXDEV | libc::EINVAL | libc::ENOTTY | libc::EPERM | libc::EMLINK)
-    )
+    use rustix::io::Errno;
+    Errno::from_io_error(e).is_some_and(|n| {
+        [Errno::OPNOTSUPP, Errno::XDEV, Errno::INVAL, Errno::NOTTY, Errno::PERM, Errno::MLINK].contains(&n)
+    })
 }
 
 /// Places one entry with `how` (symlinks and directories are always made anew). Returns how a
@@ -231,16 +226,12 @@ fn place_entry(from: &Path, to: &Path, how: Placement) -> io::Result<Placement> 
             fs::copy(from, to)?;
         }
         Placement::Clone => {
-            use std::os::fd::AsRawFd;
             let src = fs::File::open(from)?;
             let dst = fs::OpenOptions::new().write(true).create_new(true).open(to)?;
-            // SAFETY: FICLONE takes the source descriptor; both stay open for the call.
-            let r = unsafe { libc::ioctl(dst.as_raw_fd(), libc::FICLONE, src.as_raw_fd()) };
-            if r != 0 {
-                let e = io::Error::last_os_error();
+            if let Err(e) = rustix::fs::ioctl_ficlone(&dst, &src) {
                 drop(dst);
                 let _ = fs::remove_file(to);
-                return Err(e);
+                return Err(e.into());
             }
             dst.set_permissions(m.permissions())?;
         }

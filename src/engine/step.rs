@@ -8,6 +8,8 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use rustix::process::{Pid, Signal};
+
 use crate::fsutil;
 
 /// Process groups of running steps, so Ctrl-C / SIGTERM can stop them all.
@@ -17,22 +19,27 @@ static RUNNING: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 pub fn kill_running_groups() {
     let groups = RUNNING.lock().map(|g| g.clone()).unwrap_or_default();
     for pgid in &groups {
-        signal_group(*pgid, libc::SIGTERM);
+        signal_group(*pgid, Signal::TERM);
     }
     std::thread::sleep(std::time::Duration::from_millis(300));
     for pgid in &groups {
-        signal_group(*pgid, libc::SIGKILL);
+        signal_group(*pgid, Signal::KILL);
     }
 }
 
-/// Sends `sig` to process group `pgid` (0: only checks that it exists); true if it was there.
-fn signal_group(pgid: i32, sig: i32) -> bool {
-    // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
-    unsafe { libc::kill(-pgid, sig) == 0 }
+/// The process group `pgid`, if that can name one (it is positive).
+fn group(pgid: i32) -> Option<Pid> {
+    Pid::from_raw(pgid.max(0))
 }
 
+/// Sends `sig` to process group `pgid`; true if it was there.
+fn signal_group(pgid: i32, sig: Signal) -> bool {
+    group(pgid).is_some_and(|g| rustix::process::kill_process_group(g, sig).is_ok())
+}
+
+/// Does process group `pgid` exist (and may we signal it)?
 fn group_alive(pgid: i32) -> bool {
-    signal_group(pgid, 0)
+    group(pgid).is_some_and(|g| rustix::process::test_kill_process_group(g).is_ok())
 }
 
 #[derive(Debug, Clone)]
@@ -135,7 +142,7 @@ pub fn reap_orphan(dirs: &StepDirs) {
     let Ok(text) = fs::read_to_string(&dirs.running) else { return };
     if let Ok(pgid) = text.trim().parse::<i32>() {
         if pgid > 1 && group_alive(pgid) {
-            signal_group(pgid, libc::SIGKILL);
+            signal_group(pgid, Signal::KILL);
             for _ in 0..100 {
                 if !group_alive(pgid) {
                     break;
@@ -200,7 +207,7 @@ pub fn run(
     let output = result.map_err(io("wait for", &script))?;
     // The step's own children may linger (a daemonised compiler server): stop the group.
     if pgid > 0 && group_alive(pgid) {
-        signal_group(pgid, libc::SIGKILL);
+        signal_group(pgid, Signal::KILL);
     }
     let _ = fs::remove_file(&dirs.running);
     if output.status.success() {
