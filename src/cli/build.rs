@@ -127,7 +127,7 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
 /// step's process group, then exit. Finished steps are recorded, so the same command continues
 /// from there.
 fn install_signal_handler(recorder: Arc<Recorder>) {
-    let _ = ctrlc::set_handler(move || {
+    let _ = crate::engine::step::on_termination(move || {
         eprintln!("\ninterrupted: stopping running steps; run the same command again to continue");
         // Before the kill: the steps' deaths must not be recorded as failures.
         recorder.interrupted();

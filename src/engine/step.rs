@@ -15,6 +15,20 @@ use crate::fsutil;
 /// Process groups of running steps, so Ctrl-C / SIGTERM can stop them all.
 static RUNNING: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 
+/// Calls `handler`, on a thread of its own, each time the process gets SIGINT, SIGTERM or SIGHUP
+/// (Ctrl-C, `kill`, a closed terminal); the handler normally ends the process. Signals that
+/// arrive while it runs wait for it.
+pub fn on_termination(mut handler: impl FnMut() + Send + 'static) -> std::io::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+    std::thread::Builder::new().name("signals".into()).spawn(move || {
+        for _ in signals.forever() {
+            handler();
+        }
+    })?;
+    Ok(())
+}
+
 /// Stops every running step's process group (called from the signal handler).
 pub fn kill_running_groups() {
     let groups = RUNNING.lock().map(|g| g.clone()).unwrap_or_default();
