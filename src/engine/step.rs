@@ -91,12 +91,14 @@ pub enum StepError {
     Io { recipe: String, step: String, what: &'static str, path: PathBuf, source: std::io::Error },
 }
 
-fn shell_quote(s: &str) -> String {
+/// One word of a bash script. A plain word (letters, digits, `-_./=:,+@%`) stays bare, so scripts
+/// and the commands shown while building read as written (`numpy==2.2.1`, `-DX=a,b`); anything
+/// else (blanks, quotes, `$`, the `;` of a target list, non-ASCII, empty) is quoted by shlex.
+pub(super) fn shell_quote(s: &str) -> String {
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b)) {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
+        return s.to_string();
     }
+    shlex::Quoter::new().allow_nul(true).quote(s).expect("quoting fails only on a NUL, which is allowed").into_owned()
 }
 
 /// The script text: clean environment, directory, command.
@@ -281,6 +283,30 @@ mod tests {
         assert_eq!(out.status.code(), Some(3));
         assert!(String::from_utf8_lossy(&out.stdout).contains("value=it's here"));
         assert!(!dirs.running.exists());
+    }
+
+    #[test]
+    fn shell_quote_keeps_plain_words_and_round_trips_through_bash() {
+        for plain in ["numpy==2.2.1", "/opt/rf/bin:/usr/bin", "-DX=a,b", "100%", "user@host"] {
+            assert_eq!(shell_quote(plain), plain);
+        }
+        assert_eq!(shell_quote("gfx1010;gfx1012"), "'gfx1010;gfx1012'");
+        let words = [
+            "",
+            "gfx1010;gfx1012",
+            "it's here",
+            "a b\tc\nd",
+            "$HOME `id` $(id) \"q\" \\",
+            "*.so ~ {a,b} [x] # ! ^a a^b",
+            "naïve/路径",
+            "'",
+            "-",
+        ];
+        let script: String = words.iter().map(|w| format!("printf '%s\\0' {}\n", shell_quote(w))).collect();
+        let out = std::process::Command::new("bash").arg("-c").arg(&script).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let got: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().split_terminator('\0').collect();
+        assert_eq!(got, words);
     }
 
     #[test]
