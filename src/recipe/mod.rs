@@ -1,6 +1,7 @@
 //! The recipe model: typed stacks and recipes, built from TOML by `load`, which reports every
 //! problem of a tree with its file, line and column.
 
+pub mod edit;
 mod load;
 pub mod lock;
 pub mod tree;
