@@ -14,10 +14,8 @@ pub fn point(phase: &str, recipe: &str) {
             pause();
         }
         if want.to_str() == Some(&format!("{phase}:{recipe}")) {
-            // SAFETY: sending SIGKILL to ourselves; nothing after this runs.
-            unsafe {
-                libc::kill(libc::getpid(), libc::SIGKILL);
-            }
+            // Nothing after this runs.
+            let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
         }
     }
 }

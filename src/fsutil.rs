@@ -9,13 +9,19 @@ use std::path::{Path, PathBuf};
 /// Writes `bytes` to `path` atomically and durably: a temp file in the same dir, fsynced,
 /// renamed, then the dir synced. For records a resume relies on (markers, manifests, state).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    write_via_temp(path, bytes, true)
+    via_temp(path, true, |f| f.write_all(bytes))
 }
 
 /// Replaces `path` with `bytes` atomically (a reader never sees half a file) but without
 /// fsync: for status, reports and other records that may be lost in a power cut.
 pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    write_via_temp(path, bytes, false)
+    via_temp(path, false, |f| f.write_all(bytes))
+}
+
+/// Copies the file `src` to `dst` like [`write_atomic`] writes: atomically and durably, streamed
+/// (not read into memory: wheels can be gigabytes).
+pub fn copy_atomic(src: &Path, dst: &Path) -> io::Result<()> {
+    via_temp(dst, true, |f| io::copy(&mut fs::File::open(src)?, f).map(drop))
 }
 
 /// Like [`write_atomic`], but leaves the file (and its mtime) alone when it already holds `bytes`.
@@ -26,11 +32,13 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> io::Result<bool> {
     }
 }
 
-fn write_via_temp(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
+/// Fills a temp file in `path`'s directory with `fill`, then renames it over `path`; `durable`:
+/// fsyncs the file before and the directory after the rename.
+fn via_temp(path: &Path, durable: bool, fill: impl FnOnce(&mut fs::File) -> io::Result<()>) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir)?;
     let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
+    fill(tmp.as_file_mut())?;
     if durable {
         tmp.as_file().sync_all()?;
     }
@@ -97,7 +105,7 @@ pub fn list_tree(root: &Path) -> io::Result<Vec<Entry>> {
                     loop {
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some(&(at, _)) = files.get(i) else { return Ok(done) };
-                        done.push((at, hash_file(&root.join(&out[at].path))?));
+                        done.push((at, crate::digest::sha256_file(&root.join(&out[at].path))?.0));
                     }
                 })
             })
@@ -117,21 +125,8 @@ pub fn list_tree(root: &Path) -> io::Result<Vec<Entry>> {
 /// Flushes the whole filesystem holding `path` (one `syncfs`, far cheaper than an fsync per file
 /// when thousands of new files must reach the disk before a completion marker).
 pub fn sync_filesystem(path: &Path) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
     let f = fs::File::open(path)?;
-    // SAFETY: syncfs only reads the descriptor, which `f` keeps open for the call.
-    if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-pub fn hash_file(path: &Path) -> io::Result<String> {
-    use sha2::{Digest, Sha256};
-    let mut f = fs::File::open(path)?;
-    let mut h = Sha256::new();
-    io::copy(&mut f, &mut h)?;
-    Ok(hex::encode(h.finalize()))
+    Ok(rustix::fs::syncfs(&f)?)
 }
 
 /// Copies the tree `src` into `dst` (created), keeping symlinks as symlinks and file modes.
@@ -201,10 +196,10 @@ impl Placer {
 
 /// The filesystem cannot do this kind of placement here (not an I/O failure).
 fn refused(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::EOPNOTSUPP | libc::EXDEV | libc::EINVAL | libc::ENOTTY | libc::EPERM | libc::EMLINK)
-    )
+    use rustix::io::Errno;
+    Errno::from_io_error(e).is_some_and(|n| {
+        [Errno::OPNOTSUPP, Errno::XDEV, Errno::INVAL, Errno::NOTTY, Errno::PERM, Errno::MLINK].contains(&n)
+    })
 }
 
 /// Places one entry with `how` (symlinks and directories are always made anew). Returns how a
@@ -231,16 +226,12 @@ fn place_entry(from: &Path, to: &Path, how: Placement) -> io::Result<Placement> 
             fs::copy(from, to)?;
         }
         Placement::Clone => {
-            use std::os::fd::AsRawFd;
             let src = fs::File::open(from)?;
             let dst = fs::OpenOptions::new().write(true).create_new(true).open(to)?;
-            // SAFETY: FICLONE takes the source descriptor; both stay open for the call.
-            let r = unsafe { libc::ioctl(dst.as_raw_fd(), libc::FICLONE, src.as_raw_fd()) };
-            if r != 0 {
-                let e = io::Error::last_os_error();
+            if let Err(e) = rustix::fs::ioctl_ficlone(&dst, &src) {
                 drop(dst);
                 let _ = fs::remove_file(to);
-                return Err(e);
+                return Err(e.into());
             }
             dst.set_permissions(m.permissions())?;
         }
@@ -308,4 +299,36 @@ pub fn mark_cachedir(dir: &Path) -> io::Result<()> {
 
 pub fn join_rel(root: &Path, rel: &str) -> PathBuf {
     root.join(rel.trim_start_matches('/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_skips_identical() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("index.html");
+        write_atomic(&p, b"old").unwrap();
+        assert!(write_if_changed(&p, b"new").unwrap());
+        assert!(!write_if_changed(&p, b"new").unwrap());
+        assert_eq!(std::fs::read(&p).unwrap(), b"new");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["index.html"], "no temp files left behind");
+    }
+
+    #[test]
+    fn atomic_copy_replaces_and_leaves_no_temp_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, dst) = (dir.path().join("src.whl"), dir.path().join("out/dst.whl"));
+        std::fs::write(&src, vec![3u8; 300_000]).unwrap();
+        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+        std::fs::write(&dst, b"old").unwrap();
+        copy_atomic(&src, &dst).unwrap();
+        assert_eq!(std::fs::read(&dst).unwrap(), std::fs::read(&src).unwrap());
+        assert!(copy_atomic(&dir.path().join("missing"), &dst).is_err());
+        assert_eq!(std::fs::read(&dst).unwrap().len(), 300_000, "a failed copy leaves the old file");
+        let names: Vec<_> = std::fs::read_dir(dst.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["dst.whl"], "no temp files left behind");
+    }
 }

@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::target::TargetSet;
 
@@ -43,7 +42,7 @@ impl KeyInputs {
     /// The key: sha256 over the canonical JSON of the inputs.
     pub fn key(&self) -> CacheKey {
         let json = serde_json::to_vec(self).expect("inputs serialise");
-        CacheKey(hex::encode(Sha256::digest(json)))
+        CacheKey(sha256_hex(&json))
     }
 
     /// Why `self` differs from `old` (the inputs of the artifact that exists), in words.
@@ -142,9 +141,7 @@ impl std::fmt::Display for CacheKey {
     }
 }
 
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
+pub use crate::digest::sha256_hex;
 
 /// Identity of the host tools a build uses: each tool's resolved path, size and mtime (cheap;
 /// a reinstall or upgrade changes it). Tools not installed are recorded as absent.

@@ -8,32 +8,53 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use rustix::process::{Pid, Signal};
+
 use crate::fsutil;
 use crate::layout::WorkDir;
 
 /// Process groups of running steps, so Ctrl-C / SIGTERM can stop them all.
 static RUNNING: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 
+/// Calls `handler`, on a thread of its own, each time the process gets SIGINT, SIGTERM or SIGHUP
+/// (Ctrl-C, `kill`, a closed terminal); the handler normally ends the process. Signals that
+/// arrive while it runs wait for it.
+pub fn on_termination(mut handler: impl FnMut() + Send + 'static) -> std::io::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+    std::thread::Builder::new().name("signals".into()).spawn(move || {
+        for _ in signals.forever() {
+            handler();
+        }
+    })?;
+    Ok(())
+}
+
 /// Stops every running step's process group (called from the signal handler).
 pub fn kill_running_groups() {
     let groups = RUNNING.lock().map(|g| g.clone()).unwrap_or_default();
     for pgid in &groups {
-        signal_group(*pgid, libc::SIGTERM);
+        signal_group(*pgid, Signal::TERM);
     }
     std::thread::sleep(std::time::Duration::from_millis(300));
     for pgid in &groups {
-        signal_group(*pgid, libc::SIGKILL);
+        signal_group(*pgid, Signal::KILL);
     }
 }
 
-/// Sends `sig` to process group `pgid` (0: only checks that it exists); true if it was there.
-fn signal_group(pgid: i32, sig: i32) -> bool {
-    // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
-    unsafe { libc::kill(-pgid, sig) == 0 }
+/// The process group `pgid`, if that can name one (it is positive).
+fn group(pgid: i32) -> Option<Pid> {
+    Pid::from_raw(pgid.max(0))
 }
 
+/// Sends `sig` to process group `pgid`; true if it was there.
+fn signal_group(pgid: i32, sig: Signal) -> bool {
+    group(pgid).is_some_and(|g| rustix::process::kill_process_group(g, sig).is_ok())
+}
+
+/// Does process group `pgid` exist (and may we signal it)?
 fn group_alive(pgid: i32) -> bool {
-    signal_group(pgid, 0)
+    group(pgid).is_some_and(|g| rustix::process::test_kill_process_group(g).is_ok())
 }
 
 #[derive(Debug, Clone)]
@@ -71,12 +92,14 @@ pub enum StepError {
     Io { recipe: String, step: String, what: &'static str, path: PathBuf, source: std::io::Error },
 }
 
-fn shell_quote(s: &str) -> String {
+/// One word of a bash script. A plain word (letters, digits, `-_./=:,+@%`) stays bare, so scripts
+/// and the commands shown while building read as written (`numpy==2.2.1`, `-DX=a,b`); anything
+/// else (blanks, quotes, `$`, the `;` of a target list, non-ASCII, empty) is quoted by shlex.
+pub(super) fn shell_quote(s: &str) -> String {
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b)) {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
+        return s.to_string();
     }
+    shlex::Quoter::new().allow_nul(true).quote(s).expect("quoting fails only on a NUL, which is allowed").into_owned()
 }
 
 /// The script text: clean environment, directory, command.
@@ -128,7 +151,7 @@ pub fn reap_orphan(wd: &WorkDir) {
     let Ok(text) = fs::read_to_string(&running) else { return };
     if let Ok(pgid) = text.trim().parse::<i32>() {
         if pgid > 1 && group_alive(pgid) {
-            signal_group(pgid, libc::SIGKILL);
+            signal_group(pgid, Signal::KILL);
             for _ in 0..100 {
                 if !group_alive(pgid) {
                     break;
@@ -193,7 +216,7 @@ pub fn run(
     let output = result.map_err(io("wait for", &script))?;
     // The step's own children may linger (a daemonised compiler server): stop the group.
     if pgid > 0 && group_alive(pgid) {
-        signal_group(pgid, libc::SIGKILL);
+        signal_group(pgid, Signal::KILL);
     }
     let _ = fs::remove_file(wd.running_pid());
     if output.status.success() {
@@ -252,6 +275,30 @@ mod tests {
         assert_eq!(out.status.code(), Some(3));
         assert!(String::from_utf8_lossy(&out.stdout).contains("value=it's here"));
         assert!(!dirs.running_pid().exists());
+    }
+
+    #[test]
+    fn shell_quote_keeps_plain_words_and_round_trips_through_bash() {
+        for plain in ["numpy==2.2.1", "/opt/rf/bin:/usr/bin", "-DX=a,b", "100%", "user@host"] {
+            assert_eq!(shell_quote(plain), plain);
+        }
+        assert_eq!(shell_quote("gfx1010;gfx1012"), "'gfx1010;gfx1012'");
+        let words = [
+            "",
+            "gfx1010;gfx1012",
+            "it's here",
+            "a b\tc\nd",
+            "$HOME `id` $(id) \"q\" \\",
+            "*.so ~ {a,b} [x] # ! ^a a^b",
+            "naïve/路径",
+            "'",
+            "-",
+        ];
+        let script: String = words.iter().map(|w| format!("printf '%s\\0' {}\n", shell_quote(w))).collect();
+        let out = std::process::Command::new("bash").arg("-c").arg(&script).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let got: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().split_terminator('\0').collect();
+        assert_eq!(got, words);
     }
 
     #[test]

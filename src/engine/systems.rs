@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::recipe::{BuildSystem, Recipe};
 use crate::target::TargetSet;
 
-use super::step::Step;
+use super::step::{shell_quote, Step};
 
 /// Fixed timestamp for reproducible archives and wheels (1980-01-02: zip's epoch + 1 day).
 pub const SOURCE_DATE_EPOCH: &str = "315619200";
@@ -171,7 +171,7 @@ pub fn step_env(
 /// The steps of a recipe, in order. `src` is already the folder to build from.
 pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Result<Vec<Step>, ExpandError> {
     let x = |t: &str| vars.expand(&recipe.name, t);
-    let q = |p: &Path| shell_words(&p.display().to_string());
+    let q = |p: &Path| shell_quote(&p.display().to_string());
     let step = |name: &str, command: String, cwd: &Path| Step {
         name: name.into(),
         fills_stage: command.starts_with(&format!("rm -rf {}", q(&vars.stage))),
@@ -198,7 +198,7 @@ pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Re
             );
             for a in &recipe.build.args {
                 configure.push(' ');
-                configure.push_str(&shell_words(&x(a)?));
+                configure.push_str(&shell_quote(&x(a)?));
             }
             if uses_venv(recipe) {
                 venv_steps(recipe, vars, &mut steps, &step)?;
@@ -223,7 +223,7 @@ pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Re
             let mut extra = String::new();
             for a in &recipe.build.args {
                 extra.push(' ');
-                extra.push_str(&shell_words(&x(a)?));
+                extra.push_str(&shell_quote(&x(a)?));
             }
             steps.push(step(
                 "wheel",
@@ -284,7 +284,7 @@ fn venv_steps(
     steps: &mut Vec<Step>,
     step: &dyn Fn(&str, String, &Path) -> Step,
 ) -> Result<PathBuf, ExpandError> {
-    let q = |p: &Path| shell_words(&p.display().to_string());
+    let q = |p: &Path| shell_quote(&p.display().to_string());
     let host = vars.host_python.as_deref().ok_or_else(|| ExpandError::NoPython { recipe: recipe.name.clone() })?;
     let venv = vars.build.join("venv");
     steps.push(step("venv", format!("{} -m venv --clear {}", q(host), q(&venv)), &vars.build));
@@ -298,7 +298,7 @@ fn venv_steps(
         }
         for r in &recipe.build.requirements {
             command.push(' ');
-            command.push_str(&shell_words(&vars.expand(&recipe.name, r)?));
+            command.push_str(&shell_quote(&vars.expand(&recipe.name, r)?));
         }
         for w in &vars.install_wheels {
             command.push(' ');
@@ -311,15 +311,6 @@ fn venv_steps(
 
 /// Where wheels sit inside an artifact (relative to the prefix).
 pub const WHEEL_DIR: &str = "share/rocmforge/wheels";
-
-fn shell_words(s: &str) -> String {
-    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%;".contains(&b)) && !s.contains(';')
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
 
 #[cfg(test)]
 mod tests {

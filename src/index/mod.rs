@@ -19,11 +19,9 @@ pub mod pages;
 pub mod serve;
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::wheel;
 pub use crate::wheel::{normalize_name, Version, WheelError, WheelName};
@@ -167,16 +165,16 @@ impl Index {
         let mut json =
             serde_json::to_string_pretty(state).map_err(|source| IndexError::State { path: path.clone(), source })?;
         json.push('\n');
-        pages::write_if_changed(&path, json.as_bytes()).map_err(io("write", &path))?;
+        crate::fsutil::write_if_changed(&path, json.as_bytes()).map_err(io("write", &path))?;
         for name in changed {
             if let Some(project) = state.projects.get(name) {
                 let page = self.simple().join(name).join("index.html");
-                pages::write_if_changed(&page, pages::project_html(name, project).as_bytes())
+                crate::fsutil::write_if_changed(&page, pages::project_html(name, project).as_bytes())
                     .map_err(io("write", &page))?;
             }
         }
         let root = self.simple().join("index.html");
-        pages::write_if_changed(&root, pages::root_html(state).as_bytes()).map_err(io("write", &root))?;
+        crate::fsutil::write_if_changed(&root, pages::root_html(state).as_bytes()).map_err(io("write", &root))?;
         Ok(())
     }
 }
@@ -199,23 +197,6 @@ pub fn load_state(root: &Path) -> Result<State, IndexError> {
     Ok(state)
 }
 
-/// sha256 of a file, streamed.
-pub fn sha256_file(path: &Path) -> Result<(String, u64), IndexError> {
-    let mut f = std::fs::File::open(path).map_err(io("open", path))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    let mut size = 0u64;
-    loop {
-        let n = f.read(&mut buf).map_err(io("read", path))?;
-        if n == 0 {
-            break;
-        }
-        size += n as u64;
-        hasher.update(&buf[..n]);
-    }
-    Ok((hex::encode(hasher.finalize()), size))
-}
-
 /// A wheel checked and ready to enter the index.
 struct Candidate {
     path: PathBuf,
@@ -232,14 +213,14 @@ fn inspect(path: &Path) -> Result<Candidate, IndexError> {
         .ok_or_else(|| bad(WheelError::Filename(path.display().to_string(), "it is not a UTF-8 file name")))?;
     let name = WheelName::parse(filename).map_err(bad)?;
     let meta = wheel::read_metadata(path, &name).map_err(bad)?;
-    let (sha256, size) = sha256_file(path)?;
+    let (sha256, size) = crate::digest::sha256_file(path).map_err(io("read", path))?;
     let record = FileRecord {
         filename: filename.to_string(),
         version: name.normalized_version(),
         sha256,
         size,
         requires_python: meta.requires_python.clone(),
-        metadata_sha256: hex::encode(Sha256::digest(&meta.raw)),
+        metadata_sha256: crate::digest::sha256_hex(&meta.raw),
         yanked: None,
     };
     Ok(Candidate { path: path.to_path_buf(), name, meta, record })
@@ -311,10 +292,10 @@ pub fn publish_all(index_dir: &Path, wheels: &[PathBuf]) -> Result<Vec<PublishRe
         let dst = dir.join(&c.record.filename);
         // An already-published file is rewritten only if it went missing from disk.
         if *outcome == PublishOutcome::Published || !dst.is_file() {
-            pages::copy_atomic(&c.path, &dst).map_err(io("copy the wheel to", &dst))?;
+            crate::fsutil::copy_atomic(&c.path, &dst).map_err(io("copy the wheel to", &dst))?;
         }
         let meta_path = dir.join(format!("{}.metadata", c.record.filename));
-        pages::write_if_changed(&meta_path, &c.meta.raw).map_err(io("write", &meta_path))?;
+        crate::fsutil::write_if_changed(&meta_path, &c.meta.raw).map_err(io("write", &meta_path))?;
     }
 
     let mut changed: Vec<String> = Vec::new();

@@ -2,8 +2,6 @@
 //! PEP 658/714 metadata links, `data-requires-python`), PEP 691 JSON (api-version 1.1, PEP 700),
 //! and the atomic writes that let a reader see the old page or the new one, never half of one.
 
-use std::path::Path;
-
 use serde::Serialize;
 
 use super::{FileRecord, Project, State};
@@ -185,20 +183,6 @@ fn to_json<T: Serialize>(v: &T) -> String {
     s
 }
 
-pub use crate::fsutil::{write_atomic, write_if_changed};
-
-/// Copies `src` to `dst` atomically (streamed, not read into memory: wheels can be gigabytes).
-pub fn copy_atomic(src: &Path, dst: &Path) -> std::io::Result<()> {
-    let dir = dst.parent().ok_or_else(|| std::io::Error::other("path has no parent directory"))?;
-    let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
-    let mut input = std::fs::File::open(src)?;
-    std::io::copy(&mut input, tmp.as_file_mut())?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(dst).map_err(|e| e.error)?;
-    crate::fsutil::sync_dir(dir);
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,17 +263,5 @@ mod tests {
         assert!(v["files"][1].get("requires-python").is_none());
         let r: serde_json::Value = serde_json::from_str(&root_json(&state)).unwrap();
         assert_eq!(r, serde_json::json!({"meta": {"api-version": "1.1"}, "projects": [{"name": "rf-pure"}]}));
-    }
-
-    #[test]
-    fn atomic_write_replaces_and_skips_identical() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("index.html");
-        write_atomic(&p, b"old").unwrap();
-        assert!(write_if_changed(&p, b"new").unwrap());
-        assert!(!write_if_changed(&p, b"new").unwrap());
-        assert_eq!(std::fs::read(&p).unwrap(), b"new");
-        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(names, ["index.html"], "no temp files left behind");
     }
 }

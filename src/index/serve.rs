@@ -148,22 +148,14 @@ fn negotiate(accept: Option<&str>, query: Option<&str>) -> Format {
     }
 }
 
-/// Strict percent-decoding of one path segment; `None` for a malformed escape or non-UTF-8.
+/// Strict percent-decoding of one path segment; `None` for a malformed escape (a `%` not
+/// followed by two hex digits, which percent-encoding would keep as it is) or non-UTF-8.
 fn decode_segment(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = s.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
+    let escape_ok = |i: usize| s.as_bytes().get(i + 1..i + 3).is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit));
+    if !s.match_indices('%').all(|(i, _)| escape_ok(i)) {
+        return None;
     }
-    String::from_utf8(out).ok()
+    percent_encoding::percent_decode_str(s).decode_utf8().ok().map(|d| d.into_owned())
 }
 
 /// A decoded segment that may name something inside the index.
@@ -359,6 +351,20 @@ mod tests {
             route(&idx, &Method::Post, "/simple/", None),
             Reply::Status(405, "only GET and HEAD: the index is read-only\n")
         );
+    }
+
+    #[test]
+    fn decodes_segments_strictly() {
+        assert_eq!(decode_segment("rfx-1.0%2Brocm6.2.4.whl").as_deref(), Some("rfx-1.0+rocm6.2.4.whl"));
+        assert_eq!(decode_segment("%2e%2E%5c").as_deref(), Some("..\\"));
+        assert_eq!(decode_segment("%25").as_deref(), Some("%"));
+        assert_eq!(decode_segment("%2541").as_deref(), Some("%41"), "decoded once");
+        assert_eq!(decode_segment("caf%C3%A9").as_deref(), Some("café"));
+        assert_eq!(decode_segment("plain").as_deref(), Some("plain"));
+        assert_eq!(decode_segment("").as_deref(), Some(""));
+        for bad in ["%", "%2", "a%", "%zz", "%2g", "%%41", "%+5", "%-5", "%c3%28", "%c0%ae", "%ff"] {
+            assert_eq!(decode_segment(bad), None, "{bad}");
+        }
     }
 
     #[test]

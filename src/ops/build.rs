@@ -85,7 +85,7 @@ pub fn build(
 /// step's process group, then exit. Finished steps are recorded, so the same command continues
 /// from there.
 fn install_interrupt_handler(recorder: Arc<Recorder>) {
-    let _ = ctrlc::set_handler(move || {
+    let _ = crate::engine::step::on_termination(move || {
         eprintln!("\ninterrupted: stopping running steps; run the same command again to continue");
         // Before the kill: the steps' deaths must not be recorded as failures.
         recorder.interrupted();

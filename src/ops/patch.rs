@@ -89,7 +89,7 @@ pub fn patch_diff(
     }
     write(&path)?;
     let recipe_file = root.join(&recipe.file);
-    let added_to_series = add_to_series(&recipe_file, &file_name).unwrap_or(false);
+    let added_to_series = add_to_series(&recipe_file, &file_name).is_ok();
     Ok(DiffOutcome::Written { path, files: d.files.len(), recipe_file, added_to_series, file_name: Some(file_name) })
 }
 
@@ -99,34 +99,10 @@ pub fn next_number(series: &[&str]) -> u32 {
     max.max(series.len() as u32) + 1
 }
 
-/// Appends `file` to the recipe's `series = [...]` when it is written on one line (or adds a
-/// `[patches]` table); `Ok(false)` when the layout is left to the user.
-fn add_to_series(recipe_file: &Path, file: &str) -> std::io::Result<bool> {
-    let text = std::fs::read_to_string(recipe_file)?;
-    let lines: Vec<&str> = text.lines().collect();
-    let series_line = lines.iter().position(|l| l.trim_start().starts_with("series") && l.contains('['));
-    let new_text = match series_line {
-        Some(i) => {
-            let l = lines[i].trim_end();
-            if !l.ends_with(']') {
-                return Ok(false);
-            }
-            let inner = l[l.find('[').expect("has [") + 1..l.len() - 1].trim();
-            let sep = if inner.is_empty() { "" } else { ", " };
-            let new_line = format!("{}{sep}\"{file}\"]", &l[..l.len() - 1].trim_end());
-            let mut out: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
-            out[i] = new_line;
-            out.join("\n") + "\n"
-        }
-        None if !text.contains("[patches]") => format!("{}\n[patches]\nseries = [\"{file}\"]\n", text.trim_end()),
-        None => return Ok(false),
-    };
-    let check: Result<toml::Value, _> = toml::from_str(&new_text);
-    if check.is_err() {
-        return Ok(false);
-    }
-    crate::fsutil::write_atomic(recipe_file, new_text.as_bytes())?;
-    Ok(true)
+/// Appends `file` to the recipe's `[patches] series` (see [`crate::recipe::edit`]).
+fn add_to_series(recipe_file: &Path, file: &str) -> anyhow::Result<()> {
+    let text = crate::recipe::edit::add_patch_to_series(&std::fs::read_to_string(recipe_file)?, file)?;
+    Ok(crate::fsutil::write_atomic(recipe_file, text.as_bytes())?)
 }
 
 #[cfg(test)]
@@ -138,21 +114,5 @@ mod tests {
         assert_eq!(next_number(&[]), 1);
         assert_eq!(next_number(&["0001-a.patch", "0007-b.patch"]), 8);
         assert_eq!(next_number(&["fix.patch", "other.patch"]), 3);
-    }
-
-    #[test]
-    fn series_edit() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("r.toml");
-        std::fs::write(
-            &f,
-            "[package]\nname = \"r\"\n[patches]\nseries = [\"0001-a.patch\"]\n[build]\nsystem = \"cmake\"\n",
-        )
-        .unwrap();
-        assert!(add_to_series(&f, "0002-b.patch").unwrap());
-        assert!(std::fs::read_to_string(&f).unwrap().contains("series = [\"0001-a.patch\", \"0002-b.patch\"]\n"));
-        std::fs::write(&f, "[package]\nname = \"r\"\n").unwrap();
-        assert!(add_to_series(&f, "0001-b.patch").unwrap());
-        assert!(std::fs::read_to_string(&f).unwrap().ends_with("[patches]\nseries = [\"0001-b.patch\"]\n"));
     }
 }

@@ -12,6 +12,7 @@
 //! `wheel`.
 
 mod cycles;
+pub mod edit;
 mod load;
 pub mod lockfile;
 mod lower;

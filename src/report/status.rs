@@ -42,9 +42,12 @@ fn newest(dir: &Path) -> Option<PathBuf> {
 /// Is `pid` a live rocmforge process? (A reused pid running something else is not.)
 pub fn rocmforge_alive(pid: u32) -> bool {
     let Ok(p) = i32::try_from(pid) else { return false };
-    // SAFETY: signal 0 only checks that the process exists.
+    // Signal 0 only checks that the process exists; EPERM: it does, run by another user.
     let exists = p > 0
-        && (unsafe { libc::kill(p, 0) } == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM));
+        && rustix::process::Pid::from_raw(p).is_some_and(|pid| match rustix::process::test_kill_process(pid) {
+            Ok(()) => true,
+            Err(e) => e == rustix::io::Errno::PERM,
+        });
     if !exists {
         return false;
     }

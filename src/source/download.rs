@@ -193,7 +193,7 @@ impl Downloader<'_> {
             let resumed_from = std::fs::metadata(self.part()).map(|m| m.len()).unwrap_or(0);
             match self.attempt(&client)? {
                 Attempt::Complete => {
-                    let (actual, bytes) = hash_file(&self.part()).map_err(self.io(&self.part()))?;
+                    let (actual, bytes) = crate::digest::sha256_file(&self.part()).map_err(self.io(&self.part()))?;
                     if actual == self.sha256 {
                         let part = self.part();
                         File::open(&part).and_then(|f| f.sync_all()).map_err(self.io(&part))?;
@@ -414,13 +414,6 @@ fn parse_content_range(v: &str) -> Option<(u64, Option<u64>)> {
     let (range, total) = rest.split_once('/')?;
     let (start, _) = range.split_once('-')?;
     Some((start.trim().parse().ok()?, total.trim().parse().ok()))
-}
-
-fn hash_file(p: &Path) -> std::io::Result<(String, u64)> {
-    let mut f = File::open(p)?;
-    let mut h = Sha256::new();
-    let n = std::io::copy(&mut f, &mut h)?;
-    Ok((hex::encode(h.finalize()), n))
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use git2::{FetchOptions, ObjectType, Oid, RemoteCallbacks, Repository};
-use sha2::{Digest, Sha256};
 
 use crate::config::Config;
 use crate::progress::Progress;
@@ -50,7 +49,7 @@ fn via(url: &str, fetched: &str) -> String {
 /// Where the bare mirror of `url` lives: keyed by the recipe's URL (not the rewritten one), so
 /// switching mirrors keeps the cache.
 pub fn mirror_path(cfg: &Config, url: &str) -> PathBuf {
-    let hash = hex::encode(Sha256::digest(url.trim_end_matches('/').as_bytes()));
+    let hash = crate::digest::sha256_hex(url.trim_end_matches('/').as_bytes());
     let last = url.trim_end_matches('/').rsplit(['/', ':']).next().unwrap_or("repo");
     let name: String = last
         .trim_end_matches(".git")

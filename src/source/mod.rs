@@ -13,7 +13,6 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::config::Config;
 use crate::patch::{self, PatchError};
@@ -221,12 +220,7 @@ pub fn patch_digests(tree: &RecipeTree, recipe: &Recipe) -> Vec<(String, String)
     recipe
         .patches
         .iter()
-        .map(|p| {
-            (
-                p.name.clone(),
-                tree.get(&p.path).map(|b| hex::encode(Sha256::digest(b))).unwrap_or_else(|| "missing".into()),
-            )
-        })
+        .map(|p| (p.name.clone(), tree.get(&p.path).map(crate::digest::sha256_hex).unwrap_or_else(|| "missing".into())))
         .collect()
 }
 
@@ -313,7 +307,7 @@ pub fn expected_marker(recipe: &Recipe, patches: &[(String, Vec<u8>)]) -> Result
     Ok(PreparedMarker {
         format: MARKER_FORMAT,
         source,
-        patches: patches.iter().map(|(n, b)| (n.clone(), hex::encode(Sha256::digest(b)))).collect(),
+        patches: patches.iter().map(|(n, b)| (n.clone(), crate::digest::sha256_hex(b))).collect(),
     })
 }
 

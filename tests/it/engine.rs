@@ -4,6 +4,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use predicates::prelude::*;
+use rustix::process::{Pid, Signal};
 
 use crate::support::{tree_bytes, ScriptsStack as Env};
 
@@ -138,7 +139,7 @@ fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
 }
 
 fn group_alive(pgid: i32) -> bool {
-    unsafe { libc::kill(-pgid, 0) == 0 }
+    rustix::process::test_kill_process_group(Pid::from_raw(pgid).unwrap()).is_ok()
 }
 
 #[test]
@@ -151,7 +152,7 @@ fn sigkill_mid_step_then_resume_kills_the_orphan_and_matches_a_clean_build() {
     let running = e.home.path().join("cache/rocmforge/work/scripts/mid/running.pid");
     wait_for("mid's slow step", Duration::from_secs(20), || running.exists() && e.runs("mid") == 1);
     let pgid: i32 = std::fs::read_to_string(&running).unwrap().trim().parse().unwrap();
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = rustix::process::kill_process(Pid::from_child(&child), Signal::KILL);
     child.wait().unwrap();
     assert!(group_alive(pgid), "the step's group outlives a SIGKILLed rocmforge (an orphan)");
     std::fs::remove_file(e.out().join("slow-mid")).unwrap();

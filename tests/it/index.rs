@@ -16,6 +16,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use rocmforge::index::{self, PublishOutcome};
+use rustix::process::{Pid, Signal};
 use sha2::Digest;
 
 use crate::support::rocmforge;
@@ -348,9 +349,8 @@ impl Served {
         Served { child, url, addr, log }
     }
 
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on the pid of our own child.
-        unsafe { libc::kill(self.child.id() as i32, sig) };
+    fn signal(&self, sig: Signal) {
+        let _ = rustix::process::kill_process(Pid::from_child(&self.child), sig);
     }
 
     /// Waits (at most 5 s) for the server to exit.
@@ -373,7 +373,7 @@ impl Served {
 impl Drop for Served {
     fn drop(&mut self) {
         if self.child.try_wait().ok().flatten().is_none() {
-            self.signal(libc::SIGTERM);
+            self.signal(Signal::TERM);
             if self.wait().is_none() {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
@@ -897,11 +897,12 @@ fn server_serves_nothing_outside_the_index() {
 
 #[test]
 fn server_stops_cleanly_on_sigint_and_sigterm() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
+    for sig in [Signal::INT, Signal::TERM] {
         let home = tempfile::tempdir().unwrap();
         let (_idx, mut server) = served_synthetic(home.path());
         assert_eq!(http(&server.addr, "GET", "/simple/", None).status, 200);
         server.signal(sig);
+        let sig = sig.as_raw();
         let status = server.wait().unwrap_or_else(|| panic!("the server ignored signal {sig}"));
         assert!(status.success(), "signal {sig}: {status}");
         assert!(server.log().ends_with("stopped\n"), "{}", server.log());

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use rustix::process::{Pid, Signal};
 use serde_json::Value;
 
 use crate::support::ScriptsStack as Env;
@@ -50,8 +51,8 @@ impl Running {
     fn step_group(&self) -> Option<i32> {
         std::fs::read_to_string(&self.running_pid).ok()?.trim().parse().ok()
     }
-    fn signal(&mut self, sig: i32) -> std::process::ExitStatus {
-        unsafe { libc::kill(self.pid(), sig) };
+    fn signal(&mut self, sig: Signal) -> std::process::ExitStatus {
+        let _ = rustix::process::kill_process(Pid::from_child(&self.child), sig);
         self.child.wait().unwrap()
     }
 }
@@ -62,7 +63,7 @@ impl Drop for Running {
         let _ = self.child.kill();
         let _ = self.child.wait();
         if let Some(g) = group.filter(|g| *g > 1) {
-            unsafe { libc::kill(-g, libc::SIGKILL) };
+            let _ = rustix::process::kill_process_group(Pid::from_raw(g).unwrap(), Signal::KILL);
         }
     }
 }
@@ -235,8 +236,8 @@ fn status_and_log_from_another_process_while_a_build_runs_then_after_sigkill() {
     }
     std::thread::sleep(Duration::from_millis(600));
     let group = run.step_group().expect("the step's process group");
-    run.signal(libc::SIGKILL);
-    unsafe { libc::kill(-group, libc::SIGKILL) };
+    run.signal(Signal::KILL);
+    let _ = rustix::process::kill_process_group(Pid::from_raw(group).unwrap(), Signal::KILL);
     wait_for("log --follow to end after the build died", Duration::from_secs(10), || {
         follow.try_wait().unwrap().is_some()
     });
@@ -257,7 +258,7 @@ fn status_and_log_from_another_process_while_a_build_runs_then_after_sigkill() {
 fn sigterm_writes_an_interrupted_report() {
     let e = Env::new();
     let mut run = e.start_slow_build();
-    let status = run.signal(libc::SIGTERM);
+    let status = run.signal(Signal::TERM);
     assert_eq!(status.code(), Some(130));
     let report = json(&e.latest().join("report.json"));
     assert_eq!(report["state"], "interrupted");
