@@ -141,7 +141,7 @@ impl<'a> Engine<'a> {
     ) -> Engine<'a> {
         let keyed_env: BTreeMap<String, String> =
             ENV_ALLOWLIST.iter().filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v))).collect();
-        let toolchain = key::toolchain_identity(&std::env::var("PATH").unwrap_or_default());
+        let toolchain = key::toolchain_identity(&std::env::var("PATH").unwrap_or_default(), &cfg.state_dir);
         let rocm = cfg.rocm_path.as_deref().map(crate::external::InstalledRocm::open);
         Engine {
             cfg,
