@@ -47,14 +47,21 @@ fn which(tool: &str, path: &str) -> Option<PathBuf> {
 /// `exe --version`'s stdout with `InstalledDir:` lines left out (the only path-like line these
 /// tools print), or `None` if it fails.
 fn version_of(exe: &Path, path: &str) -> Option<String> {
-    let out = Command::new(exe)
-        .arg("--version")
-        .env("PATH", path)
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
+    let run = || {
+        Command::new(exe)
+            .arg("--version")
+            .env("PATH", path)
+            .env("LC_ALL", "C")
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+    };
+    // A copy just written may be busy for a moment (a process forked meanwhile holds it open).
+    let out = run().or_else(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        run()
+    });
+    let out = out.ok()?;
     out.status.success().then(|| {
         String::from_utf8_lossy(&out.stdout)
             .lines()
