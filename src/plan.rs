@@ -134,10 +134,11 @@ pub struct Host {
 }
 
 impl Host {
-    /// Reads this process's environment and tools.
-    pub fn detect(rocm_path: Option<&Path>) -> Host {
+    /// Reads this process's environment and tools (each tool's identity remembered in
+    /// `state_dir`, see `key`).
+    pub fn detect(rocm_path: Option<&Path>, state_dir: &Path) -> Host {
         let env = key::ENV_ALLOWLIST.iter().filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v))).collect();
-        let toolchain = key::toolchain_identity(&std::env::var("PATH").unwrap_or_default());
+        let toolchain = key::toolchain_identity(&std::env::var("PATH").unwrap_or_default(), state_dir);
         Host { env, toolchain, rocm: rocm_path.map(InstalledRocm::open) }
     }
 

@@ -1,7 +1,9 @@
 //! The local artifact store: each recipe's staged install tree stored on disk under its key, only
 //! whole (temp name, syncfs, rename, completion marker last), under a per-key lock.
 //!
-//! Layout: `<cache>/artifacts-v1/<key>/{tree/, files.json, inputs.json, complete}`.
+//! Layout: `<cache>/artifacts-v2/<key>/{tree/, files.json, inputs.json, complete}`. The bucket's
+//! number is the cache format (`key::CACHE_FORMAT`): after a format change old entries are never
+//! looked at (`artifacts-v1` can be deleted by hand).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -11,7 +13,7 @@ use fs4::fs_std::FileExt;
 use crate::fsutil::{self, Entry};
 use crate::key::{CacheKey, KeyInputs};
 
-const BUCKET: &str = "artifacts-v1";
+const BUCKET: &str = "artifacts-v2";
 const MARKER: &str = "complete";
 
 #[derive(Debug, thiserror::Error)]
@@ -195,7 +197,7 @@ mod tests {
 
     fn inputs() -> KeyInputs {
         KeyInputs {
-            format: 1,
+            format: crate::key::CACHE_FORMAT,
             recipe: "r".into(),
             recipe_content: "c".into(),
             source: "none".into(),
@@ -227,6 +229,11 @@ mod tests {
         fs::write(a.tree().join("lib/libx.so.1"), b"tampered").unwrap();
         let e = cache.verify(&a).unwrap_err().to_string();
         assert!(e.contains("`lib/libx.so.1` is missing or changed"), "{e}");
+    }
+
+    #[test]
+    fn the_bucket_is_the_cache_format() {
+        assert_eq!(BUCKET, format!("artifacts-v{}", crate::key::CACHE_FORMAT));
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub(crate) fn plan_graph(
         rebuild: req.rebuild.clone(),
         work_dir: cfg.work_dir.clone(),
     };
-    let host = Host::detect(cfg.rocm_path.as_deref());
+    let host = Host::detect(cfg.rocm_path.as_deref(), &cfg.state_dir);
     let store = LocalStore::new(&cfg.cache_dir);
     let history = History::new(&cfg.state_dir, &stack.name);
     plan::resolve(tree, stack, graph, &opts, &host, &store, &history)

@@ -179,7 +179,7 @@ fn cache_list_verify_gc_and_clean() {
     e.cmd().args(["cache", "list"]).assert().success().stdout(predicate::str::contains("4 artifact(s), 0 incomplete"));
     e.cmd().args(["cache", "verify"]).assert().success().stdout("ok: 4 artifact(s) verified\n");
     // Damage one artifact: verify names it, gc --damaged removes it, the next build rebuilds it.
-    let root = e.home.path().join("cache/rocmforge/artifacts-v1");
+    let root = e.home.path().join(format!("cache/rocmforge/artifacts-v{}", rocmforge::key::CACHE_FORMAT));
     let tool_file =
         walkdir::WalkDir::new(&root).into_iter().filter_map(Result::ok).find(|f| f.file_name() == "tool.txt").unwrap();
     std::fs::write(tool_file.path(), "tampered").unwrap();
