@@ -4,8 +4,8 @@
 //! modules listed above it (a test, `tests/it/layering.rs`, reads every `crate::` path and fails
 //! on one against this order):
 //!
-//! 1. Leaves, used everywhere: `fault` (crash-test points), `fsutil` (atomic writes, trees),
-//!    `digest` (sha256), `diagnostic` (file:line:col errors), `target` (GPU targets and their spellings),
+//! 1. Leaves, used everywhere: `fault` (crash-test points), `digest` (sha256), `fsutil` (atomic
+//!    writes, trees), `diagnostic` (file:line:col errors), `target` (GPU targets and their spellings),
 //!    `config` (user settings), `progress` (the reporting trait; indicatif lives only there),
 //!    `layout` (where everything lives on disk), `wheel` (wheel names and versions).
 //! 2. The model: `recipe` (TOML -> typed, validated recipes and stacks), `graph` (closure,
@@ -18,8 +18,8 @@
 //! 6. Verbs and the command line: `ops` (one function per verb, returning data), `cli`
 //!    (parses arguments, calls one op, prints).
 pub mod fault;
-pub mod fsutil;
 pub mod digest;
+pub mod fsutil;
 pub mod diagnostic;
 pub mod target;
 pub mod config;

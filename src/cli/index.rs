@@ -2,12 +2,10 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 use super::{CliResult, Context, Failure};
-use crate::config::Config;
 use crate::index::{self, serve, IndexError, PublishOutcome, Selector};
+use crate::ops::index::{index_dir, index_serve, index_url};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -70,10 +68,7 @@ fn index_failure(e: IndexError) -> Failure {
 }
 
 pub fn run(_ctx: &Context, args: Args) -> CliResult {
-    let dir = match args.index {
-        Some(d) => d,
-        None => Config::load().map_err(Failure::usage)?.index_dir(),
-    };
+    let dir = index_dir(args.index).map_err(Failure::usage)?;
     match args.cmd {
         Cmd::Publish { wheels } => {
             let reports = index::publish_all(&dir, &wheels).map_err(index_failure)?;
@@ -133,8 +128,7 @@ pub fn run(_ctx: &Context, args: Args) -> CliResult {
             Ok(())
         }
         Cmd::Url => {
-            let abs = std::path::absolute(&dir).map_err(Failure::failed)?;
-            println!("{}", index::file_url(&abs));
+            println!("{}", index_url(&dir).map_err(Failure::failed)?);
             Ok(())
         }
         Cmd::Serve { bind, quiet } => {
@@ -142,10 +136,6 @@ pub fn run(_ctx: &Context, args: Args) -> CliResult {
                 serve::ServeError::BadAddress(_) => Failure::usage(e),
                 e => Failure::failed(e),
             })?;
-            let stop = Arc::new(AtomicBool::new(false));
-            for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-                signal_hook::flag::register(signal, Arc::clone(&stop)).map_err(Failure::failed)?;
-            }
             println!("{}", server.url());
             let _ = std::io::stdout().flush();
             eprintln!("serving {} read-only at {} (Ctrl-C stops)", dir.display(), server.url());
@@ -161,7 +151,7 @@ pub fn run(_ctx: &Context, args: Args) -> CliResult {
                     dir.display()
                 );
             }
-            server.run(&stop, !quiet).map_err(Failure::failed)?;
+            index_serve(&server, !quiet).map_err(Failure::failed)?;
             eprintln!("stopped");
             Ok(())
         }

@@ -23,6 +23,8 @@ pub enum ServeError {
     BadAddress(String),
     #[error("the server stopped accepting requests")]
     Accept(#[source] std::io::Error),
+    #[error("cannot watch for Ctrl-C and SIGTERM to stop the server")]
+    Signal(#[source] std::io::Error),
 }
 
 /// A bound, not yet running server.
