@@ -10,13 +10,13 @@ use crate::engine::systems;
 use crate::recipe::{BuildSystem, Recipe};
 
 impl Engine<'_> {
-    /// Publishes the wheels of a python-wheel or prebuilt-wheel artifact into the local index
-    /// (all or none; the same bytes again are a no-op).
-    pub(super) fn publish_wheels(&self, r: &Recipe, a: &Artifact) -> Result<(), BuildError> {
+    /// The wheels a python-wheel or prebuilt-wheel recipe made, in its installed tree `tree`
+    /// (none for other recipes; an error when such a recipe made none).
+    fn wheels_of(&self, r: &Recipe, tree: &Path) -> Result<Vec<PathBuf>, BuildError> {
         if !matches!(r.build.system, BuildSystem::PythonWheel | BuildSystem::PrebuiltWheel) {
-            return Ok(());
+            return Ok(Vec::new());
         }
-        let dir = a.tree().join(systems::WHEEL_DIR);
+        let dir = tree.join(systems::WHEEL_DIR);
         let mut wheels: Vec<PathBuf> = std::fs::read_dir(&dir)
             .map_err(io_err("no wheels were produced in", &dir))?
             .filter_map(Result::ok)
@@ -31,25 +31,40 @@ impl Engine<'_> {
                 source: std::io::ErrorKind::NotFound.into(),
             });
         }
-        let index = self.cfg.index_dir();
-        let reports = crate::index::publish_all(&index, &wheels)
-            .map_err(|e| BuildError::Publish { recipe: r.name.clone(), source: e })?;
-        for rep in reports {
-            self.progress.message(
-                &r.name,
-                &format!(
-                    "{}: {}",
-                    match rep.outcome {
-                        crate::index::PublishOutcome::Published => "published",
-                        _ => "already in the index",
-                    },
-                    rep.filename
-                ),
-            );
+        Ok(wheels)
+    }
+
+    /// Before the artifact is stored: the wheels in `tree` may enter the index (a refused wheel
+    /// must not sit in the cache and fail every later build at publish).
+    pub(super) fn check_wheels(&self, r: &Recipe, tree: &Path) -> Result<(), BuildError> {
+        let wheels = self.wheels_of(r, tree)?;
+        if !wheels.is_empty() {
+            crate::index::check_publishable(&self.cfg.index_dir(), &wheels)
+                .map_err(|e| BuildError::Publish { recipe: r.name.clone(), source: e })?;
         }
         Ok(())
     }
 
+    /// Publishes the wheels of a python-wheel or prebuilt-wheel artifact into the local index
+    /// (all or none; the same bytes again are a no-op).
+    pub(super) fn publish_wheels(&self, r: &Recipe, a: &Artifact) -> Result<(), BuildError> {
+        let wheels = self.wheels_of(r, &a.tree())?;
+        if wheels.is_empty() {
+            return Ok(());
+        }
+        let reports = crate::index::publish_all(&self.cfg.index_dir(), &wheels)
+            .map_err(|e| BuildError::Publish { recipe: r.name.clone(), source: e })?;
+        for rep in reports {
+            let what = match rep.outcome {
+                crate::index::PublishOutcome::Published => "published",
+                _ => "already in the index",
+            };
+            self.progress.message(&r.name, &format!("{what}: {}", rep.filename));
+        }
+        Ok(())
+    }
+
+    /// The wheels the recipe's build dependencies (transitively) deployed into the prefix, laid
     /// out as links in `dir` (recreated) for pip's `--find-links`, and the files among them that
     /// `install-wheels` names. `(None, [])` when no dependency deployed a wheel.
     pub(super) fn dependency_wheels(

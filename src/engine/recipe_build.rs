@@ -102,6 +102,7 @@ impl Engine<'_> {
             std::fs::create_dir_all(wd.build()).map_err(io_err("cannot create", &wd.build()))?;
             let produced = self.run_steps(r, d, &wd, &mut state, src, jobs, prefix)?;
             std::fs::create_dir_all(&produced).map_err(io_err("cannot create", &produced))?;
+            self.check_wheels(r, &produced)?;
             if forced {
                 self.store.remove(&d.key)?;
             }

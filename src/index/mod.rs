@@ -237,7 +237,20 @@ pub fn publish(index_dir: &Path, wheel: &Path) -> Result<PublishOutcome, IndexEr
 /// Publishes several wheels as one change (e.g. torch and torchvision of one build): every
 /// wheel is validated and checked for conflicts before anything is written, so either all are
 /// published or none is.
-pub fn publish_all(index_dir: &Path, wheels: &[PathBuf]) -> Result<Vec<PublishReport>, IndexError> {
+/// Checks that `wheels` may enter the index as it is now, without writing anything: every wheel
+/// valid, no two of one name with different bytes, none with the name of a published file with
+/// other bytes. A build checks this before it stores an artifact (a wheel the index would refuse
+/// must not sit in the cache, failing every later build at publish).
+pub fn check_publishable(index_dir: &Path, wheels: &[PathBuf]) -> Result<Vec<PublishReport>, IndexError> {
+    let index = Index { root: index_dir.to_path_buf() };
+    let state = index.load()?;
+    admit(&state, wheels).map(|(reports, _)| reports)
+}
+
+type Admitted = (Vec<PublishReport>, Vec<(String, PublishOutcome, Candidate)>);
+
+/// What publishing `wheels` into `state` would do, or why it is refused.
+fn admit(state: &State, wheels: &[PathBuf]) -> Result<Admitted, IndexError> {
     let mut candidates: Vec<Candidate> = Vec::new();
     for path in wheels {
         let c = inspect(path)?;
@@ -253,10 +266,6 @@ pub fn publish_all(index_dir: &Path, wheels: &[PathBuf]) -> Result<Vec<PublishRe
         }
         candidates.push(c);
     }
-    let index = Index { root: index_dir.to_path_buf() };
-    let _lock = index.lock()?;
-    let mut state = index.load()?;
-
     let mut reports = Vec::new();
     let mut fresh = Vec::new();
     for c in candidates {
@@ -284,6 +293,14 @@ pub fn publish_all(index_dir: &Path, wheels: &[PathBuf]) -> Result<Vec<PublishRe
         });
         fresh.push((project, outcome, c));
     }
+    Ok((reports, fresh))
+}
+
+pub fn publish_all(index_dir: &Path, wheels: &[PathBuf]) -> Result<Vec<PublishReport>, IndexError> {
+    let index = Index { root: index_dir.to_path_buf() };
+    let _lock = index.lock()?;
+    let mut state = index.load()?;
+    let (reports, fresh) = admit(&state, wheels)?;
 
     // Files first, so no page ever links a file that is not there yet.
     for (project, outcome, c) in &fresh {

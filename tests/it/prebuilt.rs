@@ -376,3 +376,39 @@ fn prebuilt_wheel_recipes_must_name_a_wheel() {
     }
     assert!(!err.contains("good.toml"), "{err}");
 }
+
+/// The same wheel file name with other bytes (one file more in the zip).
+fn other_bytes_same_name(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut src = zip::ZipArchive::new(std::io::Cursor::new(bytes.to_vec())).unwrap();
+    let mut out = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    for i in 0..src.len() {
+        out.raw_copy_file(src.by_index_raw(i).unwrap()).unwrap();
+    }
+    out.start_file("rfprebuilt/other.txt", zip::write::SimpleFileOptions::default()).unwrap();
+    out.write_all(b"another build\n").unwrap();
+    out.finish().unwrap().into_inner()
+}
+
+#[test]
+fn a_wheel_the_index_refuses_is_not_stored_deployed_or_published() {
+    let (name, bytes) = wheel();
+    let e = Env::new(&sha256_hex(bytes));
+    // The index already holds another build under the same file name.
+    let other = e.home().join("other").join(name);
+    std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+    std::fs::write(&other, other_bytes_same_name(bytes)).unwrap();
+    e.ok(&["index", "publish", other.to_str().unwrap()]);
+
+    let out = e.build();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("rfprebuilt: cannot publish its wheels to the local index"), "{}", text(&out));
+    assert!(err.contains(name.as_str()), "the refused file is named: {}", text(&out));
+    // Refused before the store: nothing cached (a later build would fail again at publish),
+    // nothing deployed, and the index keeps the build it had.
+    assert!(e.ok(&["cache", "list"]).starts_with("0 artifact(s), 0 incomplete"), "{}", e.ok(&["cache", "list"]));
+    assert!(!e.prefix().join("share/rocmforge/wheels").join(name).exists());
+    let published = std::fs::read(e.index().join("simple/rfprebuilt").join(name)).unwrap();
+    assert_eq!(published, std::fs::read(&other).unwrap());
+}
