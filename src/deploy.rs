@@ -43,6 +43,54 @@ pub enum DeployOutcome {
     },
 }
 
+/// Held by the build that deploys into a prefix: two builds into one prefix would race on its
+/// files, so the second waits for the first. Released when dropped, or when the process dies.
+pub struct PrefixLock {
+    _file: fs::File,
+}
+
+/// Who holds a prefix: written into the lock file by the holder.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PrefixHolder {
+    pub pid: u32,
+    pub stack: String,
+}
+
+/// `<prefix>/.rocmforge/build.lock`.
+fn lock_path(root: &Path) -> PathBuf {
+    root.join(".rocmforge/build.lock")
+}
+
+/// Takes the build lock of the prefix at `root`. If another build holds it, `waiting` is told
+/// who (when it can be read) and the call blocks until that build ends.
+pub fn lock_prefix(
+    root: &Path,
+    stack: &str,
+    waiting: impl FnOnce(Option<PrefixHolder>),
+) -> std::io::Result<PrefixLock> {
+    use fs4::fs_std::FileExt;
+    use std::io::{Seek, Write};
+    let path = lock_path(root);
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    let mut file = fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path)?;
+    match file.try_lock_exclusive() {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+            let holder = fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok());
+            waiting(holder);
+            file.lock_exclusive()?;
+        }
+        Err(e) => return Err(e),
+    }
+    let me = PrefixHolder { pid: std::process::id(), stack: stack.to_string() };
+    file.set_len(0)?;
+    file.rewind()?;
+    file.write_all(&serde_json::to_vec(&me).expect("serialises"))?;
+    Ok(PrefixLock { _file: file })
+}
+
 pub struct Prefix {
     pub root: PathBuf,
     link_mode: LinkMode,

@@ -5,7 +5,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{CliResult, Context, Failure};
 use crate::progress::{clock, human_secs, last_line};
-use crate::report::status::{liveness, read, rocmforge_alive};
+use crate::report::status::{liveness, read, rocmforge_alive, Waiting};
 use crate::report::{BuildRecord, BuildState};
 
 #[derive(Debug, clap::Args)]
@@ -20,14 +20,26 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     let stack = ctx.build_stack(&cfg)?;
     let (_, rec) = read(&cfg.state_dir, Some(&stack)).map_err(Failure::failed)?;
     let live = liveness(&rec);
+    let waiting = Waiting::of(&cfg.state_dir, &stack);
     if args.json {
         let mut v = serde_json::to_value(&rec).map_err(Failure::failed)?;
         v["liveness"] = live.clone().into();
+        v["waiting"] = serde_json::to_value(&waiting).map_err(Failure::failed)?;
         v["alive"] = (rec.state == BuildState::Running && rocmforge_alive(rec.pid)).into();
         println!("{}", serde_json::to_string_pretty(&v).map_err(Failure::failed)?);
         return Ok(());
     }
     print!("{}", render(&rec, &live));
+    for w in &waiting {
+        let holder = w.holder.map(|p| format!(" (held by pid {p})")).unwrap_or_default();
+        println!(
+            "  waiting  another build of `{}` (pid {}) for the prefix {}{holder}, since {} (UTC)",
+            w.stack,
+            w.pid,
+            w.prefix.display(),
+            w.since
+        );
+    }
     Ok(())
 }
 

@@ -12,6 +12,7 @@ use crate::engine::{budget, BuildError, Engine, EngineOptions, Outcome};
 use crate::graph::BuildGraph;
 use crate::progress::{self, Fanout, Verbosity};
 use crate::recipe::{RecipeTree, Stack};
+use crate::report::status::Waiting;
 use crate::report::{self, Recorder};
 use crate::target::TargetSet;
 
@@ -64,10 +65,40 @@ pub fn build(
         rebuild: req.rebuild.clone(),
     };
     let plan = plan_graph(cfg, tree, stack, &graph, &plan_req);
+    let display = progress::display(verbosity, report::load_durations(&cfg.state_dir, &stack.name));
+    // One build at a time deploys into a prefix; a second one waits (and `status` shows it).
+    let _prefix_lock = {
+        let mut waiting = None;
+        let lock = crate::deploy::lock_prefix(&plan.prefix, &stack.name, |holder| {
+            let who = match &holder {
+                Some(h) => format!("the build of stack `{}` (pid {})", h.stack, h.pid),
+                None => "another build".to_string(),
+            };
+            display.warn(
+                "build",
+                &format!(
+                    "waiting for {who}, which builds into {}; this build goes on when it ends",
+                    plan.prefix.display()
+                ),
+            );
+            waiting = Some(Waiting::record(
+                &cfg.state_dir,
+                Waiting {
+                    pid: std::process::id(),
+                    stack: stack.name.clone(),
+                    prefix: plan.prefix.clone(),
+                    holder: holder.map(|h| h.pid),
+                    since: report::utc(std::time::SystemTime::now()),
+                },
+            ));
+        })
+        .map_err(|e| anyhow::Error::new(e).context(format!("cannot lock the prefix {}", plan.prefix.display())))?;
+        drop(waiting);
+        lock
+    };
     // The display (bars or lines) and the recorder (status file, report, durations) both hear
     // every event.
     let recorder = Arc::new(Recorder::new(&cfg.state_dir, &stack.name));
-    let display = progress::display(verbosity, report::load_durations(&cfg.state_dir, &stack.name));
     let progress = Fanout(vec![display, recorder.clone()]);
     install_interrupt_handler(recorder.clone());
     let store = LocalStore::new(&cfg.cache_dir);

@@ -68,3 +68,52 @@ pub fn liveness(rec: &BuildRecord) -> String {
         BuildState::Interrupted => "interrupted (stopped by a signal)".into(),
     }
 }
+
+/// A build waiting for another build's prefix: `<state>/status/<stack>.waiting-<pid>` (not
+/// `.json`: `read` never mistakes it for a status file), removed when it gets the prefix.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct Waiting {
+    pub pid: u32,
+    pub stack: String,
+    pub prefix: PathBuf,
+    /// The build holding the prefix, when known.
+    pub holder: Option<u32>,
+    pub since: String,
+}
+
+fn waiting_path(state_dir: &Path, stack: &str, pid: u32) -> PathBuf {
+    state_dir.join("status").join(format!("{stack}.waiting-{pid}"))
+}
+
+impl Waiting {
+    /// Records this process as waiting; the record goes when the returned guard is dropped.
+    pub fn record(state_dir: &Path, w: Waiting) -> WaitingGuard {
+        let path = waiting_path(state_dir, &w.stack, w.pid);
+        let _ = crate::fsutil::write_atomic(&path, &serde_json::to_vec_pretty(&w).expect("serialises"));
+        WaitingGuard(path)
+    }
+
+    /// The builds of `stack` waiting for a prefix now (records of dead processes are ignored).
+    pub fn of(state_dir: &Path, stack: &str) -> Vec<Waiting> {
+        let prefix = format!("{stack}.waiting-");
+        let mut out: Vec<Waiting> = std::fs::read_dir(state_dir.join("status"))
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .filter_map(|e| serde_json::from_slice::<Waiting>(&std::fs::read(e.path()).ok()?).ok())
+            .filter(|w| rocmforge_alive(w.pid))
+            .collect();
+        out.sort_by_key(|w| w.pid);
+        out
+    }
+}
+
+/// Removes a waiting record when dropped.
+pub struct WaitingGuard(PathBuf);
+
+impl Drop for WaitingGuard {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}

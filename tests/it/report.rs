@@ -336,3 +336,37 @@ fn timeline_of_a_failed_build_renders_in_headless_chromium() {
         std::fs::copy(&png, keep).unwrap();
     }
 }
+
+#[test]
+fn a_second_build_into_the_same_prefix_waits_for_the_first_and_status_shows_both() {
+    let e = Env::new();
+    let mut first = e.start_slow_build();
+    let mut c = e.process();
+    c.args(["build", "top", "--prefix"]).arg(e.prefix()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let second = c.spawn().unwrap();
+    let waiting_line = format!("waiting  another build of `scripts` (pid {})", second.id());
+    wait_for("`status` to show the second build waiting", Duration::from_secs(30), || {
+        e.stdout(&["status"]).contains(&waiting_line)
+    });
+    let status = e.stdout(&["status"]);
+    assert!(
+        status.contains(&format!("(pid {})", first.pid())) && status.contains("running mid: step step5"),
+        "{status}"
+    );
+    assert!(status.contains(&format!("(held by pid {})", first.pid())), "{status}");
+    // The second waits: it has not touched the prefix or run a step meanwhile.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(std::fs::read_to_string(e.out().join("mid.runs")).unwrap().lines().count(), 1);
+
+    // The first dies; the second takes the prefix, resumes mid and finishes.
+    std::fs::remove_file(e.out().join("slow-mid")).unwrap();
+    first.signal(Signal::KILL);
+    let out = second.wait_with_output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(&format!("waiting for the build of stack `scripts` (pid {}), which builds into", first.pid())),
+        "{text}"
+    );
+    assert!(!e.stdout(&["status"]).contains("waiting  another build"), "the waiting record is gone");
+}
