@@ -40,6 +40,10 @@ pub trait Progress: Send + Sync {
     fn step_finished(&self, recipe: &str, step: &str, ok: bool) {
         let _ = (recipe, step, ok);
     }
+    /// Why a recipe failed (one line), just before it finishes as "failed".
+    fn recipe_failed(&self, recipe: &str, error: &str) {
+        let _ = (recipe, error);
+    }
     /// `outcome`: "built", "cached", "failed", "skipped" or "source".
     fn recipe_finished(&self, recipe: &str, outcome: &str) {
         let _ = (recipe, outcome);
@@ -155,6 +159,9 @@ impl Progress for Fanout {
     }
     fn step_finished(&self, recipe: &str, step: &str, ok: bool) {
         self.0.iter().for_each(|p| p.step_finished(recipe, step, ok));
+    }
+    fn recipe_failed(&self, recipe: &str, error: &str) {
+        self.0.iter().for_each(|p| p.recipe_failed(recipe, error));
     }
     fn recipe_finished(&self, recipe: &str, outcome: &str) {
         self.0.iter().for_each(|p| p.recipe_finished(recipe, outcome));

@@ -55,8 +55,8 @@ pub enum BuildError {
     RequirementIsDependencyWheel { recipe: String, requirement: String, project: String, dep: String, file: String },
     #[error("stack `{stack}` wants Python {version}, which was not found: install it (e.g. `pyenv install {version}`) or set ROCMFORGE_PYTHON to an interpreter")]
     NoPython { stack: String, version: String },
-    #[error("{} of the {checked} source(s) this build would prepare cannot be used; nothing was built:{}", failures.len(), failures.iter().map(|f| format!("\n  - {}", f.replace('\n', "\n    "))).collect::<String>())]
-    Preflight { failures: Vec<String>, checked: usize },
+    #[error("{} of the {checked} source(s) this build would prepare cannot be used; nothing was built:{}", failures.len(), failures.iter().map(|(r, e)| format!("\n  - {r}: {}", e.replace('\n', "\n    "))).collect::<String>())]
+    Preflight { failures: Vec<(String, String)>, checked: usize },
     #[error("{recipe}: artifact {key} is not in the cache at {store} right after it was stored; is another process cleaning the cache (`rocmforge cache gc`)? Build again")]
     Vanished { recipe: String, key: String, store: String },
 }
@@ -142,9 +142,6 @@ impl<'a> Engine<'a> {
         if !unsupported.is_empty() {
             return Err(BuildError::Unsupported(unsupported));
         }
-        self.preflight()?;
-        let prefix = Prefix::new(&self.plan.prefix, self.cfg.link_mode);
-        std::fs::create_dir_all(&self.plan.prefix).map_err(io_err("cannot create prefix", &self.plan.prefix))?;
         let names =
             |build: bool| entries.iter().filter(|e| !build || e.builds()).map(|e| e.name.clone()).collect::<Vec<_>>();
         self.progress.build_started(&names(false), &names(true));
@@ -156,8 +153,12 @@ impl<'a> Engine<'a> {
             ),
             _ => 1,
         };
-        let result = schedule::run(entries, self.opts.jobs, self.opts.keep_going, &want, &|e, jobs| {
-            self.run_recipe(e, jobs, &prefix)
+        let result = self.preflight().and_then(|()| {
+            let prefix = Prefix::new(&self.plan.prefix, self.cfg.link_mode);
+            std::fs::create_dir_all(&self.plan.prefix).map_err(io_err("cannot create prefix", &self.plan.prefix))?;
+            schedule::run(entries, self.opts.jobs, self.opts.keep_going, &want, &|e, jobs| {
+                self.run_recipe(e, jobs, &prefix)
+            })
         });
         self.progress.build_finished(result.is_ok());
         result

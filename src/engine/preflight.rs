@@ -44,13 +44,18 @@ impl Engine<'_> {
             }
             checked += 1;
             if let Err(e) = source::preflight(self.cfg, self.tree, r, self.progress) {
-                failures.push(format!("{}: {}", r.name, crate::diagnostic::one_line(&e)));
+                failures.push((r.name.clone(), crate::diagnostic::one_line(&e)));
             }
         }
         if failures.is_empty() {
-            Ok(())
-        } else {
-            Err(BuildError::Preflight { failures, checked })
+            return Ok(());
         }
+        // In the build report too: each failing source is its recipe's failure.
+        for (name, error) in &failures {
+            self.progress.recipe_started(name, false);
+            self.progress.recipe_failed(name, error);
+            self.progress.recipe_finished(name, "failed");
+        }
+        Err(BuildError::Preflight { failures, checked })
     }
 }

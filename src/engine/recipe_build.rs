@@ -36,6 +36,9 @@ impl Engine<'_> {
             }
             Status::Unlocked | Status::Unsupported(_) => unreachable!("the engine refuses blocked plans"),
         };
+        if let Err(e) = &result {
+            self.progress.recipe_failed(&d.name, &crate::diagnostic::one_line(e));
+        }
         self.progress.recipe_finished(&d.name, result.as_ref().map(Outcome::as_str).unwrap_or("failed"));
         result
     }

@@ -13,6 +13,15 @@ const ROW_H: f64 = 28.0;
 const BAR_H: f64 = 18.0;
 const TOP: f64 = 34.0;
 
+/// At most `n` characters of `s`, with an ellipsis when cut.
+fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(n).collect::<String>())
+    }
+}
+
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
 }
@@ -118,17 +127,21 @@ pub fn render(rec: &BuildRecord) -> String {
         let by = y + (ROW_H - BAR_H) / 2.0;
         if r.steps.is_empty() {
             if let Some(s) = r.start_secs {
-                let label = match outcome {
-                    "cached" => "cached (cache hit)",
-                    other => other,
+                // A recipe that failed before any step ran: a red mark labelled with the reason.
+                let (label, fill, text_fill) = match (outcome, &r.error) {
+                    ("cached", _) => ("cached (cache hit)".to_string(), "#9aa3ad", "#6b7580"),
+                    ("failed", Some(e)) => (format!("failed: {}", clip(e, 110)), color("failed"), color("failed")),
+                    ("failed", None) => ("failed".to_string(), color("failed"), color("failed")),
+                    (other, _) => (other.to_string(), "#9aa3ad", "#6b7580"),
                 };
                 let _ = write!(
                     svg,
-                    r##"<rect x="{:.1}" y="{by:.1}" width="6" height="{BAR_H}" rx="2" fill="#9aa3ad"/><text x="{:.1}" y="{:.1}" fill="#6b7580" font-style="italic">{}</text>"##,
+                    r##"<g><title>{}</title><rect x="{:.1}" y="{by:.1}" width="6" height="{BAR_H}" rx="2" fill="{fill}"/><text x="{:.1}" y="{:.1}" fill="{text_fill}" font-style="italic">{}</text></g>"##,
+                    esc(r.error.as_deref().unwrap_or(outcome)),
                     x(s),
                     x(s) + 10.0,
                     by + BAR_H - 5.0,
-                    esc(label)
+                    esc(&label)
                 );
             }
         }
@@ -179,10 +192,11 @@ pub fn render(rec: &BuildRecord) -> String {
             .collect();
         let _ = write!(
             table,
-            r#"<tr><td>{}</td><td class="{}">{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>"#,
+            r#"<tr><td>{}</td><td class="{}">{}{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>"#,
             esc(&r.name),
             esc(r.outcome.as_deref().unwrap_or("")),
             esc(r.outcome.as_deref().unwrap_or(if r.start_secs.is_some() { "running" } else { "-" })),
+            r.error.as_deref().map(|e| format!(r#"<div class="why">{}</div>"#, esc(e))).unwrap_or_default(),
             esc(r.cache.as_deref().unwrap_or("-")),
             r.duration_secs.map(human_secs).unwrap_or_default(),
             steps.join(" "),
@@ -204,6 +218,7 @@ h1 {{ font-size: 20px; margin: 0 0 4px; }}
 table {{ border-collapse: collapse; margin-top: 16px; font-size: 13px; }}
 th, td {{ text-align: left; padding: 3px 10px; border-bottom: 1px solid #e4e7eb; }}
 td.failed {{ color: #d64545; font-weight: 600; }}
+.why {{ color: #d64545; font-weight: 400; font-size: 12px; max-width: 520px; white-space: pre-wrap; }}
 .st {{ display: inline-block; padding: 0 5px; margin: 1px; border-radius: 3px; color: #fff; background: #3a9d5d; font-size: 11px; }}
 .st.failed {{ background: #d64545; }} .st.running, .st.interrupted {{ background: #e3a32b; }}
 code {{ font-size: 11px; color: #56606b; }}
@@ -256,5 +271,25 @@ mod tests {
         let html = render(&rec);
         assert!(html.contains("stack &lt;s&gt;") && html.contains("a&amp;b"), "{html}");
         assert!(!html.contains("<s>"));
+    }
+
+    #[test]
+    fn a_recipe_failed_before_any_step_is_red_and_says_why() {
+        let rec = BuildRecord {
+            stack: "s".into(),
+            recipes: vec![crate::report::RecipeRecord {
+                name: "hipvec".into(),
+                outcome: Some("failed".into()),
+                start_secs: Some(0.0),
+                end_secs: Some(0.002),
+                error: Some("patch 0001-x.patch does not apply: hunk 1 of `a.h`".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let page = render(&rec);
+        assert!(page.contains(r##"fill="#d64545"/><text"##), "a red mark: {page}");
+        assert!(page.contains("failed: patch 0001-x.patch does not apply"), "{page}");
+        assert!(page.contains(r#"<div class="why">patch 0001-x.patch"#), "{page}");
     }
 }

@@ -90,6 +90,9 @@ pub struct RecipeRecord {
     /// Where its step logs are (`<work>/<stack>/<recipe>/logs`), once a step ran.
     pub log_dir: Option<PathBuf>,
     pub steps: Vec<StepRecord>,
+    /// Why it failed (one line), when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -329,6 +332,11 @@ impl Progress for Recorder {
                 s.end_secs = Some(t);
                 s.duration_secs = Some(t - s.start_secs);
             }
+        });
+    }
+    fn recipe_failed(&self, recipe: &str, error: &str) {
+        self.update(false, |rec, _, _| {
+            rec.recipe_mut(recipe).error = Some(error.to_string());
         });
     }
     fn recipe_finished(&self, recipe: &str, outcome: &str) {

@@ -248,8 +248,12 @@ fn assert_nothing_ran(home: &Path, prefix: &Path) {
     for r in ["vecmath", "hipvec", "pyvec"] {
         assert!(!work.join(r).join("logs").exists(), "a step of {r} ran");
     }
-    let files =
-        walkdir::WalkDir::new(prefix).into_iter().filter_map(Result::ok).filter(|e| e.file_type().is_file()).count();
+    // (The build's lock of the prefix, `.rocmforge/build.lock`, is not a deployed file.)
+    let files = walkdir::WalkDir::new(prefix)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file() && !e.path().starts_with(prefix.join(".rocmforge")))
+        .count();
     assert_eq!(files, 0, "something was deployed into {}", prefix.display());
 }
 
@@ -280,6 +284,16 @@ fn build_checks_every_source_before_the_first_step_and_lists_every_problem() {
         "{text}"
     );
     assert_nothing_ran(home, &e.prefix());
+
+    // The build report names each failure and its reason; the timeline marks them red.
+    let report = home.join("state/rocmforge/reports/example/latest");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(report.join("report.json")).unwrap()).unwrap();
+    let rec = |n: &str| json["recipes"].as_array().unwrap().iter().find(|r| r["name"] == n).unwrap().clone();
+    assert_eq!(rec("hipvec")["outcome"], "failed");
+    assert!(rec("hipvec")["error"].as_str().unwrap().contains("0001-report-patched-build.patch"), "{json}");
+    assert!(rec("pyvec")["error"].as_str().unwrap().contains("no directory `python`"), "{json}");
+    let html = std::fs::read_to_string(report.join("timeline.html")).unwrap();
+    assert!(html.contains("failed: recipe `pyvec`: its source"), "the timeline labels the failure");
 
     // `fetch` finds the same problems.
     let fetch = e.cmd(home).args(["fetch", "pyvec"]).output().unwrap();
