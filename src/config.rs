@@ -39,6 +39,8 @@ struct RawConfig {
 pub enum ConfigError {
     #[error("cannot read config file `{path}`")]
     Read { path: PathBuf, source: std::io::Error },
+    #[error("the config file `{0}` named by ROCMFORGE_CONFIG does not exist: create it, or unset ROCMFORGE_CONFIG to use the default ($XDG_CONFIG_HOME/rocmforge/config.toml)")]
+    Missing(PathBuf),
     #[error("{0}")]
     Invalid(crate::diagnostic::Diagnostic),
     #[error("{name}=`{value}` is not valid: use {expected}")]
@@ -103,7 +105,12 @@ impl Config {
     /// (`ROCMFORGE_CACHE_DIR`, `ROCMFORGE_WORK_DIR`, `ROCMFORGE_STATE_DIR`, `ROCMFORGE_PREFIX`,
     /// `ROCMFORGE_ROCM_PATH`, `ROCMFORGE_INDEX_DIR`, `ROCMFORGE_LINK_MODE`). Flags are applied by the caller on top.
     pub fn load() -> Result<Config, ConfigError> {
-        Self::load_from(&Self::default_file())
+        let path = Self::default_file();
+        // A file the user named must be there; the default one may be absent.
+        if env_path("ROCMFORGE_CONFIG").is_some() && !path.exists() {
+            return Err(ConfigError::Missing(path));
+        }
+        Self::load_from(&path)
     }
 
     pub fn load_from(path: &Path) -> Result<Config, ConfigError> {

@@ -153,6 +153,21 @@ enum RetryWhy {
     Restart,
 }
 
+impl RetryWhy {
+    /// An answer that another try cannot change: a client error other than a timeout or "too
+    /// many requests" (404 Not Found, 403, 410...), or a URL the client cannot use at all (an
+    /// unsupported scheme). Retrying those only makes the user wait.
+    fn is_permanent(&self) -> bool {
+        match self {
+            RetryWhy::Status(s) => {
+                s.is_client_error() && *s != StatusCode::REQUEST_TIMEOUT && *s != StatusCode::TOO_MANY_REQUESTS
+            }
+            RetryWhy::Network(e) => e.is_builder() || e.url().is_some_and(|u| !matches!(u.scheme(), "http" | "https")),
+            RetryWhy::Broken(_) | RetryWhy::Restart => false,
+        }
+    }
+}
+
 impl Downloader<'_> {
     fn part(&self) -> PathBuf {
         self.dest.with_extension("part")
@@ -219,7 +234,9 @@ impl Downloader<'_> {
                     });
                 }
                 Attempt::Retry { why, progressed } => {
-                    if progressed {
+                    if why.is_permanent() {
+                        failures = self.policy.attempts;
+                    } else if progressed {
                         failures = 0;
                     } else if !matches!(why, RetryWhy::Restart) {
                         failures += 1;

@@ -359,3 +359,22 @@ fn help_on_every_command() {
     }
     rocmforge(home.path()).arg("--help").assert().stdout(predicate::str::contains("Exit codes: 0 success"));
 }
+
+#[test]
+fn a_config_file_named_by_rocmforge_config_must_exist() {
+    let home = tempfile::tempdir().unwrap();
+    let missing = home.path().join("nowhere/config.toml");
+    rocmforge(home.path())
+        .env("ROCMFORGE_CONFIG", &missing)
+        .arg("--recipes")
+        .arg(fixture_tree())
+        .args(["plan", "miopen"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(format!(
+            "the config file `{}` named by ROCMFORGE_CONFIG does not exist",
+            missing.display()
+        )));
+    // Without the variable, no config file is fine.
+    rocmforge(home.path()).arg("--recipes").arg(fixture_tree()).args(["plan", "miopen"]).assert().success();
+}

@@ -252,6 +252,38 @@ fn download_cut_mid_body_resumes_with_only_the_missing_bytes() {
 }
 
 #[test]
+fn permanent_http_errors_and_unusable_urls_are_not_retried_but_503_is() {
+    let home = tempfile::tempdir().unwrap();
+    let cfg = config(home.path(), &[]);
+    let srv = HttpServer::start();
+    // Backoffs long enough that a retry of a permanent error would be obvious in the count.
+    let patient = RetryPolicy {
+        attempts: 3,
+        base: std::time::Duration::from_millis(200),
+        timeout: std::time::Duration::from_secs(5),
+    };
+    let e = download::fetch_with(&cfg, "x", &srv.url("missing.tar.gz"), &sha(b"x"), &Collect::default(), &patient)
+        .unwrap_err();
+    assert!(matches!(e, DownloadError::Http { status: 404, attempts: 1, .. }), "{e}");
+    assert!(e.to_string().contains("the server answered HTTP 404 (after 1 attempt(s))"), "{e}");
+    srv.with(|s| assert_eq!(s.requests.len(), 1, "a 404 is asked once"));
+
+    let e = download::fetch_with(&cfg, "x", "ftp://127.0.0.1:9/x.tar.gz", &sha(b"x"), &Collect::default(), &patient)
+        .unwrap_err();
+    assert!(matches!(e, DownloadError::Network { attempts: 1, .. }), "an unsupported scheme is tried once: {e}");
+
+    // A 503 is worth waiting for.
+    let body = payload();
+    srv.add("busy.tar.gz", body.clone());
+    srv.with(|s| {
+        s.requests.clear();
+        s.fail_5xx = 2;
+    });
+    download::fetch_with(&cfg, "x", &srv.url("busy.tar.gz"), &sha(&body), &Collect::default(), &fast()).unwrap();
+    srv.with(|s| assert_eq!(s.requests.len(), 3));
+}
+
+#[test]
 fn download_resumes_a_part_left_by_an_earlier_run() {
     let home = tempfile::tempdir().unwrap();
     let cfg = config(home.path(), &[]);
