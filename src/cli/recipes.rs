@@ -96,7 +96,13 @@ pub fn run(ctx: &Context, cmd: Cmd) -> CliResult {
         Cmd::Check => {
             let stacks = load_all(&tree).map_err(|d| Failure::new(exit::INVALID_RECIPES, d))?;
             let n: usize = stacks.iter().map(|s| s.recipes.len()).sum();
-            println!("ok: {} stack(s), {n} recipes, no problems", stacks.len());
+            let warnings: Vec<String> =
+                stacks.iter().flat_map(|s| s.unlisted_patch_warnings(&tree, &[])).map(|(_, w)| w).collect();
+            for w in &warnings {
+                eprintln!("warning: {w}");
+            }
+            let warned = if warnings.is_empty() { String::new() } else { format!(", {} warning(s)", warnings.len()) };
+            println!("ok: {} stack(s), {n} recipes, no problems{warned}", stacks.len());
             Ok(())
         }
     }

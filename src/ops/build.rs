@@ -66,6 +66,10 @@ pub fn build(
     };
     let plan = plan_graph(cfg, tree, stack, &graph, &plan_req);
     let display = progress::display(verbosity, report::load_durations(&cfg.state_dir, &stack.name));
+    let in_plan: Vec<&str> = plan.recipes.iter().map(|e| e.name.as_str()).collect();
+    for (recipe, warning) in stack.unlisted_patch_warnings(tree, &in_plan) {
+        display.warn(&recipe, &warning);
+    }
     // One build at a time deploys into a prefix; a second one waits (and `status` shows it).
     let _prefix_lock = {
         let mut waiting = None;

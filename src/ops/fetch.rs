@@ -50,6 +50,9 @@ pub fn fetch(
     each: &mut dyn FnMut(&Checked),
 ) -> Result<Vec<Checked>, GraphError> {
     let graph = BuildGraph::closure(stack, recipes)?;
+    for (recipe, warning) in stack.unlisted_patch_warnings(tree, &graph.order()) {
+        progress.warn(&recipe, &warning);
+    }
     Ok(check_all(cfg, tree, graph.order().into_iter().map(|n| &stack.recipes[n]), progress, each))
 }
 
@@ -66,5 +69,12 @@ pub fn patch_check(
         Some(r) => vec![super::find_recipe(stack, r)?],
         None => stack.recipes.values().filter(|r| !r.patches.is_empty()).collect(),
     };
+    let names: Vec<&str> = match recipe {
+        Some(_) => recipes.iter().map(|r| r.name.as_str()).collect(),
+        None => Vec::new(),
+    };
+    for (recipe, warning) in stack.unlisted_patch_warnings(tree, &names) {
+        progress.warn(&recipe, &warning);
+    }
     Ok(check_all(cfg, tree, recipes.into_iter(), progress, each))
 }

@@ -44,6 +44,24 @@ pub struct Stack {
 }
 
 impl Stack {
+    /// Warnings about patch files `tree` holds for `recipes` (all when empty) that no series
+    /// names: `patches/<stack>/<recipe>/<file>` is not in the series of `<recipe>`.
+    pub fn unlisted_patch_warnings(&self, tree: &RecipeTree, recipes: &[&str]) -> Vec<(String, String)> {
+        self.recipes
+            .values()
+            .filter(|r| recipes.is_empty() || recipes.contains(&r.name.as_str()))
+            .flat_map(|r| {
+                let series: Vec<String> = r.patches.iter().map(|p| p.name.clone()).collect();
+                tree.unlisted_patches(&self.name, &r.name, &series).into_iter().map(move |f| {
+                    (
+                        r.name.clone(),
+                        format!("`{f}` is not in the patch series of `{}` and is not applied: add it to `[patches] series`, or remove it", r.name),
+                    )
+                })
+            })
+            .collect()
+    }
+
     pub fn recipe(&self, name: &str) -> Option<&Recipe> {
         self.recipes.get(name)
     }

@@ -125,4 +125,17 @@ impl RecipeTree {
             .map(|(k, v)| (k.as_str(), v.as_slice()))
             .collect()
     }
+
+    /// Patch files in `patches/<stack>/<recipe>/` that the recipe's series does not name (a
+    /// patch someone meant to apply, forgotten in the series), as display paths.
+    pub fn unlisted_patches(&self, stack: &str, recipe: &str, series: &[String]) -> Vec<String> {
+        let dir = format!("patches/{stack}/{recipe}/");
+        self.files
+            .keys()
+            .filter_map(|k| Some((k, k.strip_prefix(&dir)?)))
+            .filter(|(_, name)| !name.contains('/') && (name.ends_with(".patch") || name.ends_with(".diff")))
+            .filter(|(_, name)| !series.iter().any(|s| s == name))
+            .map(|(k, _)| self.display_path(k))
+            .collect()
+    }
 }

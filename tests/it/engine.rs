@@ -240,3 +240,14 @@ fn an_artifact_removed_after_the_plan_is_rebuilt_and_the_build_says_why() {
     assert_eq!((e.runs("base"), e.runs("mid"), e.runs("top")), (1, 2, 1));
     assert!(artifact.join("complete").is_file(), "mid's artifact is stored again");
 }
+
+#[test]
+fn build_warns_about_a_patch_file_its_series_does_not_name() {
+    let e = Env::new();
+    let dir = e.tree.join("patches/scripts/mid");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("0001-forgotten.patch"), "--- a/x\n+++ b/x\n").unwrap();
+    e.build(&[]).success().stderr(predicate::str::contains(
+        "0001-forgotten.patch` is not in the patch series of `mid` and is not applied",
+    ));
+}

@@ -378,3 +378,16 @@ fn a_config_file_named_by_rocmforge_config_must_exist() {
     // Without the variable, no config file is fine.
     rocmforge(home.path()).arg("--recipes").arg(fixture_tree()).args(["plan", "miopen"]).assert().success();
 }
+
+#[test]
+fn a_patch_file_no_series_names_is_a_warning() {
+    let dir = broken_tree(|root| {
+        std::fs::create_dir_all(root.join("patches/fixture/miopen")).unwrap();
+        std::fs::write(root.join("patches/fixture/miopen/0099-forgotten.patch"), "--- a/x\n+++ b/x\n").unwrap();
+    });
+    let out = rocmforge(dir.path()).arg("--recipes").arg(dir.path()).args(["recipes", "check"]).output().unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("0099-forgotten.patch` is not in the patch series of `miopen` and is not applied"), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no problems, 1 warning(s)"));
+}
