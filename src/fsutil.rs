@@ -284,6 +284,29 @@ pub fn human_size(bytes: u64) -> String {
     }
 }
 
+/// Free and total bytes of the filesystem holding `path` (the nearest existing ancestor), and
+/// its mount point (the topmost ancestor on the same device).
+pub struct DiskSpace {
+    pub free: u64,
+    pub total: u64,
+    pub mount: PathBuf,
+}
+
+pub fn disk_space(path: &Path) -> Option<DiskSpace> {
+    use std::os::unix::fs::MetadataExt;
+    let existing = path.ancestors().find(|p| p.exists())?;
+    let st = rustix::fs::statvfs(existing).ok()?;
+    let dev = std::fs::metadata(existing).ok()?.dev();
+    let abs = std::path::absolute(existing).ok()?;
+    let mount = abs
+        .ancestors()
+        .take_while(|p| std::fs::metadata(p).is_ok_and(|m| m.dev() == dev))
+        .last()
+        .unwrap_or(&abs)
+        .to_path_buf();
+    Some(DiskSpace { free: st.f_bavail * st.f_frsize, total: st.f_blocks * st.f_frsize, mount })
+}
+
 /// Marks a cache directory for backup tools (https://bford.info/cachedir/).
 pub fn mark_cachedir(dir: &Path) -> io::Result<()> {
     let tag = dir.join("CACHEDIR.TAG");

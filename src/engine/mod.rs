@@ -33,6 +33,8 @@ pub enum BuildError {
     Unsupported(Vec<String>),
     #[error(transparent)]
     Step(#[from] StepError),
+    #[error("{}: step `{}` failed because its disk is full: {disk}\n{failure}", failure.recipe, failure.step)]
+    DiskFull { failure: Box<step::StepFailure>, disk: String },
     #[error("{} recipe(s) failed: {}\n{}{}", failed.len(), failed.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", "), failed.iter().map(|(_, e)| format!("\n{e}\n")).collect::<String>(), if not_built.is_empty() { String::new() } else { format!("\nnot built (downstream of a failure): {}", not_built.join(", ")) })]
     Several { failed: Vec<(String, BuildError)>, not_built: Vec<String> },
     #[error(transparent)]

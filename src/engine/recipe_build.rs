@@ -194,6 +194,12 @@ impl Engine<'_> {
                     steps = systems::steps(r, &vars, &systems::step_env(r, &vars, env)?)?;
                     continue;
                 }
+                Err(StepError::Failed(f)) => {
+                    return Err(match disk_full(&wd.root, &f.tail_lines) {
+                        Some(disk) => BuildError::DiskFull { failure: f, disk },
+                        None => StepError::Failed(f).into(),
+                    })
+                }
                 Err(e) => return Err(e.into()),
             }
             state.steps_done.push(steps[i].name.clone());
@@ -277,4 +283,28 @@ impl Engine<'_> {
             None => src,
         })
     }
+}
+
+/// Below this much free space, a failed step is taken to have filled the disk.
+const NEARLY_FULL: u64 = 64 << 20;
+
+/// When a step failed because the disk holding the work dir `root` filled up (its log says so,
+/// or almost nothing is free there), what to tell the user: where, how much is free, and what
+/// the recipe needed.
+fn disk_full(root: &std::path::Path, tail: &[String]) -> Option<String> {
+    let said = tail.iter().any(|l| l.contains("No space left on device") || l.contains("Disk quota exceeded"));
+    let space = crate::fsutil::disk_space(root)?;
+    if !said && space.free >= NEARLY_FULL {
+        return None;
+    }
+    let used = crate::fsutil::tree_size(root);
+    Some(format!(
+        "the disk holding `{}` (mounted at `{}`) is full: {} free of {}. This recipe's work dir already holds {} and needed more than the {} that were free: free space there, or set `work-dir` in the config to a larger disk, then run the same command again",
+        root.display(),
+        space.mount.display(),
+        crate::fsutil::human_size(space.free),
+        crate::fsutil::human_size(space.total),
+        crate::fsutil::human_size(used),
+        crate::fsutil::human_size(space.free),
+    ))
 }

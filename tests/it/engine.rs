@@ -1,5 +1,6 @@
 //! The build engine on a script-only stack: caching, reasons, resume, failures, crashes.
 
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -250,4 +251,47 @@ fn build_warns_about_a_patch_file_its_series_does_not_name() {
     e.build(&[]).success().stderr(predicate::str::contains(
         "0001-forgotten.patch` is not in the patch series of `mid` and is not applied",
     ));
+}
+
+/// A small tmpfs (this needs root, as CI has): unmounted when dropped.
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn mount(at: PathBuf, size: &str) -> SmallDisk {
+        std::fs::create_dir_all(&at).unwrap();
+        let st = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&at)
+            .status()
+            .unwrap();
+        assert!(st.success(), "cannot mount a {size} tmpfs at {} (the test needs root)", at.display());
+        SmallDisk(at)
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_step_that_fills_the_disk_says_so_naming_the_disk_and_what_it_needed() {
+    let e = Env::new();
+    let disk = SmallDisk::mount(e.home.path().join("small"), "2m");
+    e.edit(
+        "mid",
+        "\"mkdir -p {stage}/lib\",",
+        "\"mkdir -p {stage}/lib\",\n  \"head -c 8000000 /dev/zero > {build}/big\",",
+    );
+    let out =
+        e.cmd().env("ROCMFORGE_WORK_DIR", &disk.0).args(["build", "top", "--prefix"]).arg(e.prefix()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("mid: step `step2` failed because its disk is full: the disk holding"), "{err}");
+    assert!(err.contains(&format!("(mounted at `{}`) is full:", disk.0.display())), "{err}");
+    assert!(err.contains("needed more than the") && err.contains("set `work-dir` in the config"), "{err}");
+    // Nothing of mid was stored; base, built before, still is.
+    let list = String::from_utf8(e.cmd().args(["cache", "list"]).output().unwrap().stdout).unwrap();
+    assert!(list.contains(" base ") && !list.contains(" mid "), "{list}");
 }
