@@ -105,6 +105,10 @@ impl Engine<'_> {
             std::fs::create_dir_all(wd.build()).map_err(io_err("cannot create", &wd.build()))?;
             let produced = self.run_steps(r, d, &wd, &mut state, src, jobs, prefix)?;
             std::fs::create_dir_all(&produced).map_err(io_err("cannot create", &produced))?;
+            let entries = crate::fsutil::list_tree(&produced).map_err(io_err("cannot read", &produced))?;
+            if entries.iter().all(|e| e.kind == crate::fsutil::EntryKind::Dir) {
+                return Err(BuildError::NothingInstalled { recipe: r.name.clone(), stage: produced });
+            }
             self.check_wheels(r, &produced)?;
             if forced {
                 self.store.remove(&d.key)?;

@@ -351,6 +351,30 @@ fn lower_build(file: &FileText<'_>, raw: RawBuild, has_build_deps: bool, diags: 
             );
         }
     }
+    // Settings that would make a build succeed with nothing in its artifact.
+    if raw.system == BuildSystem::Script && raw.steps.is_empty() {
+        diags.push(
+            file.whole("a `script` recipe without `steps` builds nothing")
+                .with_help("add the steps that install into {stage}, or make it `source-only`"),
+        );
+    }
+    if raw.system == BuildSystem::Cmake {
+        for a in &raw.args {
+            let Some(dir) =
+                a.strip_prefix("-DCMAKE_INSTALL_PREFIX=").or_else(|| a.strip_prefix("-DCMAKE_INSTALL_PREFIX:PATH="))
+            else {
+                continue;
+            };
+            if !dir.starts_with("{prefix}") {
+                diags.push(
+                    file.whole(format!(
+                        "`{a}` installs outside the stack's prefix: the recipe's artifact would be empty"
+                    ))
+                    .with_help("install under the prefix (`-DCMAKE_INSTALL_PREFIX={prefix}/...`) or drop the argument"),
+                );
+            }
+        }
+    }
     let install_wheels = match &raw.install_wheels {
         Some(list) => lower_install_wheels(file, raw.system, list, has_build_deps, diags),
         None => Vec::new(),

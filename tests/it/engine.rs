@@ -295,3 +295,15 @@ fn a_step_that_fills_the_disk_says_so_naming_the_disk_and_what_it_needed() {
     let list = String::from_utf8(e.cmd().args(["cache", "list"]).output().unwrap().stdout).unwrap();
     assert!(list.contains(" base ") && !list.contains(" mid "), "{list}");
 }
+
+#[test]
+fn a_recipe_whose_steps_install_nothing_fails_and_stores_nothing() {
+    let e = Env::new();
+    e.edit("mid", "\"echo done > {stage}/lib/mid.done\",", "\"rm -rf {stage}/lib/*\",");
+    let out = e.cmd().args(["build", "top", "--prefix"]).arg(e.prefix()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("mid: its steps succeeded but installed nothing into"), "{err}");
+    let list = String::from_utf8(e.cmd().args(["cache", "list"]).output().unwrap().stdout).unwrap();
+    assert!(!list.contains(" mid "), "{list}");
+}

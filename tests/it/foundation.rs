@@ -391,3 +391,29 @@ fn a_patch_file_no_series_names_is_a_warning() {
     assert!(err.contains("0099-forgotten.patch` is not in the patch series of `miopen` and is not applied"), "{err}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("no problems, 1 warning(s)"));
 }
+
+#[test]
+fn settings_that_would_build_nothing_are_refused() {
+    let err = check_errors(|root| {
+        replace_in(
+            root,
+            &format!("{F}/rocblas.toml"),
+            "args = [\"-DAMDGPU_TARGETS={targets}\"]",
+            "args = [\"-DAMDGPU_TARGETS={targets}\", \"-DCMAKE_INSTALL_PREFIX=/opt/elsewhere\"]",
+        );
+    });
+    assert!(
+        err.contains("rocblas.toml")
+            && err.contains("`-DCMAKE_INSTALL_PREFIX=/opt/elsewhere` installs outside the stack's prefix"),
+        "{err}"
+    );
+    let err = check_errors(|root| {
+        replace_in(
+            root,
+            &format!("{F}/rocblas.toml"),
+            "system = \"cmake\"\nargs = [\"-DAMDGPU_TARGETS={targets}\"]",
+            "system = \"script\"",
+        );
+    });
+    assert!(err.contains("rocblas.toml") && err.contains("a `script` recipe without `steps` builds nothing"), "{err}");
+}
