@@ -176,6 +176,9 @@ impl Context {
 
     /// The stack as its recipe files say, without the lock applied.
     pub fn stack_unlocked(&self, tree: &RecipeTree) -> Result<Stack, Failure> {
+        // Every command validates the whole tree as `recipes check` does: a problem anywhere in
+        // it (another stack, two default stacks) is reported the same way by all of them.
+        crate::recipe::load_all(tree).map_err(|d| Failure::new(exit::INVALID_RECIPES, d))?;
         pick_stack(tree, self.cli_stack.as_deref()).map_err(|e| match e {
             StackError::Invalid(_) => Failure::new(exit::INVALID_RECIPES, e),
             _ => Failure::usage(e),

@@ -417,3 +417,25 @@ fn settings_that_would_build_nothing_are_refused() {
     });
     assert!(err.contains("rocblas.toml") && err.contains("a `script` recipe without `steps` builds nothing"), "{err}");
 }
+
+#[test]
+fn every_command_refuses_the_tree_recipes_check_refuses() {
+    // Two stacks that both say `default = true`: `recipes check` refuses the tree, and so does
+    // every command that reads it, with the same words (not only when that stack is asked for).
+    let dir = broken_tree(|root| {
+        copy_tree(&root.join(F), &root.join("recipes/second"));
+        copy_tree(&root.join("patches/fixture"), &root.join("patches/second"));
+        replace_in(root, "recipes/second/stack.toml", "name = \"fixture\"", "name = \"second\"");
+    });
+    let home = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| rocmforge(home.path()).arg("--recipes").arg(dir.path()).args(args).output().unwrap();
+    let check = run(&["recipes", "check"]);
+    assert_eq!(check.status.code(), Some(3));
+    let check_err = String::from_utf8_lossy(&check.stderr).into_owned();
+    assert!(check_err.contains("more than one stack says `default = true`"), "{check_err}");
+    for args in [&["plan", "miopen"][..], &["--stack", "fixture", "plan", "miopen"], &["graph", "miopen"]] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(3), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), check_err, "{args:?}");
+    }
+}
