@@ -338,7 +338,7 @@ mod tests {
     fn python_wheel_recipe() -> Recipe {
         let files = BTreeMap::from([
             ("recipes/t/stack.toml".to_string(), b"[stack]\nname = \"t\"\nrocm-version = \"6.2.4\"\nsummary = \"t\"\ndefault-targets = [\"gfx1010\"]\n".to_vec()),
-            ("recipes/t/torch.toml".to_string(), b"[package]\nname = \"torch\"\nversion = \"1\"\nsummary = \"t\"\n[build]\nsystem = \"script\"\n".to_vec()),
+            ("recipes/t/torch.toml".to_string(), b"[package]\nname = \"torch\"\nversion = \"1\"\nsummary = \"t\"\n[build]\nsystem = \"script\"\nsteps = [\"true\"]\n".to_vec()),
             (
                 "recipes/t/vision.toml".to_string(),
                 b"[package]\nname = \"vision\"\nversion = \"1\"\nsummary = \"v\"\n[dependencies]\nbuild = [\"torch\"]\n[build]\nsystem = \"python-wheel\"\nrequirements = [\"numpy==2.2.1\"]\ninstall-wheels = [\"torch\"]\n".to_vec(),

@@ -194,7 +194,7 @@ fn tree_with(root: &Path, deps: &str, build: &str) {
     .unwrap();
     std::fs::write(
         d.join("dep.toml"),
-        "[package]\nname = \"dep\"\nversion = \"1\"\nsummary = \"d\"\n[build]\nsystem = \"script\"\n",
+        "[package]\nname = \"dep\"\nversion = \"1\"\nsummary = \"d\"\n[build]\nsystem = \"script\"\nsteps = [\"true\"]\n",
     )
     .unwrap();
     std::fs::write(
