@@ -44,9 +44,16 @@ pub enum DeployOutcome {
 }
 
 /// Held by the build that deploys into a prefix: two builds into one prefix would race on its
-/// files, so the second waits for the first. Released when dropped, or when the process dies.
+/// files, so the second waits for the first. Released when dropped (the holder's note is wiped,
+/// so a finished build leaves the prefix as it found it), or when the process dies.
 pub struct PrefixLock {
-    _file: fs::File,
+    file: fs::File,
+}
+
+impl Drop for PrefixLock {
+    fn drop(&mut self) {
+        let _ = self.file.set_len(0);
+    }
 }
 
 /// Who holds a prefix: written into the lock file by the holder.
@@ -88,7 +95,7 @@ pub fn lock_prefix(
     file.set_len(0)?;
     file.rewind()?;
     file.write_all(&serde_json::to_vec(&me).expect("serialises"))?;
-    Ok(PrefixLock { _file: file })
+    Ok(PrefixLock { file })
 }
 
 pub struct Prefix {

@@ -35,7 +35,7 @@ pub enum BuildError {
     Step(#[from] StepError),
     #[error("{}: step `{}` failed because its disk is full: {disk}\n{failure}", failure.recipe, failure.step)]
     DiskFull { failure: Box<step::StepFailure>, disk: String },
-    #[error("{recipe}: its steps succeeded but installed nothing into `{stage}`, so its artifact would be empty; nothing was stored. Check that its install step writes into the stage (cmake: `DESTDIR`, script: `{{stage}}`)")]
+    #[error("{recipe}: its steps succeeded but installed nothing into `{stage}`, so its artifact would be empty; nothing was stored. Check that the project has install rules and that the recipe does not send them elsewhere")]
     NothingInstalled { recipe: String, stage: PathBuf },
     #[error("{} recipe(s) failed: {}\n{}{}", failed.len(), failed.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", "), failed.iter().map(|(_, e)| format!("\n{e}\n")).collect::<String>(), if not_built.is_empty() { String::new() } else { format!("\nnot built (downstream of a failure): {}", not_built.join(", ")) })]
     Several { failed: Vec<(String, BuildError)>, not_built: Vec<String> },

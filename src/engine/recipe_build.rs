@@ -107,7 +107,11 @@ impl Engine<'_> {
             std::fs::create_dir_all(&produced).map_err(io_err("cannot create", &produced))?;
             let entries = crate::fsutil::list_tree(&produced).map_err(io_err("cannot read", &produced))?;
             if entries.iter().all(|e| e.kind == crate::fsutil::EntryKind::Dir) {
-                return Err(BuildError::NothingInstalled { recipe: r.name.clone(), stage: produced });
+                // A cmake build that installs nothing was misconfigured; a script may mean it.
+                if r.build.system == BuildSystem::Cmake {
+                    return Err(BuildError::NothingInstalled { recipe: r.name.clone(), stage: produced });
+                }
+                self.progress.warn(&r.name, &format!("its steps installed nothing into `{}`", produced.display()));
             }
             self.check_wheels(r, &produced)?;
             if forced {

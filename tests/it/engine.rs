@@ -297,13 +297,33 @@ fn a_step_that_fills_the_disk_says_so_naming_the_disk_and_what_it_needed() {
 }
 
 #[test]
-fn a_recipe_whose_steps_install_nothing_fails_and_stores_nothing() {
+fn a_cmake_recipe_that_installs_nothing_fails_and_stores_nothing() {
+    use crate::support::archive::gz;
     let e = Env::new();
-    e.edit("mid", "\"echo done > {stage}/lib/mid.done\",", "\"rm -rf {stage}/lib/*\",");
-    let out = e.cmd().args(["build", "top", "--prefix"]).arg(e.prefix()).output().unwrap();
+    // A real CMake project without install rules, as a tarball on disk.
+    let mut tar = tar::Builder::new(Vec::new());
+    let cml = b"cmake_minimum_required(VERSION 3.10)\nproject(empty NONE)\n";
+    let mut h = tar::Header::new_gnu();
+    h.set_size(cml.len() as u64);
+    h.set_mode(0o644);
+    h.set_cksum();
+    tar.append_data(&mut h, "empty-1.0/CMakeLists.txt", &cml[..]).unwrap();
+    let bytes = gz(&tar.into_inner().unwrap());
+    let file = e.home.path().join("empty-1.0.tar.gz");
+    std::fs::write(&file, &bytes).unwrap();
+    let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
+    std::fs::write(
+        e.tree.join("recipes/scripts/empty.toml"),
+        format!(
+            "[package]\nname = \"empty\"\nversion = \"1.0\"\nsummary = \"installs nothing\"\n\n[source]\nurl = \"file://{}\"\nsha256 = \"{sha}\"\nstrip-components = 1\n\n[build]\nsystem = \"cmake\"\n\n[targets]\ngpu = false\n",
+            file.display()
+        ),
+    )
+    .unwrap();
+    let out = e.cmd().args(["build", "empty", "--prefix"]).arg(e.prefix()).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("mid: its steps succeeded but installed nothing into"), "{err}");
+    assert!(err.contains("empty: its steps succeeded but installed nothing into"), "{err}");
     let list = String::from_utf8(e.cmd().args(["cache", "list"]).output().unwrap().stdout).unwrap();
-    assert!(!list.contains(" mid "), "{list}");
+    assert!(list.starts_with("0 artifact(s)"), "{list}");
 }

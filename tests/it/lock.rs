@@ -15,7 +15,7 @@ const STACK: &str = "[stack]\nname = \"t\"\nrocm-version = \"6.2.4\"\nsummary = 
 fn script(name: &str, extra: &str, steps: &[&str]) -> String {
     let steps: Vec<String> = steps.iter().map(|s| format!("  {s:?},")).collect();
     format!(
-        "[package]\nname = \"{name}\"\nversion = \"1.0\"\nsummary = \"{name}\"\n{extra}\n[build]\nsystem = \"script\"\nsteps = [\n  \"mkdir -p {{stage}}/lib\",\n  \"echo built >> {{prefix}}/../{name}.runs\",\n{}\n]\n\n[targets]\ngpu = false\n",
+        "[package]\nname = \"{name}\"\nversion = \"1.0\"\nsummary = \"{name}\"\n{extra}\n[build]\nsystem = \"script\"\nsteps = [\n  \"mkdir -p {{stage}}/lib\",\n  \"echo {name} > {{stage}}/lib/{name}.txt\",\n  \"echo built >> {{prefix}}/../{name}.runs\",\n{}\n]\n\n[targets]\ngpu = false\n",
         steps.join("\n")
     )
 }
