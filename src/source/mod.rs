@@ -387,6 +387,19 @@ pub(crate) fn lock_file(path: &Path) -> std::io::Result<File> {
     Ok(f)
 }
 
+/// Whether another process holds the lock at `path` (a missing lock file is a free lock).
+pub(crate) fn is_locked(path: &Path) -> bool {
+    use fs4::fs_std::FileExt;
+    let Ok(f) = std::fs::OpenOptions::new().write(true).open(path) else { return false };
+    match f.try_lock_exclusive() {
+        Ok(()) => {
+            let _ = FileExt::unlock(&f);
+            false
+        }
+        Err(_) => true,
+    }
+}
+
 /// Creates a cache dir, marked with `CACHEDIR.TAG` so backup tools skip it.
 pub(crate) fn ensure_cache_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
