@@ -177,7 +177,11 @@ fn cache_list_verify_gc_and_clean() {
     let e = Env::new();
     e.build(&[]).success();
     e.cmd().args(["cache", "list"]).assert().success().stdout(predicate::str::contains("4 artifact(s), 0 incomplete"));
-    e.cmd().args(["cache", "verify"]).assert().success().stdout("ok: 4 artifact(s) verified\n");
+    e.cmd()
+        .args(["cache", "verify"])
+        .assert()
+        .success()
+        .stdout("ok: 4 artifact(s), 0 download(s), 0 published file(s) verified\n");
     // Damage one artifact: verify names it, gc --damaged removes it, the next build rebuilds it.
     let root = e.home.path().join(format!("cache/rocmforge/artifacts-v{}", rocmforge::key::CACHE_FORMAT));
     let tool_file =
