@@ -352,6 +352,22 @@ mod tests {
     }
 
     #[test]
+    fn temp_dir_guards_and_owners() {
+        let dir = tempfile::tempdir().unwrap();
+        let (gone, kept) = (dir.path().join("gone"), dir.path().join("kept"));
+        for p in [&gone, &kept] {
+            std::fs::create_dir_all(p.join("sub")).unwrap();
+        }
+        drop(TempDirGuard::new(gone.clone()));
+        TempDirGuard::new(kept.clone()).keep();
+        assert!(!gone.exists() && kept.is_dir());
+        assert!(owner_alive(&format!("x.tmp-{}", std::process::id())));
+        assert!(owner_alive("no-pid-here"), "never removed by guess");
+        // pid_max is at most 2^22 on Linux.
+        assert!(!owner_alive("abc-4194305"));
+    }
+
+    #[test]
     fn atomic_copy_replaces_and_leaves_no_temp_file() {
         let dir = tempfile::tempdir().unwrap();
         let (src, dst) = (dir.path().join("src.whl"), dir.path().join("out/dst.whl"));

@@ -1,9 +1,14 @@
 //! The local artifact store: each recipe's staged install tree stored on disk under its key, only
 //! whole (temp name, syncfs, rename, completion marker last), under a per-key lock.
 //!
-//! Layout: `<cache>/artifacts-v2/<key>/{tree/, files.json, inputs.json, complete}`. The bucket's
-//! number is the cache format (`key::CACHE_FORMAT`): after a format change old entries are never
-//! looked at (`artifacts-v1` can be deleted by hand).
+//! Layout: `<cache>/artifacts-v2/<key>/{tree/, files.json, inputs.json, stat.json, complete}`. The
+//! bucket's number is the cache format (`key::CACHE_FORMAT`): after a format change old entries
+//! are never looked at (`artifacts-v1` can be deleted by hand). `stat.json` (the files' stat
+//! fingerprints, checked before every use) came later without a new bucket: it changes no key
+//! and no file an older rocmforge reads, and an entry without it is re-hashed in full once on
+//! its next use, then fingerprinted. A store fills `.tmp-<key>-<pid>/` and renames it; a failed
+//! store removes it, a killed one leaves it for `cache verify` to report and `cache gc` to
+//! remove once the pid is gone.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -335,6 +340,39 @@ mod tests {
         fs::write(a.tree().join("lib/libx.so.1"), b"tampered").unwrap();
         let e = cache.verify(&a).unwrap_err().to_string();
         assert!(e.contains("`lib/libx.so.1` is missing or changed"), "{e}");
+    }
+
+    #[test]
+    fn stat_fingerprints_catch_in_place_edits_and_replacements_and_old_entries_get_one() {
+        let d = tempfile::tempdir().unwrap();
+        let stage = d.path().join("stage");
+        fs::create_dir_all(stage.join("lib")).unwrap();
+        fs::write(stage.join("lib/a.so"), b"aaaa").unwrap();
+        fs::write(stage.join("lib/b.so"), b"bbbb").unwrap();
+        let cache = LocalStore::new(&d.path().join("cache"));
+        let key = inputs().key();
+        let _l = cache.lock(&key).unwrap();
+        let a = cache.store(&key, &inputs(), &stage).unwrap();
+        cache.check_intact(&a).unwrap();
+        let names: Vec<_> = fs::read_dir(cache.root()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert!(names.iter().all(|n| !n.to_string_lossy().starts_with(".tmp-")), "{names:?}");
+
+        // An artifact stored before fingerprints: re-hashed once, then fingerprinted.
+        fs::remove_file(a.dir.join(STAT_FILE)).unwrap();
+        cache.check_intact(&a).unwrap();
+        assert!(a.dir.join(STAT_FILE).is_file());
+
+        // In place, same size: the mtime moves.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut f = fs::OpenOptions::new().write(true).open(a.tree().join("lib/a.so")).unwrap();
+        std::io::Write::write_all(&mut f, b"AA").unwrap();
+        drop(f);
+        let e = cache.check_intact(&a).unwrap_err().to_string();
+        assert!(e.ends_with("was altered on disk: `lib/a.so` (modified in place after it was stored)"), "{e}");
+        // Without a fingerprint, the full re-hash finds it too.
+        fs::remove_file(a.dir.join(STAT_FILE)).unwrap();
+        let e = cache.check_intact(&a).unwrap_err().to_string();
+        assert!(e.contains("`lib/a.so` is missing or changed"), "{e}");
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //!
 //! Cache layout under `cache_dir`: `git/<name>-<hash>.git` (bare mirrors, one per URL),
 //! `downloads/<sha256>` (verified files; `.part` while downloading). Everything is verified
-//! (commit id, sha256) before anything is built from it.
+//! (commit id, sha256) before anything is built from it, and again whenever it is read from the
+//! cache: a cached download is re-hashed on every fetch (an altered one is fetched again), a
+//! mirror's objects are checked against their ids by libgit2 on every read (see `git`).
 
 pub mod archive;
 pub mod download;
