@@ -546,6 +546,19 @@ mod tests {
     }
 
     #[test]
+    fn temp_files_of_interrupted_writes_are_found_and_removed() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(remove_temp_files(d.path()).unwrap(), (0, 0), "no index yet");
+        let project = d.path().join("simple/p");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::write(project.join(".tmp-a1b2c3"), b"half a wheel").unwrap();
+        std::fs::write(project.join("p-1.0-py3-none-any.whl"), b"kept").unwrap();
+        assert_eq!(temp_files(&Index { root: d.path().to_path_buf() }), vec![project.join(".tmp-a1b2c3")]);
+        assert_eq!(remove_temp_files(d.path()).unwrap(), (1, 12));
+        assert!(!project.join(".tmp-a1b2c3").exists() && project.join("p-1.0-py3-none-any.whl").exists());
+    }
+
+    #[test]
     fn file_urls_are_encoded() {
         assert_eq!(file_url(Path::new("/home/me/My Wheels/idx")), "file:///home/me/My%20Wheels/idx/simple/");
     }

@@ -918,6 +918,20 @@ fn a_cached_download_altered_in_place_is_reported_by_verify_and_fetched_again() 
     assert!(p.lines().iter().any(|l| l.contains("warning: cached download") && l.contains(&want)), "{:#?}", p.lines());
     assert_eq!(download::verify_cache(&cfg), (1, vec![]));
 
+    // Unfinished downloads are resumable, not damage: kept until they are old (and unlocked).
+    let part = |name: &str| cfg.cache_dir.join("downloads").join(format!("{}.part", sha(name.as_bytes())));
+    std::fs::write(part("fresh"), b"half").unwrap();
+    std::fs::write(part("old"), b"half").unwrap();
+    std::fs::write(part("old").with_extension("part.validator"), b"\"etag\"").unwrap();
+    let weeks_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(15 * 24 * 3600);
+    std::fs::File::options().write(true).open(part("old")).unwrap().set_modified(weeks_ago).unwrap();
+    let stale = download::stale_parts(&cfg, download::STALE_PART_AGE);
+    assert_eq!(stale, vec![(part("old"), 4)]);
+    download::remove_part(&part("old")).unwrap();
+    assert!(!part("old").exists() && !part("old").with_extension("part.validator").exists());
+    assert!(part("fresh").exists());
+    assert_eq!(download::verify_cache(&cfg).1, vec![], "a .part file is not damage");
+
     // Offline, an altered file is not used either: removed, and the fetch says it is missing.
     write_in_place(&path, 0, b"x");
     let mut offline = cfg.clone();
