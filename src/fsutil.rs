@@ -257,6 +257,30 @@ pub fn remove_dir_all_if_exists(p: &Path) -> io::Result<()> {
     }
 }
 
+/// Removes a temporary directory when dropped, unless [`TempDirGuard::keep`] was called: what failed
+/// half-way leaves nothing behind (a killed process leaves its `.tmp-` dir, which `cache verify`
+/// reports and `cache gc` removes once the process is gone).
+pub struct TempDirGuard {
+    path: Option<PathBuf>,
+}
+
+impl TempDirGuard {
+    pub fn new(path: PathBuf) -> TempDirGuard {
+        TempDirGuard { path: Some(path) }
+    }
+    pub fn keep(mut self) {
+        self.path = None;
+    }
+}
+
+impl Drop for TempDirGuard {
+    fn drop(&mut self) {
+        if let Some(p) = self.path.take() {
+            let _ = remove_dir_all_if_exists(&p);
+        }
+    }
+}
+
 /// Total size in bytes of the files under `p` (0 if absent).
 pub fn tree_size(p: &Path) -> u64 {
     walkdir::WalkDir::new(p)
@@ -320,6 +344,16 @@ pub fn mark_cachedir(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether the process that named a temporary thing `<anything>-<pid>` or `<pid>` (the text after
+/// the last `-`) is still running. A name without a pid counts as alive: never removed by guess.
+pub fn owner_alive(name: &str) -> bool {
+    let pid = name.rsplit('-').next().unwrap_or(name);
+    match pid.parse::<u32>() {
+        Ok(pid) => pid == std::process::id() || Path::new("/proc").join(pid.to_string()).exists(),
+        Err(_) => true,
+    }
+}
+
 pub fn join_rel(root: &Path, rel: &str) -> PathBuf {
     root.join(rel.trim_start_matches('/'))
 }
@@ -338,6 +372,22 @@ mod tests {
         assert_eq!(std::fs::read(&p).unwrap(), b"new");
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, ["index.html"], "no temp files left behind");
+    }
+
+    #[test]
+    fn temp_dir_guards_and_owners() {
+        let dir = tempfile::tempdir().unwrap();
+        let (gone, kept) = (dir.path().join("gone"), dir.path().join("kept"));
+        for p in [&gone, &kept] {
+            std::fs::create_dir_all(p.join("sub")).unwrap();
+        }
+        drop(TempDirGuard::new(gone.clone()));
+        TempDirGuard::new(kept.clone()).keep();
+        assert!(!gone.exists() && kept.is_dir());
+        assert!(owner_alive(&format!("x.tmp-{}", std::process::id())));
+        assert!(owner_alive("no-pid-here"), "never removed by guess");
+        // pid_max is at most 2^22 on Linux.
+        assert!(!owner_alive("abc-4194305"));
     }
 
     #[test]

@@ -1,9 +1,14 @@
 //! The local artifact store: each recipe's staged install tree stored on disk under its key, only
 //! whole (temp name, syncfs, rename, completion marker last), under a per-key lock.
 //!
-//! Layout: `<cache>/artifacts-v2/<key>/{tree/, files.json, inputs.json, complete}`. The bucket's
-//! number is the cache format (`key::CACHE_FORMAT`): after a format change old entries are never
-//! looked at (`artifacts-v1` can be deleted by hand).
+//! Layout: `<cache>/artifacts-v2/<key>/{tree/, files.json, inputs.json, stat.json, complete}`. The
+//! bucket's number is the cache format (`key::CACHE_FORMAT`): after a format change old entries
+//! are never looked at (`artifacts-v1` can be deleted by hand). `stat.json` (the files' stat
+//! fingerprints, checked before every use) came later without a new bucket: it changes no key
+//! and no file an older rocmforge reads, and an entry without it is re-hashed in full once on
+//! its next use, then fingerprinted. A store fills `.tmp-<key>-<pid>/` and renames it; a failed
+//! store removes it, a killed one leaves it for `cache verify` to report and `cache gc` to
+//! remove once the pid is gone.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -15,6 +20,10 @@ use crate::key::{CacheKey, KeyInputs};
 
 const BUCKET: &str = "artifacts-v2";
 const MARKER: &str = "complete";
+/// The stat fingerprints of an artifact's files (see [`StatPrint`]).
+const STAT_FILE: &str = "stat.json";
+/// Names of entries a store is filling: `.tmp-<key>-<pid>`.
+const TEMP_PREFIX: &str = ".tmp-";
 
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
@@ -22,6 +31,41 @@ pub enum CacheError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("artifact {key} is damaged: {problem}; remove it with `rocmforge cache gc --damaged` and rebuild")]
     Damaged { key: String, problem: String },
+    #[error("artifact {key} was altered on disk: `{file}` ({what})")]
+    Altered { key: String, file: String, what: String },
+}
+
+/// The stat fingerprint of one file of an artifact (`stat.json`), recorded when it is stored
+/// and checked every time the artifact is used: a full re-hash on every no-op build would cost
+/// minutes for a multi-GB stack, a stat costs microseconds. With hard-linked deploys a prefix
+/// file *is* the cache's file, so an in-place edit of the prefix changes this inode's size or
+/// mtime and is caught here; a file replaced by another changes the inode number. An edit that
+/// keeps size and mtime (a deliberate `touch -d`) is left to `cache verify`, which re-hashes.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StatPrint {
+    pub path: String,
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub ino: u64,
+}
+
+fn stat_print(tree: &Path, rel: &str) -> std::io::Result<StatPrint> {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::symlink_metadata(fsutil::join_rel(tree, rel))?;
+    Ok(StatPrint {
+        path: rel.to_string(),
+        size: m.len(),
+        mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        ino: m.ino(),
+    })
+}
+
+fn stat_prints(tree: &Path, files: &[Entry]) -> std::io::Result<Vec<StatPrint>> {
+    files
+        .iter()
+        .filter(|e| matches!(e.kind, fsutil::EntryKind::File { .. }))
+        .map(|e| stat_print(tree, &e.path))
+        .collect()
 }
 
 fn io<'p>(path: &'p Path) -> impl FnOnce(std::io::Error) -> CacheError + 'p {
@@ -99,9 +143,10 @@ impl LocalStore {
         let final_dir = self.dir_of(key);
         // An incomplete entry from a crash: never trusted, replaced.
         fsutil::remove_dir_all_if_exists(&final_dir).map_err(io(&final_dir))?;
-        let tmp = self.root.join(format!(".tmp-{}-{}", key.short(), std::process::id()));
+        let tmp = self.root.join(format!("{TEMP_PREFIX}{}-{}", key.short(), std::process::id()));
         fsutil::remove_dir_all_if_exists(&tmp).map_err(io(&tmp))?;
         fs::create_dir_all(&tmp).map_err(io(&tmp))?;
+        let guard = fsutil::TempDirGuard::new(tmp.clone());
         let tree = tmp.join("tree");
         if fs::rename(stage, &tree).is_err() {
             fsutil::copy_tree(stage, &tree, false).map_err(io(stage))?;
@@ -114,10 +159,14 @@ impl LocalStore {
         };
         write("files.json", serde_json::to_vec_pretty(&files).expect("serialises"))?;
         write("inputs.json", serde_json::to_vec_pretty(inputs).expect("serialises"))?;
+        let prints = stat_prints(&tree, &files).map_err(io(&tree))?;
+        write(STAT_FILE, serde_json::to_vec_pretty(&prints).expect("serialises"))?;
+        crate::fault::point("store-tmp", &inputs.recipe);
         // Every file, its directory entries and the two records on disk before the entry gets
         // its final name: one syncfs rather than an fsync per file (thousands in a ROCm library).
         fsutil::sync_filesystem(&tmp).map_err(io(&tmp))?;
         fs::rename(&tmp, &final_dir).map_err(io(&final_dir))?;
+        guard.keep();
         fsutil::sync_dir(&self.root);
         crate::fault::point("store", &inputs.recipe);
         let marker = final_dir.join(MARKER);
@@ -125,7 +174,66 @@ impl LocalStore {
         Ok(Artifact { key: key.clone(), dir: final_dir })
     }
 
-    /// Every complete artifact, and the names of incomplete entries.
+    /// The cheap check before an artifact is used: every file's stat fingerprint against the one
+    /// recorded when it was stored. An artifact stored before fingerprints existed is re-hashed
+    /// once in full and then fingerprinted. The caller holds the key's lock.
+    pub fn check_intact(&self, a: &Artifact) -> Result<(), CacheError> {
+        let p = a.dir.join(STAT_FILE);
+        let prints: Vec<StatPrint> = match fs::read(&p) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| CacheError::Damaged { key: a.key.0.clone(), problem: format!("{STAT_FILE}: {e}") })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.verify(a).map_err(|e| match e {
+                    CacheError::Damaged { key, problem } => {
+                        CacheError::Altered { key, file: problem, what: "found by a full re-hash".into() }
+                    }
+                    other => other,
+                })?;
+                let prints = stat_prints(&a.tree(), &a.files()?).map_err(io(&a.tree()))?;
+                fsutil::replace(&p, &serde_json::to_vec_pretty(&prints).expect("serialises")).map_err(io(&p))?;
+                return Ok(());
+            }
+            Err(e) => return Err(io(&p)(e)),
+        };
+        let tree = a.tree();
+        for want in &prints {
+            let altered = |what: String| CacheError::Altered { key: a.key.0.clone(), file: want.path.clone(), what };
+            let have = match stat_print(&tree, &want.path) {
+                Ok(h) => h,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(altered("missing".into())),
+                Err(e) => return Err(io(&tree.join(&want.path))(e)),
+            };
+            if have.ino != want.ino {
+                return Err(altered("replaced by another file".into()));
+            }
+            if have.size != want.size {
+                return Err(altered(format!("size {} instead of {}", have.size, want.size)));
+            }
+            if have.mtime_ns != want.mtime_ns {
+                return Err(altered("modified in place after it was stored".into()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Temporary entries (`.tmp-<key>-<pid>`) of stores whose process is gone: a killed store's
+    /// leftovers, for `cache verify` to report and `cache gc` to remove.
+    pub fn stale_temps(&self) -> Vec<PathBuf> {
+        let Ok(rd) = fs::read_dir(&self.root) else { return Vec::new() };
+        let mut v: Vec<PathBuf> = rd
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| {
+                let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                name.strip_prefix(TEMP_PREFIX).is_some_and(|rest| !fsutil::owner_alive(rest))
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Every complete artifact, and the names of incomplete entries (a store interrupted
+    /// between its rename and its marker; temp dirs of stores are [`LocalStore::stale_temps`]).
     pub fn list(&self) -> (Vec<Artifact>, Vec<PathBuf>) {
         let mut done = Vec::new();
         let mut partial = Vec::new();
@@ -134,7 +242,7 @@ impl LocalStore {
         entries.sort();
         for p in entries {
             let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            if name == ".locks" {
+            if name == ".locks" || name.starts_with(TEMP_PREFIX) {
                 continue;
             }
             if p.join(MARKER).is_file() {
@@ -185,6 +293,9 @@ impl super::Store for LocalStore {
     fn remove(&self, key: &CacheKey) -> Result<(), CacheError> {
         self.remove_entry(&self.dir_of(key))
     }
+    fn check_intact(&self, a: &Artifact) -> Result<(), CacheError> {
+        LocalStore::check_intact(self, a)
+    }
     fn lock(&self, key: &CacheKey) -> Result<KeyLock, CacheError> {
         LocalStore::lock(self, key)
     }
@@ -229,6 +340,39 @@ mod tests {
         fs::write(a.tree().join("lib/libx.so.1"), b"tampered").unwrap();
         let e = cache.verify(&a).unwrap_err().to_string();
         assert!(e.contains("`lib/libx.so.1` is missing or changed"), "{e}");
+    }
+
+    #[test]
+    fn stat_fingerprints_catch_in_place_edits_and_replacements_and_old_entries_get_one() {
+        let d = tempfile::tempdir().unwrap();
+        let stage = d.path().join("stage");
+        fs::create_dir_all(stage.join("lib")).unwrap();
+        fs::write(stage.join("lib/a.so"), b"aaaa").unwrap();
+        fs::write(stage.join("lib/b.so"), b"bbbb").unwrap();
+        let cache = LocalStore::new(&d.path().join("cache"));
+        let key = inputs().key();
+        let _l = cache.lock(&key).unwrap();
+        let a = cache.store(&key, &inputs(), &stage).unwrap();
+        cache.check_intact(&a).unwrap();
+        let names: Vec<_> = fs::read_dir(cache.root()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert!(names.iter().all(|n| !n.to_string_lossy().starts_with(".tmp-")), "{names:?}");
+
+        // An artifact stored before fingerprints: re-hashed once, then fingerprinted.
+        fs::remove_file(a.dir.join(STAT_FILE)).unwrap();
+        cache.check_intact(&a).unwrap();
+        assert!(a.dir.join(STAT_FILE).is_file());
+
+        // In place, same size: the mtime moves.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut f = fs::OpenOptions::new().write(true).open(a.tree().join("lib/a.so")).unwrap();
+        std::io::Write::write_all(&mut f, b"AA").unwrap();
+        drop(f);
+        let e = cache.check_intact(&a).unwrap_err().to_string();
+        assert!(e.ends_with("was altered on disk: `lib/a.so` (modified in place after it was stored)"), "{e}");
+        // Without a fingerprint, the full re-hash finds it too.
+        fs::remove_file(a.dir.join(STAT_FILE)).unwrap();
+        let e = cache.check_intact(&a).unwrap_err().to_string();
+        assert!(e.contains("`lib/a.so` is missing or changed"), "{e}");
     }
 
     #[test]

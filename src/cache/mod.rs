@@ -9,7 +9,7 @@ use std::path::Path;
 
 use crate::key::{CacheKey, KeyInputs};
 
-pub use local::{Artifact, CacheError, KeyLock, LocalStore};
+pub use local::{Artifact, CacheError, KeyLock, LocalStore, StatPrint};
 
 /// Where artifacts are kept. An artifact handed out by `get` or `put` lies on local disk, ready
 /// to deploy; a store with a remote tier copies a remote hit to local disk first.
@@ -25,6 +25,9 @@ pub trait Store: Send + Sync {
     fn put(&self, key: &CacheKey, inputs: &KeyInputs, stage: &Path) -> Result<Artifact, CacheError>;
     /// Removes the artifact for `key` (a forced rebuild replaces it).
     fn remove(&self, key: &CacheKey) -> Result<(), CacheError>;
+    /// The cheap check before `a` is used (deployed, published): its files are as stored
+    /// ([`CacheError::Altered`] says which is not). The caller holds the key's lock.
+    fn check_intact(&self, a: &Artifact) -> Result<(), CacheError>;
     /// Serialises work on one key between processes (held while storing or deploying).
     fn lock(&self, key: &CacheKey) -> Result<KeyLock, CacheError>;
 }

@@ -8,10 +8,12 @@ use crate::ops::cache::{cache_gc, cache_list, cache_verify, clean as clean_work_
 pub enum Cmd {
     /// List cached artifacts: key, recipe, size, and incomplete entries.
     List,
-    /// Re-hash every artifact against its manifest; exit 1 if any is damaged.
+    /// Re-hash every artifact, cached download and published wheel, and look for leftovers of
+    /// killed stores and clones; exit 1 if anything is damaged or left over.
     Verify,
-    /// Remove incomplete entries, damaged artifacts (with --damaged), and artifacts no recipe of
-    /// the stack's last builds uses (with --unused).
+    /// Remove leftovers (incomplete entries, temp dirs of killed stores and clones, unfinished
+    /// downloads older than 14 days, temp files in the index), damaged artifacts and downloads
+    /// (with --damaged), and artifacts no recipe of the stack's last builds uses (with --unused).
     Gc {
         #[arg(long)]
         damaged: bool,
@@ -41,16 +43,49 @@ pub fn run(ctx: &Context, cmd: Cmd) -> CliResult {
             Ok(())
         }
         Cmd::Verify => {
-            let (count, damaged) = cache_verify(&cfg);
-            for (_, e) in &damaged {
+            let r = cache_verify(&cfg).map_err(Failure::failed)?;
+            for (_, e) in &r.damaged {
                 eprintln!("error: {e}");
             }
-            if damaged.is_empty() {
-                println!("ok: {count} artifact(s) verified");
+            for d in &r.bad_downloads {
+                eprintln!("error: download `{}` {}", d.path.display(), d.problem);
+            }
+            for p in &r.index_problems {
+                eprintln!("error: published file `{}` {}", p.path.display(), p.problem);
+            }
+            for p in &r.incomplete {
+                eprintln!("error: incomplete artifact entry `{}` (an interrupted store)", p.display());
+            }
+            for p in &r.leftovers {
+                eprintln!("error: `{}` was left by a killed store or clone (its process is gone)", p.display());
+            }
+            for p in &r.partial_downloads {
+                println!("unfinished download (resumed by the next fetch): {}", p.display());
+            }
+            let summary =
+                format!("{} artifact(s), {} download(s), {} published file(s)", r.artifacts, r.downloads, r.published);
+            if !r.has_problems() {
+                println!("ok: {summary} verified");
                 return Ok(());
             }
-            let keys: Vec<&str> = damaged.iter().map(|(a, _)| a.key.short()).collect();
-            Err(Failure::failed(anyhow::anyhow!("{} damaged artifact(s): {}", keys.len(), keys.join(", "))))
+            let mut what = Vec::new();
+            if !r.damaged.is_empty() {
+                let keys: Vec<&str> = r.damaged.iter().map(|(a, _)| a.key.short()).collect();
+                what.push(format!("{} damaged artifact(s): {}", keys.len(), keys.join(", ")));
+            }
+            if !r.bad_downloads.is_empty() {
+                what.push(format!("{} damaged download(s)", r.bad_downloads.len()));
+            }
+            if !r.index_problems.is_empty() {
+                what.push(format!("{} problem(s) in the index", r.index_problems.len()));
+            }
+            if !(r.incomplete.is_empty() && r.leftovers.is_empty()) {
+                what.push(format!(
+                    "{} leftover(s) of interrupted work (`rocmforge cache gc` removes them)",
+                    r.incomplete.len() + r.leftovers.len()
+                ));
+            }
+            Err(Failure::failed(anyhow::anyhow!("{} (checked {summary})", what.join("; "))))
         }
         Cmd::Gc { damaged, unused } => {
             let (removed, freed) = cache_gc(&cfg, GcRequest { damaged, unused }).map_err(Failure::failed)?;

@@ -76,7 +76,14 @@ pub fn run(_ctx: &Context, args: Args) -> CliResult {
                 let what = match r.outcome {
                     PublishOutcome::Published => "published",
                     PublishOutcome::AlreadyPresent => "unchanged",
+                    PublishOutcome::Repaired => "repaired",
                 };
+                if let Some(found) = &r.found_sha256 {
+                    eprintln!(
+                        "warning: `{}` in the index was altered on disk (sha256 {found}); replaced with the published bytes",
+                        r.filename
+                    );
+                }
                 println!("{what:<10} {}  (sha256 {})", r.filename, r.sha256);
             }
             println!("index: {}", dir.join("simple").display());

@@ -52,9 +52,22 @@ impl Engine<'_> {
         if wheels.is_empty() {
             return Ok(());
         }
-        let reports = crate::index::publish_all(&self.cfg.index_dir(), &wheels)
+        let index = self.cfg.index_dir();
+        let reports = crate::index::publish_all(&index, &wheels)
             .map_err(|e| BuildError::Publish { recipe: r.name.clone(), source: e })?;
         for rep in reports {
+            if rep.outcome == crate::index::PublishOutcome::Repaired {
+                self.progress.warn(
+                    &r.name,
+                    &format!(
+                        "published wheel `{}` was altered on disk in the index (sha256 {}, published as {}): replaced with the artifact's copy",
+                        index.join("simple").join(&rep.project).join(&rep.filename).display(),
+                        rep.found_sha256.as_deref().unwrap_or("?"),
+                        rep.sha256
+                    ),
+                );
+                continue;
+            }
             let what = match rep.outcome {
                 crate::index::PublishOutcome::Published => "published",
                 _ => "already in the index",

@@ -47,9 +47,22 @@ impl Engine<'_> {
     /// removed it), the recipe is built instead, and the build says why.
     fn reuse(&self, r: &Recipe, d: &PlanEntry, jobs: usize, prefix: &Prefix) -> Result<Outcome, BuildError> {
         crate::fault::point("reuse", &d.name);
+        let mut altered = None;
         {
             // Held while deploying: `cache gc` takes the same lock before it removes anything.
             let _lock = self.store.lock(&d.key)?;
+            if let Some(a) = self.store.get(&d.key)? {
+                match self.store.check_intact(&a) {
+                    Ok(()) => {}
+                    Err(e @ crate::cache::CacheError::Altered { .. }) => {
+                        // Never used: removed, and the recipe rebuilt and deployed again in full
+                        // (a hard-linked prefix shares the altered file).
+                        self.store.remove(&d.key)?;
+                        altered = Some(e.to_string());
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
             if let Some(a) = self.store.get(&d.key)? {
                 if let DeployOutcome::Deployed { files } = prefix.deploy(&d.name, &a, false)? {
                     self.progress.message(&d.name, &format!("cached ({}), deployed {files} files", d.key.short()));
@@ -58,6 +71,10 @@ impl Engine<'_> {
                 self.remember(d)?;
                 return Ok(Outcome::Cached);
             }
+        }
+        if let Some(why) = altered {
+            self.progress.warn(&d.name, &format!("{why}: removed from the cache; rebuilding it"));
+            return self.build_one(r, d, true, jobs, prefix).map(|()| Outcome::Built);
         }
         self.progress.warn(
             &d.name,
@@ -91,6 +108,14 @@ impl Engine<'_> {
     ) -> Result<(), BuildError> {
         let _lock = self.store.lock(&d.key)?;
         let wd = d.work();
+        let mut forced = forced;
+        if let Some(a) = self.store.get(&d.key)?.filter(|_| !forced) {
+            if let Err(e) = self.store.check_intact(&a) {
+                self.progress.warn(&r.name, &format!("{e}: removed from the cache; rebuilding it"));
+                self.store.remove(&d.key)?;
+                forced = true;
+            }
+        }
         if forced {
             // Start the work dir afresh; the cached artifact stays until the new one is stored.
             let _ = std::fs::remove_file(wd.root.join("state.json"));

@@ -96,6 +96,9 @@ pub enum PublishOutcome {
     Published,
     /// A file of that name with the same bytes was already published: nothing changed.
     AlreadyPresent,
+    /// Already published, but the index's copy had been altered on disk (its sha256 no longer
+    /// the published one): replaced by the offered file, which has the published bytes.
+    Repaired,
 }
 
 /// One wheel of a [`publish_all`] call.
@@ -106,6 +109,8 @@ pub struct PublishReport {
     pub version: String,
     pub sha256: String,
     pub outcome: PublishOutcome,
+    /// For [`PublishOutcome::Repaired`]: the sha256 the altered copy had.
+    pub found_sha256: Option<String>,
 }
 
 /// Which files `yank` acts on.
@@ -244,13 +249,13 @@ pub fn publish(index_dir: &Path, wheel: &Path) -> Result<PublishOutcome, IndexEr
 pub fn check_publishable(index_dir: &Path, wheels: &[PathBuf]) -> Result<Vec<PublishReport>, IndexError> {
     let index = Index { root: index_dir.to_path_buf() };
     let state = index.load()?;
-    admit(&state, wheels).map(|(reports, _)| reports)
+    admit(&index, &state, wheels).map(|(reports, _)| reports)
 }
 
 type Admitted = (Vec<PublishReport>, Vec<(String, PublishOutcome, Candidate)>);
 
 /// What publishing `wheels` into `state` would do, or why it is refused.
-fn admit(state: &State, wheels: &[PathBuf]) -> Result<Admitted, IndexError> {
+fn admit(index: &Index, state: &State, wheels: &[PathBuf]) -> Result<Admitted, IndexError> {
     let mut candidates: Vec<Candidate> = Vec::new();
     for path in wheels {
         let c = inspect(path)?;
@@ -284,12 +289,25 @@ fn admit(state: &State, wheels: &[PathBuf]) -> Result<Admitted, IndexError> {
             Some(_) => PublishOutcome::AlreadyPresent,
             None => PublishOutcome::Published,
         };
+        // A published file is never trusted unverified: the index's copy is re-hashed, and an
+        // altered one is replaced by the offered bytes (which are the published ones).
+        let mut found_sha256 = None;
+        let mut outcome = outcome;
+        let dst = index.simple().join(&project).join(&c.record.filename);
+        if outcome == PublishOutcome::AlreadyPresent && dst.is_file() {
+            let (actual, _) = crate::digest::sha256_file(&dst).map_err(io("read", &dst))?;
+            if actual != c.record.sha256 {
+                outcome = PublishOutcome::Repaired;
+                found_sha256 = Some(actual);
+            }
+        }
         reports.push(PublishReport {
             filename: c.record.filename.clone(),
             project: project.clone(),
             version: c.record.version.clone(),
             sha256: c.record.sha256.clone(),
             outcome,
+            found_sha256,
         });
         fresh.push((project, outcome, c));
     }
@@ -300,7 +318,7 @@ pub fn publish_all(index_dir: &Path, wheels: &[PathBuf]) -> Result<Vec<PublishRe
     let index = Index { root: index_dir.to_path_buf() };
     let _lock = index.lock()?;
     let mut state = index.load()?;
-    let (reports, fresh) = admit(&state, wheels)?;
+    let (reports, fresh) = admit(&index, &state, wheels)?;
 
     // Files first, so no page ever links a file that is not there yet.
     for (project, outcome, c) in &fresh {
@@ -308,7 +326,7 @@ pub fn publish_all(index_dir: &Path, wheels: &[PathBuf]) -> Result<Vec<PublishRe
         std::fs::create_dir_all(&dir).map_err(io("create", &dir))?;
         let dst = dir.join(&c.record.filename);
         // An already-published file is rewritten only if it went missing from disk.
-        if *outcome == PublishOutcome::Published || !dst.is_file() {
+        if *outcome != PublishOutcome::AlreadyPresent || !dst.is_file() {
             crate::fsutil::copy_atomic(&c.path, &dst).map_err(io("copy the wheel to", &dst))?;
         }
         let meta_path = dir.join(format!("{}.metadata", c.record.filename));
@@ -320,7 +338,7 @@ pub fn publish_all(index_dir: &Path, wheels: &[PathBuf]) -> Result<Vec<PublishRe
         if !changed.contains(&project) {
             changed.push(project.clone());
         }
-        if outcome == PublishOutcome::AlreadyPresent {
+        if outcome != PublishOutcome::Published {
             continue;
         }
         let entry =
@@ -369,6 +387,79 @@ pub fn yank(index_dir: &Path, selector: &Selector, reason: Option<&str>) -> Resu
     }
     index.save(&state, &[project])?;
     Ok(changed)
+}
+
+/// What [`verify`] found wrong with one file of the index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexProblem {
+    pub path: PathBuf,
+    pub problem: String,
+}
+
+/// Every published file re-hashed against `index.json`, and leftovers of interrupted writes
+/// (`.tmp-*` files beside the wheels, whose writer is gone: the index lock is held while
+/// checking). Returns (files checked, problems).
+pub fn verify(index_dir: &Path) -> Result<(usize, Vec<IndexProblem>), IndexError> {
+    if !index_dir.join(STATE_FILE).is_file() {
+        return Ok((0, Vec::new()));
+    }
+    let index = Index { root: index_dir.to_path_buf() };
+    let _lock = index.lock()?;
+    let state = index.load()?;
+    let mut checked = 0;
+    let mut problems = Vec::new();
+    for (name, project) in &state.projects {
+        for f in &project.files {
+            checked += 1;
+            let path = index.simple().join(name).join(&f.filename);
+            match crate::digest::sha256_file(&path) {
+                Ok((actual, _)) if actual == f.sha256 => {}
+                Ok((actual, _)) => problems.push(IndexProblem {
+                    path,
+                    problem: format!(
+                        "altered on disk: published with sha256 {}, now {actual}; rebuild or re-publish it",
+                        f.sha256
+                    ),
+                }),
+                Err(e) => problems.push(IndexProblem { path, problem: format!("cannot be read: {e}") }),
+            }
+        }
+    }
+    problems.extend(temp_files(&index).into_iter().map(|path| IndexProblem {
+        path,
+        problem: "left by an interrupted write (`rocmforge cache gc` removes it)".into(),
+    }));
+    Ok((checked, problems))
+}
+
+/// Removes the leftovers of interrupted writes in the index (under its lock); returns the bytes
+/// freed and the files removed.
+pub fn remove_temp_files(index_dir: &Path) -> Result<(usize, u64), IndexError> {
+    if !index_dir.join("simple").is_dir() {
+        return Ok((0, 0));
+    }
+    let index = Index { root: index_dir.to_path_buf() };
+    let _lock = index.lock()?;
+    let mut freed = 0;
+    let mut removed = 0;
+    for p in temp_files(&index) {
+        freed += std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+        crate::fsutil::remove_if_exists(&p).map_err(io("remove", &p))?;
+        removed += 1;
+    }
+    Ok((removed, freed))
+}
+
+/// `.tmp-*` files (atomic writes that never got their final name) anywhere in the index.
+fn temp_files(index: &Index) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = walkdir::WalkDir::new(&index.root)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file() && e.file_name().to_string_lossy().starts_with(".tmp-"))
+        .map(|e| e.into_path())
+        .collect();
+    v.sort();
+    v
 }
 
 /// Every project and file in the index (empty if the index does not exist yet).
@@ -469,6 +560,19 @@ mod tests {
             let public = parsed.public();
             assert!(v.starts_with(&format!("{public}+")), "{v}: a ==public pin matches it");
         }
+    }
+
+    #[test]
+    fn temp_files_of_interrupted_writes_are_found_and_removed() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(remove_temp_files(d.path()).unwrap(), (0, 0), "no index yet");
+        let project = d.path().join("simple/p");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::write(project.join(".tmp-a1b2c3"), b"half a wheel").unwrap();
+        std::fs::write(project.join("p-1.0-py3-none-any.whl"), b"kept").unwrap();
+        assert_eq!(temp_files(&Index { root: d.path().to_path_buf() }), vec![project.join(".tmp-a1b2c3")]);
+        assert_eq!(remove_temp_files(d.path()).unwrap(), (1, 12));
+        assert!(!project.join(".tmp-a1b2c3").exists() && project.join("p-1.0-py3-none-any.whl").exists());
     }
 
     #[test]

@@ -1,12 +1,19 @@
 //! `cache_list`, `cache_verify`, `cache_gc` (the local artifact store) and `clean` (work dirs).
 
 use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
 
 use crate::cache::{Artifact, CacheError, LocalStore};
 use crate::config::Config;
 use crate::fsutil::tree_size;
+use crate::index::{IndexError, IndexProblem};
+use crate::key::CacheKey;
 use crate::layout::WorkDir;
 use crate::recipe::Stack;
+use crate::source::download::{self, DownloadProblem};
+use crate::source::git;
 
 /// One stored artifact.
 pub struct ArtifactInfo {
@@ -38,34 +45,108 @@ pub fn cache_list(cfg: &Config) -> Listing {
     Listing { artifacts, incomplete, total_size: tree_size(store.root()), root: store.root().to_path_buf() }
 }
 
-/// Every artifact re-hashed against its manifest: the damaged ones, with what is wrong.
-pub fn cache_verify(cfg: &Config) -> (usize, Vec<(Artifact, CacheError)>) {
-    let store = LocalStore::new(&cfg.cache_dir);
-    let (done, _) = store.list();
-    let count = done.len();
-    let damaged = done.into_iter().filter_map(|a| store.verify(&a).err().map(|e| (a, e))).collect();
-    (count, damaged)
+/// What `cache verify` found: everything the engine reads from its own cache re-hashed in full
+/// (artifacts against their manifests, downloads against the sha256 that names them, published
+/// wheels against the index state), and every leftover of an interrupted operation.
+#[derive(Default)]
+pub struct VerifyReport {
+    pub artifacts: usize,
+    /// Artifacts whose files no longer match their manifest (an in-place edit of a hard-linked
+    /// prefix file is one: the file is the cache's).
+    pub damaged: Vec<(Artifact, CacheError)>,
+    pub downloads: usize,
+    pub bad_downloads: Vec<DownloadProblem>,
+    pub published: usize,
+    pub index_problems: Vec<IndexProblem>,
+    /// Artifact entries without a completion marker (a store killed after its rename).
+    pub incomplete: Vec<PathBuf>,
+    /// Temp dirs of killed stores and clones (their process is gone).
+    pub leftovers: Vec<PathBuf>,
+    /// Unfinished downloads: resumable, not damage (listed, not failed).
+    pub partial_downloads: Vec<PathBuf>,
 }
 
-/// What `cache_gc` removes besides incomplete entries.
+impl VerifyReport {
+    /// Whether anything needs repair (`cache gc`, a rebuild).
+    pub fn has_problems(&self) -> bool {
+        !(self.damaged.is_empty()
+            && self.bad_downloads.is_empty()
+            && self.index_problems.is_empty()
+            && self.incomplete.is_empty()
+            && self.leftovers.is_empty())
+    }
+}
+
+pub fn cache_verify(cfg: &Config) -> Result<VerifyReport, IndexError> {
+    let store = LocalStore::new(&cfg.cache_dir);
+    let (done, incomplete) = store.list();
+    let artifacts = done.len();
+    let damaged = done.into_iter().filter_map(|a| store.verify(&a).err().map(|e| (a, e))).collect();
+    let (downloads, bad_downloads) = download::verify_cache(cfg);
+    let (published, index_problems) = crate::index::verify(&cfg.index_dir())?;
+    let mut leftovers = store.stale_temps();
+    leftovers.extend(git::stale_temps(cfg));
+    Ok(VerifyReport {
+        artifacts,
+        damaged,
+        downloads,
+        bad_downloads,
+        published,
+        index_problems,
+        incomplete,
+        leftovers,
+        partial_downloads: download::stale_parts(cfg, Duration::ZERO).into_iter().map(|(p, _)| p).collect(),
+    })
+}
+
+/// What `cache_gc` removes besides leftovers (incomplete entries, temp dirs of killed stores and
+/// clones, unfinished downloads older than [`download::STALE_PART_AGE`], temp files in the index).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GcRequest {
-    /// Artifacts whose files no longer match their manifest.
+    /// Artifacts whose files no longer match their manifest, and downloads whose content no
+    /// longer matches their sha256.
     pub damaged: bool,
     /// Artifacts no recipe of any stack last built or used.
     pub unused: bool,
 }
 
-/// Removes incomplete entries and what `req` asks for; returns (entries removed, bytes freed).
-pub fn cache_gc(cfg: &Config, req: GcRequest) -> Result<(usize, u64), CacheError> {
+/// Removes leftovers and what `req` asks for; returns (entries removed, bytes freed).
+pub fn cache_gc(cfg: &Config, req: GcRequest) -> anyhow::Result<(usize, u64)> {
     let store = LocalStore::new(&cfg.cache_dir);
     let (done, partial) = store.list();
     let mut freed = 0;
     let mut removed = 0;
     for p in &partial {
+        // A store holds the key's lock from its rename to its marker: wait for it, then look again.
+        let key = CacheKey(p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+        let _lock = store.lock(&key)?;
+        if store.get(&key).is_some() {
+            continue;
+        }
         freed += tree_size(p);
         store.remove_entry(p)?;
         removed += 1;
+    }
+    let mut stale = store.stale_temps();
+    stale.extend(git::stale_temps(cfg));
+    for p in &stale {
+        freed += tree_size(p);
+        crate::fsutil::remove_dir_all_if_exists(p).with_context(|| format!("cannot remove {}", p.display()))?;
+        removed += 1;
+    }
+    for (part, size) in download::stale_parts(cfg, download::STALE_PART_AGE) {
+        download::remove_part(&part).with_context(|| format!("cannot remove {}", part.display()))?;
+        freed += size;
+        removed += 1;
+    }
+    let (n, bytes) = crate::index::remove_temp_files(&cfg.index_dir())?;
+    removed += n;
+    freed += bytes;
+    if req.damaged {
+        for bad in download::verify_cache(cfg).1 {
+            freed += download::remove_damaged(&bad).with_context(|| format!("cannot remove {}", bad.path.display()))?;
+            removed += 1;
+        }
     }
     let in_use = if req.unused { crate::history::keys_in_use(&cfg.state_dir) } else { Default::default() };
     for a in &done {

@@ -99,7 +99,7 @@ pub fn fetch_with(
     policy: &RetryPolicy,
 ) -> Result<PathBuf, DownloadError> {
     let dest = cache_path(cfg, sha256);
-    if dest.is_file() {
+    if cached_intact(&dest, url, sha256, label, progress)? {
         return Ok(dest);
     }
     if cfg.offline {
@@ -114,7 +114,7 @@ pub fn fetch_with(
     let lock_path = dir.join(format!("{sha256}.lock"));
     let _lock = super::lock_file(&lock_path).map_err(io(&lock_path))?;
     // Another process may have finished it while we waited for the lock.
-    if dest.is_file() {
+    if cached_intact(&dest, url, sha256, label, progress)? {
         return Ok(dest);
     }
     let fetch_url = cfg.rewrite_url(url);
@@ -125,6 +125,115 @@ pub fn fetch_with(
     let d = Downloader { url, fetch_url: &fetch_url, sha256, label, progress, policy, dest: &dest };
     d.run()?;
     Ok(dest)
+}
+
+/// Whether the cached file `dest` is there with the content `sha256` names. The cache is never
+/// trusted unverified: the file is re-hashed every time a recipe's source is fetched from it (a
+/// recipe is built rarely; hashing a tarball is cheap next to building it). An altered file is
+/// removed, with a warning naming both digests, so the caller downloads it again.
+fn cached_intact(
+    dest: &Path,
+    url: &str,
+    sha256: &str,
+    label: &str,
+    progress: &dyn Progress,
+) -> Result<bool, DownloadError> {
+    if !dest.is_file() {
+        return Ok(false);
+    }
+    let io = |source| DownloadError::Io { path: dest.to_path_buf(), source };
+    let (actual, bytes) = crate::digest::sha256_file(dest).map_err(io)?;
+    if actual == sha256 {
+        return Ok(true);
+    }
+    progress.warn(
+        label,
+        &format!(
+            "cached download `{}` of `{url}` was altered on disk (expected sha256 {sha256}, found {actual}, {bytes} bytes): removed; fetching it again",
+            dest.display()
+        ),
+    );
+    std::fs::remove_file(dest).map_err(io)?;
+    Ok(false)
+}
+
+/// One problem `cache verify` found in the download cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DownloadProblem {
+    pub path: PathBuf,
+    pub problem: String,
+}
+
+/// What `cache verify` checks in `downloads/`: every verified file (named by its sha256)
+/// re-hashed. Returns (files checked, problems). `.part` files (with their `.part.validator`)
+/// are resumable downloads, not damage: they are not reported here (see [`stale_parts`]).
+pub fn verify_cache(cfg: &Config) -> (usize, Vec<DownloadProblem>) {
+    let dir = cfg.cache_dir.join("downloads");
+    let mut checked = 0;
+    let mut problems = Vec::new();
+    for path in entries(&dir) {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if !is_sha256(&name) {
+            continue;
+        }
+        checked += 1;
+        match crate::digest::sha256_file(&path) {
+            Ok((actual, _)) if actual == name => {}
+            Ok((actual, bytes)) => problems.push(DownloadProblem {
+                path,
+                problem: format!(
+                    "altered on disk: its name says sha256 {name}, its content has {actual} ({bytes} bytes)"
+                ),
+            }),
+            Err(e) => problems.push(DownloadProblem { path, problem: format!("cannot be read: {e}") }),
+        }
+    }
+    (checked, problems)
+}
+
+/// Removes a damaged cached download (the next build that needs it downloads it again).
+pub fn remove_damaged(p: &DownloadProblem) -> std::io::Result<u64> {
+    let size = std::fs::metadata(&p.path).map(|m| m.len()).unwrap_or(0);
+    crate::fsutil::remove_if_exists(&p.path)?;
+    Ok(size)
+}
+
+/// How old an unfinished download (`<sha256>.part`) must be before `cache gc` drops it: younger
+/// ones are kept so the next run resumes them.
+pub const STALE_PART_AGE: Duration = Duration::from_secs(14 * 24 * 3600);
+
+/// Unfinished downloads older than `age` that no process is downloading now (their lock is
+/// free): `(the .part file, its size)`. `cache gc` removes them with their `.part.validator`.
+pub fn stale_parts(cfg: &Config, age: Duration) -> Vec<(PathBuf, u64)> {
+    let dir = cfg.cache_dir.join("downloads");
+    let mut out = Vec::new();
+    for path in entries(&dir) {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let Some(sha) = name.strip_suffix(".part").filter(|s| is_sha256(s)) else { continue };
+        let Ok(m) = std::fs::metadata(&path) else { continue };
+        let old = m.modified().ok().and_then(|t| t.elapsed().ok()).is_some_and(|e| e >= age);
+        if old && !super::is_locked(&dir.join(format!("{sha}.lock"))) {
+            out.push((path, m.len()));
+        }
+    }
+    out
+}
+
+/// Removes an unfinished download and its validator.
+pub fn remove_part(part: &Path) -> std::io::Result<()> {
+    crate::fsutil::remove_if_exists(part)?;
+    crate::fsutil::remove_if_exists(&part.with_extension("part.validator"))
+}
+
+fn is_sha256(name: &str) -> bool {
+    name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+}
+
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> =
+        std::fs::read_dir(dir).map(|rd| rd.filter_map(Result::ok).map(|e| e.path()).collect()).unwrap_or_default();
+    v.sort();
+    v
 }
 
 struct Downloader<'a> {

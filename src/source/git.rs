@@ -1,6 +1,16 @@
 //! Git sources: one bare mirror per repository URL in the cache (`git/<name>-<hash>.git`),
 //! updated by fetch; work trees cloned from the mirror and checked out at the pinned commit;
 //! submodules, recursively, each from its own mirror at the commit its parent records.
+//!
+//! What is verified, and why that is enough: a mirror is content-addressed. libgit2 checks every
+//! object it reads against its id (strict hash verification, on by default), so a commit id
+//! found in the mirror names exactly one tree, and a checkout of it either writes that tree or
+//! fails; after the checkout HEAD is compared with the pinned commit (`WrongCommit`). The
+//! checked-out work tree is not part of the cache: it lives in the recipe's work dir, carries a
+//! prepared marker (source identity and patch digests, see `source::prepare`), and is where a
+//! user edits on purpose (`rocmforge source`, then `patch diff`), so it is not re-hashed: a
+//! re-hash would wipe those edits. What the cache does hold, the mirrors, is checked by git's
+//! own object ids on every read.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -120,16 +130,36 @@ pub fn ensure_mirror(cfg: &Config, url: &str, progress: &dyn Progress, label: &s
         progress.message(label, &format!("cloning mirror of {url}{}", via(url, &fetch_url)));
         let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
+        // A failed clone removes its temp dir; a killed one leaves it to `cache gc`.
+        let guard = crate::fsutil::TempDirGuard::new(tmp.clone());
         let repo = Repository::init_bare(&tmp).map_err(mirror_err)?;
+        crate::fault::point("clone", label);
         fetch_into(&repo, url, &fetch_url, progress, label)?;
         drop(repo);
         std::fs::rename(&tmp, &path).map_err(|source| GitError::Io { path: path.clone(), source })?;
+        guard.keep();
     } else {
         progress.message(label, &format!("updating mirror of {url}{}", via(url, &fetch_url)));
         let repo = Repository::open_bare(&path).map_err(mirror_err)?;
         fetch_into(&repo, url, &fetch_url, progress, label)?;
     }
     Ok(path)
+}
+
+/// Temp dirs of mirror clones (`git/<name>-<hash>.tmp-<pid>`) whose process is gone: a killed
+/// clone's leftovers, for `cache verify` to report and `cache gc` to remove.
+pub fn stale_temps(cfg: &Config) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(cfg.cache_dir.join("git")) else { return Vec::new() };
+    let mut v: Vec<PathBuf> = rd
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            name.rsplit_once(".tmp-").is_some_and(|(_, pid)| !crate::fsutil::owner_alive(pid))
+        })
+        .collect();
+    v.sort();
+    v
 }
 
 fn fetch_into(

@@ -3,7 +3,9 @@
 //!
 //! Cache layout under `cache_dir`: `git/<name>-<hash>.git` (bare mirrors, one per URL),
 //! `downloads/<sha256>` (verified files; `.part` while downloading). Everything is verified
-//! (commit id, sha256) before anything is built from it.
+//! (commit id, sha256) before anything is built from it, and again whenever it is read from the
+//! cache: a cached download is re-hashed on every fetch (an altered one is fetched again), a
+//! mirror's objects are checked against their ids by libgit2 on every read (see `git`).
 
 pub mod archive;
 pub mod download;
@@ -385,6 +387,19 @@ pub(crate) fn lock_file(path: &Path) -> std::io::Result<File> {
     let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path)?;
     f.lock_exclusive()?;
     Ok(f)
+}
+
+/// Whether another process holds the lock at `path` (a missing lock file is a free lock).
+pub(crate) fn is_locked(path: &Path) -> bool {
+    use fs4::fs_std::FileExt;
+    let Ok(f) = std::fs::OpenOptions::new().write(true).open(path) else { return false };
+    match f.try_lock_exclusive() {
+        Ok(()) => {
+            let _ = FileExt::unlock(&f);
+            false
+        }
+        Err(_) => true,
+    }
 }
 
 /// Creates a cache dir, marked with `CACHEDIR.TAG` so backup tools skip it.

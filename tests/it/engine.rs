@@ -178,7 +178,11 @@ fn cache_list_verify_gc_and_clean() {
     let e = Env::new();
     e.build(&[]).success();
     e.cmd().args(["cache", "list"]).assert().success().stdout(predicate::str::contains("4 artifact(s), 0 incomplete"));
-    e.cmd().args(["cache", "verify"]).assert().success().stdout("ok: 4 artifact(s) verified\n");
+    e.cmd()
+        .args(["cache", "verify"])
+        .assert()
+        .success()
+        .stdout("ok: 4 artifact(s), 0 download(s), 0 published file(s) verified\n");
     // Damage one artifact: verify names it, gc --damaged removes it, the next build rebuilds it.
     let root = e.home.path().join(format!("cache/rocmforge/artifacts-v{}", rocmforge::key::CACHE_FORMAT));
     let tool_file =
@@ -326,4 +330,97 @@ fn a_cmake_recipe_that_installs_nothing_fails_and_stores_nothing() {
     assert!(err.contains("empty: its steps succeeded but installed nothing into"), "{err}");
     let list = String::from_utf8(e.cmd().args(["cache", "list"]).output().unwrap().stdout).unwrap();
     assert!(list.starts_with("0 artifact(s)"), "{list}");
+}
+
+fn output_text(o: &std::process::Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+#[test]
+fn an_artifact_edited_in_place_through_the_prefix_is_caught_rebuilt_and_never_deployed() {
+    let e = Env::new();
+    e.build(&[]).success();
+    let file = e.prefix().join("bin/tool.txt");
+    let good = std::fs::read(&file).unwrap();
+    // With the default hard-link deploy the prefix file is the cache's: writing into it in
+    // place (same size, no rename) edits the artifact.
+    crate::sources::write_in_place(&file, 0, b"TOOL");
+    assert_ne!(std::fs::read(&file).unwrap(), good);
+    e.cmd()
+        .args(["cache", "verify"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("`bin/tool.txt` is missing or changed"))
+        .stderr(predicate::str::contains("1 damaged artifact(s)"));
+
+    // The build checks the artifact's stat fingerprint before using it: removed, rebuilt, and
+    // deployed again, so the prefix holds the good bytes.
+    let out = e.cmd().args(["build", "top", "--prefix"]).arg(e.prefix()).output().unwrap();
+    let text = output_text(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("was altered on disk: `bin/tool.txt` (modified in place after it was stored): removed from the cache; rebuilding it"),
+        "{text}"
+    );
+    assert!(text.contains("built 1 recipe(s): tool;"), "{text}");
+    assert_eq!(e.runs("tool"), 2);
+    assert_eq!(std::fs::read(&file).unwrap(), good, "the altered bytes stayed in the prefix");
+    e.cmd().args(["cache", "verify"]).assert().success();
+    e.build(&[]).success().stdout(predicate::str::starts_with("nothing to build"));
+
+    // A file of the artifact replaced (another inode) is caught the same way.
+    let tmp = e.prefix().join("bin/tool.txt.new");
+    std::fs::write(&tmp, &good).unwrap();
+    let root = e.home.path().join(format!("cache/rocmforge/artifacts-v{}", rocmforge::key::CACHE_FORMAT));
+    let cached = walkdir::WalkDir::new(&root)
+        .into_iter()
+        .filter_map(Result::ok)
+        .find(|f| f.file_name() == "tool.txt")
+        .unwrap()
+        .into_path();
+    std::fs::rename(&tmp, &cached).unwrap();
+    let out = e.cmd().args(["build", "top", "--prefix"]).arg(e.prefix()).output().unwrap();
+    let text = output_text(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("was altered on disk: `bin/tool.txt` (replaced by another file)"), "{text}");
+    assert_eq!(e.runs("tool"), 3);
+}
+
+#[test]
+fn a_store_killed_half_way_leaves_leftovers_that_verify_reports_and_gc_reclaims() {
+    let e = Env::new();
+    let root = e.home.path().join(format!("cache/rocmforge/artifacts-v{}", rocmforge::key::CACHE_FORMAT));
+    let entries = || -> Vec<String> {
+        std::fs::read_dir(&root)
+            .map(|rd| rd.map(|d| d.unwrap().file_name().to_string_lossy().to_string()).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|n| n != ".locks")
+            .collect()
+    };
+    // Killed while filling the temp dir, then killed between the rename and the marker.
+    for (fault, leftover) in
+        [("store-tmp:tool", "was left by a killed store or clone"), ("store:tool", "incomplete artifact entry")]
+    {
+        let out =
+            e.cmd().args(["build", "tool", "--prefix"]).arg(e.prefix()).env("ROCMFORGE_FAULT", fault).output().unwrap();
+        assert!(!out.status.success(), "{fault}: {}", output_text(&out));
+        let left = entries();
+        assert_eq!(left.len(), 1, "{fault}: {left:?}");
+        assert_eq!(left[0].starts_with(".tmp-"), fault == "store-tmp:tool", "{left:?}");
+        e.cmd()
+            .args(["cache", "verify"])
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(leftover))
+            .stderr(predicate::str::contains(&left[0]))
+            .stderr(predicate::str::contains("1 leftover(s) of interrupted work"));
+        e.cmd().args(["cache", "gc"]).assert().success().stdout(predicate::str::contains("removed 1 entry"));
+        assert_eq!(entries(), Vec::<String>::new(), "{fault}");
+        e.cmd().args(["cache", "verify"]).assert().success();
+    }
+    // The next build redoes what the store took and stores it whole.
+    e.cmd().args(["build", "tool", "--prefix"]).arg(e.prefix()).assert().success();
+    e.cmd().args(["cache", "verify"]).assert().success().stdout(predicate::str::contains("ok: 1 artifact(s)"));
+    assert_eq!(std::fs::read_to_string(e.prefix().join("bin/tool.txt")).unwrap(), "tool\n");
 }

@@ -412,3 +412,85 @@ fn a_wheel_the_index_refuses_is_not_stored_deployed_or_published() {
     let published = std::fs::read(e.index().join("simple/rfprebuilt").join(name)).unwrap();
     assert_eq!(published, std::fs::read(&other).unwrap());
 }
+
+#[test]
+fn an_altered_download_artifact_or_published_wheel_is_caught_and_never_reaches_the_prefix_or_the_index() {
+    let (name, bytes) = wheel();
+    let sha = sha256_hex(bytes);
+    let e = Env::new(&sha);
+    let out = e.build();
+    assert!(out.status.success(), "{}", text(&out));
+    let deployed = e.prefix().join("share/rocmforge/wheels").join(name);
+    let published = e.index().join("simple/rfprebuilt").join(name);
+    let download = e.downloads().join(&sha);
+    let intact = |what: &str| {
+        assert!(std::fs::read(&deployed).unwrap() == *bytes, "{what}: altered bytes reached the prefix");
+        assert!(std::fs::read(&published).unwrap() == *bytes, "{what}: altered bytes reached the index");
+    };
+    let verify = || e.cmd().args(["cache", "verify"]).output().unwrap();
+    let v = verify();
+    assert!(v.status.success(), "{}", text(&v));
+    assert!(
+        String::from_utf8_lossy(&v.stdout).contains("ok: 1 artifact(s), 1 download(s), 1 published file(s) verified"),
+        "{}",
+        text(&v)
+    );
+    let altered = |path: &Path| {
+        crate::sources::write_in_place(path, 100, b"altered in place");
+        sha256_hex(&std::fs::read(path).unwrap())
+    };
+
+    // 1. The published wheel in the index: verify names it; the next build (a no-op otherwise)
+    //    puts the published bytes back and says why.
+    let bad = altered(&published);
+    let v = verify();
+    assert_eq!(v.status.code(), Some(1), "{}", text(&v));
+    assert!(text(&v).contains(&format!("altered on disk: published with sha256 {sha}, now {bad}")), "{}", text(&v));
+    let out = e.build();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!(
+            "published wheel `{}` was altered on disk in the index (sha256 {bad}, published as {sha}): replaced",
+            published.display()
+        )),
+        "{}",
+        text(&out)
+    );
+    intact("published wheel");
+
+    // 2. The cached download: verify names it; a rebuild that reads it (the work dir cleaned:
+    //    a prepared tree is not read from the download again) re-hashes it, fetches it again and
+    //    builds from the good bytes.
+    let bad = altered(&download);
+    e.ok(&["clean"]);
+    let v = verify();
+    assert_eq!(v.status.code(), Some(1), "{}", text(&v));
+    assert!(text(&v).contains(&format!("its content has {bad}")), "{}", text(&v));
+    let out =
+        e.cmd().args(["build", "rfprebuilt", "--rebuild", "rfprebuilt", "--prefix"]).arg(e.prefix()).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains(&format!("was altered on disk (expected sha256 {sha}, found {bad}")), "{}", text(&out));
+    assert_eq!(e.wheel_requests(), 2, "the altered download was fetched again");
+    intact("download");
+
+    // 3. The artifact, through the hard-linked prefix: verify names it; the build rebuilds it
+    //    from the (intact) download and deploys it again; the index is untouched.
+    altered(&deployed);
+    let v = verify();
+    assert_eq!(v.status.code(), Some(1), "{}", text(&v));
+    assert!(text(&v).contains(&format!("`share/rocmforge/wheels/{name}` is missing or changed")), "{}", text(&v));
+    let out = e.build();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!(
+            "was altered on disk: `share/rocmforge/wheels/{name}` (modified in place after it was stored)"
+        )),
+        "{}",
+        text(&out)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("built 1 recipe(s): rfprebuilt"), "{}", text(&out));
+    assert_eq!(e.wheel_requests(), 2, "the intact download was reused");
+    intact("artifact");
+    let v = verify();
+    assert!(v.status.success(), "{}", text(&v));
+}

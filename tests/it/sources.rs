@@ -908,3 +908,118 @@ fn download_from_a_file_url_mirror_is_verified_too() {
     let p = download::fetch_with(&cfg, "p", url, &sha(b"tarball bytes"), &Collect::default(), &fast()).unwrap();
     assert_eq!(std::fs::read(p).unwrap(), b"tarball bytes");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Nothing from the cache trusted unverified; no leftovers
+
+/// Writes `bytes` into `path` at `offset`, in place: same inode, no truncation, no rename (what
+/// an editor with in-place saves, or a stray `dd`, does).
+pub(crate) fn write_in_place(path: &Path, offset: u64, bytes: &[u8]) {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.seek(SeekFrom::Start(offset)).unwrap();
+    f.write_all(bytes).unwrap();
+}
+
+#[test]
+fn a_cached_download_altered_in_place_is_reported_by_verify_and_fetched_again() {
+    let home = tempfile::tempdir().unwrap();
+    let cfg = config(home.path(), &[]);
+    let srv = HttpServer::start();
+    let body = payload();
+    srv.add("x.tar.gz", body.clone());
+    let url = srv.url("x.tar.gz");
+    let path = download::fetch_with(&cfg, "x", &url, &sha(&body), &Collect::default(), &fast()).unwrap();
+    assert_eq!(download::verify_cache(&cfg), (1, vec![]));
+
+    write_in_place(&path, 1000, b"altered");
+    let altered = sha(&std::fs::read(&path).unwrap());
+    let (checked, problems) = download::verify_cache(&cfg);
+    assert_eq!(checked, 1);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].path, path);
+    assert!(problems[0].problem.contains(&format!("its content has {altered}")), "{problems:?}");
+
+    // The next fetch re-hashes, says why, removes it and downloads it again.
+    let p = Collect::default();
+    let again = download::fetch_with(&cfg, "x", &url, &sha(&body), &p, &fast()).unwrap();
+    assert_eq!(again, path);
+    assert!(std::fs::read(&again).unwrap() == body, "the altered bytes were used");
+    srv.with(|s| assert_eq!(s.requests.len(), 2, "downloaded again"));
+    let want = format!("was altered on disk (expected sha256 {}, found {altered}", sha(&body));
+    assert!(p.lines().iter().any(|l| l.contains("warning: cached download") && l.contains(&want)), "{:#?}", p.lines());
+    assert_eq!(download::verify_cache(&cfg), (1, vec![]));
+
+    // Unfinished downloads are resumable, not damage: kept until they are old (and unlocked).
+    let part = |name: &str| cfg.cache_dir.join("downloads").join(format!("{}.part", sha(name.as_bytes())));
+    std::fs::write(part("fresh"), b"half").unwrap();
+    std::fs::write(part("old"), b"half").unwrap();
+    std::fs::write(part("old").with_extension("part.validator"), b"\"etag\"").unwrap();
+    let weeks_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(15 * 24 * 3600);
+    std::fs::File::options().write(true).open(part("old")).unwrap().set_modified(weeks_ago).unwrap();
+    let stale = download::stale_parts(&cfg, download::STALE_PART_AGE);
+    assert_eq!(stale, vec![(part("old"), 4)]);
+    download::remove_part(&part("old")).unwrap();
+    assert!(!part("old").exists() && !part("old").with_extension("part.validator").exists());
+    assert!(part("fresh").exists());
+    assert_eq!(download::verify_cache(&cfg).1, vec![], "a .part file is not damage");
+
+    // Offline, an altered file is not used either: removed, and the fetch says it is missing.
+    write_in_place(&path, 0, b"x");
+    let mut offline = cfg.clone();
+    offline.offline = true;
+    let e = download::fetch_with(&offline, "x", &url, &sha(&body), &Collect::default(), &fast()).unwrap_err();
+    assert!(matches!(e, DownloadError::OfflineMissing { .. }), "{e}");
+    assert!(!path.exists());
+}
+
+#[test]
+fn a_failed_clone_leaves_no_temp_dir_and_a_killed_one_is_found_by_verify_and_reclaimed_by_gc() {
+    let g = git_setup();
+    let cfg = g.cfg();
+    let git_dir = cfg.cache_dir.join("git");
+    let temps = || -> Vec<String> {
+        std::fs::read_dir(&git_dir)
+            .map(|rd| rd.map(|e| e.unwrap().file_name().to_string_lossy().to_string()).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|n| n.contains(".tmp-"))
+            .collect()
+    };
+    // A repository the daemon does not have: the clone fails, twice, and leaves nothing.
+    for _ in 0..2 {
+        let e = sgit::ensure_mirror(&cfg, &g.daemon.url("test/missing.git"), &Collect::default(), "m").unwrap_err();
+        assert!(matches!(e, GitError::Fetch { .. }), "{e}");
+    }
+    assert_eq!(temps(), Vec::<String>::new());
+    assert!(sgit::stale_temps(&cfg).is_empty());
+
+    // A clone killed half-way (the process dies after creating its temp dir) leaves one: verify
+    // names it, gc removes it, and verify is happy again.
+    let w = world();
+    let out = w.cmd().args(["fetch", "top"]).env("ROCMFORGE_FAULT", "clone:top").output().unwrap();
+    assert!(!out.status.success(), "the fault point kills the fetch");
+    let git_dir = w.home().join("cache/rocmforge/git");
+    let left: Vec<String> = std::fs::read_dir(&git_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.contains(".tmp-"))
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    let out = w.cmd().args(["cache", "verify"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(&format!("{}` was left by a killed store or clone", left[0])),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = w.cmd().args(["cache", "gc"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("removed 1 entry"), "{}", text(&out.stdout));
+    assert!(!git_dir.join(&left[0]).exists());
+    let out = w.cmd().args(["cache", "verify"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // And the fetch works afterwards.
+    let out = w.cmd().args(["fetch", "top"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
