@@ -156,3 +156,15 @@ fn sigterm_stops_every_process_of_the_step_before_rocmforge_exits() {
     assert_eq!(marked(&b.mark), Vec::<i32>::new());
     assert!(rustix::process::test_kill_process_group(Pid::from_raw(b.group).unwrap()).is_err());
 }
+
+#[test]
+fn a_step_killed_by_a_signal_reads_the_same_through_its_supervisor() {
+    let e = Env::new();
+    e.edit("mid", "exit 7; fi", "kill -TERM $$; fi");
+    std::fs::write(e.out().join("fail-mid"), "").unwrap();
+    let out = e.cmd().args(["build", "top", "--prefix"]).arg(e.prefix()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("error: mid: step `step4` failed (killed by signal 15)"), "{err}");
+    assert!(err.contains("mid: failing as asked"), "{err}");
+}
