@@ -304,6 +304,12 @@ pub fn render_failure(f: &Failure) -> String {
 }
 
 pub fn main() -> ExitCode {
+    // `rocmforge __supervise ...`: this binary as a step's supervisor (hidden; see engine::reap).
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|a| a == crate::engine::reap::SUPERVISE) {
+        return crate::engine::reap::main(args.collect());
+    }
+    crate::engine::step::supervise_steps();
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::from(exit::OK),

@@ -5,7 +5,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{CliResult, Context, Failure};
 use crate::progress::{clock, human_secs, last_line};
-use crate::report::status::{liveness, read, rocmforge_alive, Waiting};
+use crate::report::status::{leftovers, liveness, read, rocmforge_alive, Leftover, Waiting};
 use crate::report::{BuildRecord, BuildState};
 
 #[derive(Debug, clap::Args)]
@@ -21,11 +21,22 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     let (_, rec) = read(&cfg.state_dir, Some(&stack)).map_err(Failure::failed)?;
     let live = liveness(&rec);
     let waiting = Waiting::of(&cfg.state_dir, &stack);
+    let left = leftovers(&cfg.work_dir, &rec);
     if args.json {
         let mut v = serde_json::to_value(&rec).map_err(Failure::failed)?;
         v["liveness"] = live.clone().into();
         v["waiting"] = serde_json::to_value(&waiting).map_err(Failure::failed)?;
         v["alive"] = (rec.state == BuildState::Running && rocmforge_alive(rec.pid)).into();
+        v["left_running"] = left
+            .iter()
+            .map(|l| {
+                serde_json::json!({
+                    "recipe": l.recipe,
+                    "processes": l.procs.iter().map(|p| serde_json::json!({"pid": p.pid, "name": p.name})).collect::<Vec<_>>(),
+                })
+            })
+            .collect::<Vec<_>>()
+            .into();
         println!("{}", serde_json::to_string_pretty(&v).map_err(Failure::failed)?);
         return Ok(());
     }
@@ -40,7 +51,27 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
             w.since
         );
     }
+    print!("{}", render_leftovers(&left));
     Ok(())
+}
+
+/// The processes a dead build left running, with the command that stops them.
+fn render_leftovers(left: &[Leftover]) -> String {
+    let mut s = String::new();
+    for l in left {
+        let pids: Vec<String> = l.procs.iter().map(|p| p.pid.to_string()).collect();
+        let shown: Vec<String> = l.procs.iter().take(12).map(|p| format!("{} {}", p.pid, p.name)).collect();
+        let more = l.procs.len().saturating_sub(shown.len());
+        s.push_str(&format!(
+            "  left running by {}: {} process(es) of its step are still alive, though the build's process is gone: {}{}\n",
+            l.recipe,
+            l.procs.len(),
+            shown.join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() }
+        ));
+        s.push_str(&format!("    stop them: kill -9 {}   (building again stops them first, too)\n", pids.join(" ")));
+    }
+    s
 }
 
 fn ago(rec: &BuildRecord, offset_secs: f64) -> f64 {

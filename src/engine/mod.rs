@@ -9,6 +9,7 @@ mod outputs;
 mod preflight;
 mod recipe_build;
 mod schedule;
+pub mod reap;
 pub mod step;
 pub mod systems;
 

@@ -1,20 +1,44 @@
 //! One build step: written out as a shell script (with its whole environment) that a user can
-//! re-run by hand, run with duct in its own process group, output streamed to a log file.
+//! re-run by hand, run in its own process group (under a supervisor, `reap`, in the rocmforge
+//! binary), output streamed to a log file.
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use rustix::process::{Pid, Signal};
 
+use super::reap;
 use crate::fsutil;
-use crate::layout::WorkDir;
+use crate::layout::{RunningStep, WorkDir};
 
-/// Process groups of running steps, so Ctrl-C / SIGTERM can stop them all.
-static RUNNING: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+/// Running steps, so Ctrl-C / SIGTERM can stop them all.
+static RUNNING: Mutex<Vec<Running>> = Mutex::new(Vec::new());
+
+/// How rocmforge itself stops a step's processes (at once; never reaping: see `reap::Stop`).
+const IN_ROCMFORGE: reap::Stop = reap::Stop { grace: false, reap: false, give_up: std::time::Duration::from_secs(5) };
+
+/// Whether steps run under a supervisor (`reap`): set by the rocmforge binary, which is the
+/// supervisor too; a library user's executable is not.
+static SUPERVISED: AtomicBool = AtomicBool::new(false);
+
+/// Runs every later step under a supervisor, this executable re-run as `rocmforge __supervise`
+/// (see `reap`): the step's processes then die with the build, however it dies.
+pub fn supervise_steps() {
+    SUPERVISED.store(true, Ordering::SeqCst);
+}
+
+/// A running step: its process group and, when supervised, the supervisor's stdin, whose closing
+/// tells it to stop the step.
+struct Running {
+    pgid: i32,
+    supervisor: Option<std::process::ChildStdin>,
+}
 
 /// Calls `handler`, on a thread of its own, each time the process gets SIGINT, SIGTERM or SIGHUP
 /// (Ctrl-C, `kill`, a closed terminal); the handler normally ends the process. Signals that
@@ -30,14 +54,26 @@ pub fn on_termination(mut handler: impl FnMut() + Send + 'static) -> std::io::Re
     Ok(())
 }
 
-/// Stops every running step's process group (called from the signal handler).
+/// Stops every running step (called from the signal handler): a supervised step's supervisor is
+/// told to stop it (SIGTERM, then SIGKILL to all its processes) and awaited for a few seconds;
+/// an unsupervised step's process group gets SIGTERM, then SIGKILL.
 pub fn kill_running_groups() {
-    let groups = RUNNING.lock().map(|g| g.clone()).unwrap_or_default();
-    for pgid in &groups {
-        signal_group(*pgid, Signal::TERM);
+    let running: Vec<Running> = RUNNING.lock().map(|mut g| std::mem::take(&mut *g)).unwrap_or_default();
+    let (supervised, groups): (Vec<Running>, Vec<Running>) = running.into_iter().partition(|r| r.supervisor.is_some());
+    let supervisors: Vec<i32> = supervised.iter().map(|r| r.pgid).collect();
+    drop(supervised);
+    for r in &groups {
+        signal_group(r.pgid, Signal::TERM);
     }
     std::thread::sleep(std::time::Duration::from_millis(300));
-    for pgid in &groups {
+    for r in &groups {
+        signal_group(r.pgid, Signal::KILL);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while supervisors.iter().any(|p| group_alive(*p)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for pgid in &supervisors {
         signal_group(*pgid, Signal::KILL);
     }
 }
@@ -108,8 +144,9 @@ pub fn script_text(recipe: &str, step: &Step) -> String {
     s.push_str(&format!("# rocmforge: recipe {recipe}, step {}\n# Re-run by hand with: bash <this file>\n", step.name));
     s.push_str("set -euo pipefail\n");
     // Start from an empty environment (only what is exported below), keeping a GNU make
-    // jobserver handed down by rocmforge so make-style tools share the build's job budget.
-    s.push_str("if [ -z \"${ROCMFORGE_STEP_CLEAN_ENV:-}\" ]; then exec env -i ROCMFORGE_STEP_CLEAN_ENV=1 ${MAKEFLAGS+\"MAKEFLAGS=$MAKEFLAGS\"} ${CARGO_MAKEFLAGS+\"CARGO_MAKEFLAGS=$CARGO_MAKEFLAGS\"} bash \"$0\" \"$@\"; fi\nunset ROCMFORGE_STEP_CLEAN_ENV\n");
+    // jobserver handed down by rocmforge so make-style tools share the build's job budget, and
+    // the token that marks the step's processes (`reap`).
+    s.push_str("if [ -z \"${ROCMFORGE_STEP_CLEAN_ENV:-}\" ]; then exec env -i ROCMFORGE_STEP_CLEAN_ENV=1 ${MAKEFLAGS+\"MAKEFLAGS=$MAKEFLAGS\"} ${CARGO_MAKEFLAGS+\"CARGO_MAKEFLAGS=$CARGO_MAKEFLAGS\"} ${ROCMFORGE_STEP_TOKEN+\"ROCMFORGE_STEP_TOKEN=$ROCMFORGE_STEP_TOKEN\"} bash \"$0\" \"$@\"; fi\nunset ROCMFORGE_STEP_CLEAN_ENV\n");
     for (k, v) in &step.env {
         s.push_str(&format!("export {k}={}\n", shell_quote(v)));
     }
@@ -145,22 +182,13 @@ fn tail_says_oom(lines: &[String]) -> bool {
     })
 }
 
-/// Kills the process group recorded by a previous, killed run (if it is still alive).
+/// Kills what the step recorded by a previous, killed run left running (its supervisor, if it
+/// is still at it, its process group, the processes with its token and their descendants).
 pub fn reap_orphan(wd: &WorkDir) {
-    let running = wd.running_pid();
-    let Ok(text) = fs::read_to_string(&running) else { return };
-    if let Ok(pgid) = text.trim().parse::<i32>() {
-        if pgid > 1 && group_alive(pgid) {
-            signal_group(pgid, Signal::KILL);
-            for _ in 0..100 {
-                if !group_alive(pgid) {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-        }
+    if let Some(step) = wd.running_step() {
+        reap::stop(&step, None, IN_ROCMFORGE);
     }
-    let _ = fs::remove_file(&running);
+    let _ = fs::remove_file(wd.running_pid());
 }
 
 /// Runs a step to completion. Output goes to `<logs>/<step>.log` (truncated first).
@@ -185,52 +213,64 @@ pub fn run(
 
     reap_orphan(wd);
     let oom_before = super::budget::oom_kills();
-    let jobserver = jobserver.cloned();
-    let handle = duct::cmd("bash", [&script])
-        .full_env(&step.env)
-        .dir(&step.cwd)
-        .stdin_null()
-        .stderr_to_stdout()
-        .stdout_file(log_file)
-        .unchecked()
-        .before_spawn(move |c| {
-            c.process_group(0);
-            if let Some(js) = &jobserver {
-                js.configure_make(c);
-            }
-            Ok(())
-        })
-        .start()
-        .map_err(io("start", &script))?;
-    let pgid = handle.pids().first().copied().unwrap_or(0) as i32;
-    if pgid > 0 {
-        let _ = fsutil::write_atomic(&wd.running_pid(), pgid.to_string().as_bytes());
-        if let Ok(mut g) = RUNNING.lock() {
-            g.push(pgid);
-        }
+    // Every process of the step carries this in its environment (the script passes it through
+    // its clean environment), so it can be found after it left the process group.
+    let token = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+    );
+    let supervised = SUPERVISED.load(Ordering::SeqCst);
+    let mut cmd = if supervised {
+        reap::supervised("bash", &[script.as_os_str()])
+    } else {
+        let mut c = std::process::Command::new("bash");
+        c.arg(&script);
+        c
+    };
+    let log_err = log_file.try_clone().map_err(io("open log", &log))?;
+    cmd.env_clear()
+        .envs(&step.env)
+        .env(RunningStep::TOKEN_VAR, &token)
+        .current_dir(&step.cwd)
+        .stdin(if supervised { Stdio::piped() } else { Stdio::null() })
+        .stdout(log_file)
+        .stderr(log_err)
+        .process_group(0);
+    if let Some(js) = jobserver {
+        js.configure_make(&mut cmd);
     }
-    let result = handle.wait();
+    let mut child = cmd.spawn().map_err(io("start", &script))?;
+    drop(cmd);
+    let pgid = child.id() as i32;
+    let record = RunningStep { pgid, token: Some(token) };
+    let _ = fsutil::write_atomic(&wd.running_pid(), record.text().as_bytes());
     if let Ok(mut g) = RUNNING.lock() {
-        g.retain(|p| *p != pgid);
+        g.push(Running { pgid, supervisor: child.stdin.take() });
     }
-    let output = result.map_err(io("wait for", &script))?;
-    // The step's own children may linger (a daemonised compiler server): stop the group.
-    if pgid > 0 && group_alive(pgid) {
-        signal_group(pgid, Signal::KILL);
+    let result = child.wait();
+    if let Ok(mut g) = RUNNING.lock() {
+        g.retain(|r| r.pgid != pgid);
+    }
+    let exit = result.map_err(io("wait for", &script))?;
+    // The step's own children may linger (a daemonised compiler server): stop them (the
+    // supervisor did already, and exits only when they are gone).
+    if !supervised {
+        reap::stop(&record, None, IN_ROCMFORGE);
     }
     let _ = fs::remove_file(wd.running_pid());
-    if output.status.success() {
+    if exit.success() {
         return Ok(());
     }
     use std::os::unix::process::ExitStatusExt;
-    let status = match (output.status.code(), output.status.signal()) {
+    let status = match (exit.code(), exit.signal()) {
         (Some(c), _) => format!("exit status {c}"),
         (None, Some(s)) => format!("killed by signal {s}"),
         _ => "failed".to_string(),
     };
     let tail_lines = tail(&log, 40);
-    let looks_oom = output.status.code() == Some(137)
-        || output.status.signal() == Some(9)
+    let looks_oom = exit.code() == Some(137)
+        || exit.signal() == Some(9)
         || tail_says_oom(&tail_lines)
         || super::budget::oom_kills().zip(oom_before).is_some_and(|(after, before)| after > before);
     Err(StepError::Failed(Box::new(StepFailure {

@@ -3,6 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{status_path, BuildRecord, BuildState};
+use crate::engine::reap::{self, Proc};
+use crate::layout::WorkDir;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StatusError {
@@ -116,4 +118,29 @@ impl Drop for WaitingGuard {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
+}
+
+/// Processes a step of the build left running: a recipe and what is alive of its step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leftover {
+    pub recipe: String,
+    pub procs: Vec<Proc>,
+}
+
+/// For a build whose rocmforge is gone: the processes its steps left running (a step records
+/// itself in `running.pid` of its work dir under `work_dir`; normally its supervisor stops them
+/// all when rocmforge dies, unless it was killed too, e.g. by `pkill -9 rocmforge`). Empty for a
+/// live build.
+pub fn leftovers(work_dir: &Path, rec: &BuildRecord) -> Vec<Leftover> {
+    if rec.state == BuildState::Running && rocmforge_alive(rec.pid) {
+        return Vec::new();
+    }
+    rec.recipes
+        .iter()
+        .filter_map(|r| {
+            let step = WorkDir::new(work_dir, &rec.stack, &r.name).running_step()?;
+            let procs = reap::leftovers(&step);
+            (!procs.is_empty()).then(|| Leftover { recipe: r.name.clone(), procs })
+        })
+        .collect()
 }

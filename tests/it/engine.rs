@@ -144,7 +144,7 @@ fn group_alive(pgid: i32) -> bool {
 }
 
 #[test]
-fn sigkill_mid_step_then_resume_kills_the_orphan_and_matches_a_clean_build() {
+fn sigkill_mid_step_stops_the_step_and_resume_matches_a_clean_build() {
     let e = Env::new();
     std::fs::write(e.out().join("slow-mid"), "").unwrap();
     let mut child = e.process();
@@ -152,13 +152,13 @@ fn sigkill_mid_step_then_resume_kills_the_orphan_and_matches_a_clean_build() {
     let mut child = child.spawn().unwrap();
     let running = e.home.path().join("cache/rocmforge/work/scripts/mid/running.pid");
     wait_for("mid's slow step", Duration::from_secs(20), || running.exists() && e.runs("mid") == 1);
-    let pgid: i32 = std::fs::read_to_string(&running).unwrap().trim().parse().unwrap();
+    let pgid: i32 = std::fs::read_to_string(&running).unwrap().lines().next().unwrap().parse().unwrap();
     let _ = rustix::process::kill_process(Pid::from_child(&child), Signal::KILL);
     child.wait().unwrap();
-    assert!(group_alive(pgid), "the step's group outlives a SIGKILLed rocmforge (an orphan)");
+    // The step's supervisor notices and stops the step (the reap tests look closer).
+    wait_for("the step's group to die with rocmforge", Duration::from_secs(10), || !group_alive(pgid));
     std::fs::remove_file(e.out().join("slow-mid")).unwrap();
     e.build(&[]).success().stdout(predicate::str::contains("from the cache"));
-    assert!(!group_alive(pgid), "the resumed run must stop the orphan first");
     assert_eq!(e.runs("base"), 1, "a finished recipe was rebuilt");
 
     // The same build without interruption gives the same prefix.

@@ -11,6 +11,7 @@ mod keys;
 mod layering;
 mod lock;
 mod prebuilt;
+mod reap;
 mod realstack;
 mod report;
 mod schedule;

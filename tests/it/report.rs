@@ -49,7 +49,7 @@ impl Running {
         self.child.id() as i32
     }
     fn step_group(&self) -> Option<i32> {
-        std::fs::read_to_string(&self.running_pid).ok()?.trim().parse().ok()
+        std::fs::read_to_string(&self.running_pid).ok()?.lines().next()?.parse().ok()
     }
     fn signal(&mut self, sig: Signal) -> std::process::ExitStatus {
         let _ = rustix::process::kill_process(Pid::from_child(&self.child), sig);

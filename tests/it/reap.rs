@@ -1,0 +1,170 @@
+//! Nothing left running: a step's whole process tree dies with a SIGKILLed rocmforge, and
+//! `status` names what a dead build left running when its step's supervisor died with it.
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal};
+
+use crate::support::ScriptsStack as Env;
+
+/// mid's slow step, made compile-like: a three-level tree (bash -> bash -> bash -> sleep), a
+/// child that ignores SIGTERM, one that started its own session, and the step's own sleep.
+/// Every process but the step's shell carries `RF_REAP_MARK=<mark>` in its environment.
+const STEP: &str = r#"if [ -e {prefix}/../slow-mid ]; then export RF_REAP_MARK=@MARK@; bash -c 'bash -c \"sleep 301; true\"; true' & bash -c 'trap \"\" TERM; sleep 302; true' & setsid sleep 303 & echo 'mid: sleeping as asked'; sleep 304; fi"#;
+
+/// The marked processes alive now (zombies are dead, only not yet reaped).
+fn marked(mark: &str) -> Vec<i32> {
+    let want = format!("RF_REAP_MARK={mark}");
+    let mut pids: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next()).unwrap_or("Z");
+            state != "Z" && env.split(|b| *b == 0).any(|kv| kv == want.as_bytes())
+        })
+        .collect();
+    pids.sort();
+    pids
+}
+
+fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A build running mid's compile-like step; whatever is left of it is killed when dropped.
+struct Build {
+    child: Child,
+    mark: String,
+    group: i32,
+}
+
+impl Build {
+    fn start(e: &Env) -> Build {
+        let mark = format!("reap-{}-{}", std::process::id(), e.home.path().file_name().unwrap().to_string_lossy());
+        e.edit("mid", "if [ -e {prefix}/../slow-mid ]; then sleep 30; fi", &STEP.replace("@MARK@", &mark));
+        std::fs::write(e.out().join("slow-mid"), "").unwrap();
+        let mut c = e.process();
+        c.args(["build", "top", "--prefix"]).arg(e.prefix()).stdout(Stdio::null()).stderr(Stdio::null());
+        let mut b = Build { child: c.spawn().unwrap(), mark, group: 0 };
+        let log = e.work("mid").join("logs/step5.log");
+        // Three in the tree, two ignoring SIGTERM, one in its own session, the step's sleep.
+        wait_for("mid's step and all its processes", Duration::from_secs(30), || {
+            std::fs::read_to_string(&log).is_ok_and(|t| t.contains("sleeping as asked")) && marked(&b.mark).len() >= 7
+        });
+        let running = std::fs::read_to_string(e.work("mid").join("running.pid")).unwrap();
+        b.group = running.lines().next().unwrap().parse().unwrap();
+        b
+    }
+    fn kill(&mut self, sig: Signal) {
+        let _ = rustix::process::kill_process(Pid::from_child(&self.child), sig);
+    }
+}
+
+impl Drop for Build {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        for pid in marked(&self.mark).into_iter().chain([self.group]).filter(|p| *p > 1) {
+            let _ = rustix::process::kill_process(Pid::from_raw(pid).unwrap(), Signal::KILL);
+        }
+    }
+}
+
+#[test]
+fn sigkill_of_rocmforge_leaves_no_process_of_the_step_alive() {
+    let e = Env::new();
+    let mut b = Build::start(&e);
+    let before = marked(&b.mark);
+    let setsid = before.iter().filter(|p| rustix::process::getsid(Pid::from_raw(**p)).ok() == Pid::from_raw(**p));
+    assert_eq!(setsid.count(), 1, "one step process leads its own session");
+    b.kill(Signal::KILL);
+    b.child.wait().unwrap();
+    let start = Instant::now();
+    wait_for("every process of the step to die with rocmforge", Duration::from_secs(10), || marked(&b.mark).is_empty());
+    assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+    wait_for("the step's supervisor (its group) to end", Duration::from_secs(5), || {
+        rustix::process::test_kill_process_group(Pid::from_raw(b.group).unwrap()).is_err()
+    });
+    // Nothing is left, and status does not claim otherwise.
+    let status = e.cmd().arg("status").output().unwrap();
+    let status = String::from_utf8(status.stdout).unwrap();
+    assert!(status.contains("interrupted (rocmforge pid"), "{status}");
+    assert!(!status.contains("left running"), "{status}");
+    // The same command goes on and finishes.
+    std::fs::remove_file(e.out().join("slow-mid")).unwrap();
+    e.cmd().args(["build", "top", "--prefix"]).arg(e.prefix()).assert().success();
+}
+
+#[test]
+fn status_names_what_a_dead_build_left_running_and_building_again_stops_it() {
+    let e = Env::new();
+    let mut b = Build::start(&e);
+    let before = marked(&b.mark);
+    // `pkill -9 rocmforge` kills the step's supervisor too (it runs the rocmforge binary): the
+    // step's processes are then on their own. (rocmforge is frozen first, so it cannot see its
+    // step fail and go on; a frozen supervisor would take its step down with it: its process
+    // group, orphaned with a stopped member, gets SIGHUP.)
+    let supervisor = Pid::from_raw(b.group).unwrap();
+    b.kill(Signal::STOP);
+    rustix::process::kill_process(supervisor, Signal::KILL).unwrap();
+    b.kill(Signal::KILL);
+    b.child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(marked(&b.mark), before, "the step's processes run on");
+
+    let out = e.cmd().arg("status").output().unwrap();
+    let status = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{status}");
+    let line = status.lines().find(|l| l.starts_with("  left running by mid: ")).unwrap_or_else(|| panic!("{status}"));
+    assert!(line.contains("though the build's process is gone"), "{status}");
+    let stop = status.lines().find_map(|l| l.strip_prefix("    stop them: kill -9 ")).unwrap();
+    let named: Vec<i32> = stop.split("   ").next().unwrap().split(' ').map(|p| p.parse().unwrap()).collect();
+    for pid in &before {
+        assert!(named.contains(pid), "{pid} not named in:\n{status}");
+    }
+    let v: serde_json::Value =
+        serde_json::from_slice(&e.cmd().args(["status", "--json"]).output().unwrap().stdout).unwrap();
+    let left = &v["left_running"][0];
+    assert_eq!(left["recipe"], "mid");
+    let json_pids: Vec<i64> =
+        left["processes"].as_array().unwrap().iter().map(|p| p["pid"].as_i64().unwrap()).collect();
+    assert_eq!(json_pids.len(), named.len(), "{v}");
+
+    // Building again stops them before it touches mid's work dir, then finishes.
+    std::fs::remove_file(e.out().join("slow-mid")).unwrap();
+    e.cmd().args(["build", "top", "--prefix"]).arg(e.prefix()).assert().success();
+    assert_eq!(marked(&b.mark), Vec::<i32>::new());
+    let status = String::from_utf8(e.cmd().arg("status").output().unwrap().stdout).unwrap();
+    assert!(!status.contains("left running"), "{status}");
+}
+
+#[test]
+fn sigterm_stops_every_process_of_the_step_before_rocmforge_exits() {
+    let e = Env::new();
+    let mut b = Build::start(&e);
+    b.kill(Signal::TERM);
+    assert_eq!(b.child.wait().unwrap().code(), Some(130));
+    // The supervisor was told to stop the step and awaited: nothing is left, not even for a
+    // moment after rocmforge's exit.
+    assert_eq!(marked(&b.mark), Vec::<i32>::new());
+    assert!(rustix::process::test_kill_process_group(Pid::from_raw(b.group).unwrap()).is_err());
+}
+
+#[test]
+fn a_step_killed_by_a_signal_reads_the_same_through_its_supervisor() {
+    let e = Env::new();
+    e.edit("mid", "exit 7; fi", "kill -TERM $$; fi");
+    std::fs::write(e.out().join("fail-mid"), "").unwrap();
+    let out = e.cmd().args(["build", "top", "--prefix"]).arg(e.prefix()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("error: mid: step `step4` failed (killed by signal 15)"), "{err}");
+    assert!(err.contains("mid: failing as asked"), "{err}");
+}
