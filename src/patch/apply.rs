@@ -47,6 +47,52 @@ fn show(l: &[u8]) -> String {
     }
 }
 
+/// How far before and after the first differing column an excerpt of a long line reaches.
+const EXCERPT_BEFORE: usize = 30;
+const EXCERPT_AFTER: usize = 40;
+
+/// `chars[from..to]`, with `...` where the line goes on.
+fn excerpt(chars: &[char], from: usize, to: usize) -> String {
+    let to = to.min(chars.len());
+    let from = from.min(to);
+    let mut s = String::new();
+    if from > 0 {
+        s.push_str("...");
+    }
+    s.extend(&chars[from..to]);
+    if to < chars.len() {
+        s.push_str("...");
+    }
+    s
+}
+
+/// The message for file line `line_no` being `got` where the patch expects `want`: both lines
+/// whole when they are short, else an excerpt of each around the first column where they differ
+/// (cutting both at the same length would show two identical strings).
+fn differing_line(line_no: usize, got: &[u8], want: &[u8]) -> String {
+    let got: Vec<char> = String::from_utf8_lossy(trim_eol(got)).chars().collect();
+    let want: Vec<char> = String::from_utf8_lossy(trim_eol(want)).chars().collect();
+    if got.len() <= 80 && want.len() <= 80 {
+        let (g, w): (String, String) = (got.iter().collect(), want.iter().collect());
+        return format!("line {line_no} is `{g}`, the patch expects `{w}`");
+    }
+    let col = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
+    let (from, to) = (col.saturating_sub(EXCERPT_BEFORE), col + EXCERPT_AFTER);
+    let how = if col == got.len() {
+        format!("the file's line ends there ({} characters)", got.len())
+    } else if col == want.len() {
+        format!("the patch's line ends there ({} characters)", want.len())
+    } else {
+        "they differ".to_string()
+    };
+    format!(
+        "line {line_no} differs from the patch at column {}: {how}\n    file:  `{}`\n    patch: `{}`",
+        col + 1,
+        excerpt(&got, from, to),
+        excerpt(&want, from, to)
+    )
+}
+
 /// Why a hunk does not match at its expected place: the first differing line.
 fn mismatch_reason(lines: &[&[u8]], old: &[&[u8]], at: usize) -> String {
     for (k, want) in old.iter().enumerate() {
@@ -63,7 +109,7 @@ fn mismatch_reason(lines: &[&[u8]], old: &[&[u8]], at: usize) -> String {
                 if trim_eol(got) == trim_eol(want) {
                     return format!("line {} differs in its line ending or final newline", at + k + 1);
                 }
-                return format!("line {} is `{}`, the patch expects `{}`", at + k + 1, show(got), show(want));
+                return differing_line(at + k + 1, got, want);
             }
             _ => {}
         }
@@ -334,6 +380,25 @@ mod tests {
             e.to_string().starts_with("`m.patch` line 5: malformed patch: hunk `@@ -1,3 +1,3 @@` ends early"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn long_line_mismatch_shows_where_the_lines_differ() {
+        let long = |tail: &str| format!("{}{tail} = 1;\n", "static const char *kernel_names[] = ".repeat(4));
+        let patch = format!("--- a/f\n+++ b/f\n@@ -1 +1 @@\n-{}+x\n", long("gfx1010"));
+        let base = Mem([("f".to_string(), long("gfx1030").into_bytes())].into());
+        let e = check_series_with(&base, &[p("1.patch", &patch)]).unwrap_err().to_string();
+        // "static const char *kernel_names[] = " is 36 characters, four times: 144; then `gfx10`.
+        assert!(e.contains("line 1 differs from the patch at column 150: they differ"), "{e}");
+        assert!(e.contains("file:  `...t char *kernel_names[] = gfx1030 = 1;`"), "{e}");
+        assert!(e.contains("patch: `...t char *kernel_names[] = gfx1010 = 1;`"), "{e}");
+        // One line a prefix of the other, and a difference past a long common tail.
+        let short = format!("--- a/f\n+++ b/f\n@@ -1 +1 @@\n-{}+x\n", "a".repeat(100) + "\n");
+        let base = Mem([("f".to_string(), ("a".repeat(120) + "\n").into_bytes())].into());
+        let e = check_series_with(&base, &[p("2.patch", &short)]).unwrap_err().to_string();
+        assert!(e.contains("at column 101: the patch's line ends there (100 characters)"), "{e}");
+        assert!(e.contains(&format!("file:  `...{}`", "a".repeat(50))), "{e}");
+        assert!(e.contains(&format!("patch: `...{}`", "a".repeat(30))), "{e}");
     }
 
     #[test]
