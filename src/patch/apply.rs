@@ -8,14 +8,14 @@ use super::parse::{parse, split_lines, trim_eol, FilePatch, Hunk};
 use super::{DirReader, PatchError, TreeRead};
 
 /// Files of the tree as the series changes them: reads fall through to the tree.
-struct Overlay<'a> {
+pub(super) struct Overlay<'a> {
     base: &'a dyn TreeRead,
     files: BTreeMap<String, Option<Vec<u8>>>,
     modes: BTreeMap<String, u32>,
 }
 
 impl Overlay<'_> {
-    fn get(&self, path: &str) -> Result<Option<Vec<u8>>, PatchError> {
+    pub(super) fn get(&self, path: &str) -> Result<Option<Vec<u8>>, PatchError> {
         match self.files.get(path) {
             Some(v) => Ok(v.clone()),
             None => self.base.read(path).map_err(|source| PatchError::Read { path: path.into(), source }),
@@ -26,8 +26,10 @@ impl Overlay<'_> {
 /// Where a hunk's old lines are in `lines`, searching outward from `want`, not before `from`.
 fn find_block(lines: &[&[u8]], block: &[&[u8]], want: usize, from: usize) -> Option<usize> {
     let fits = |i: usize| i >= from && i + block.len() <= lines.len() && lines[i..i + block.len()] == *block;
-    let max = lines.len().max(want) + 1;
-    for d in 0..=max {
+    // Nothing fits past the end, so the nearest place to a `want` beyond it is the nearest to the
+    // end (a hunk claiming line 10^12 used to make this loop run 10^12 times).
+    let want = want.min(lines.len());
+    for d in 0..=lines.len() {
         if want >= d && fits(want - d) {
             return Some(want - d);
         }
@@ -137,11 +139,13 @@ fn apply_hunks(content: &[u8], hunks: &[Hunk], reverse: bool) -> Result<Vec<u8>,
         };
         // With no old lines, `start` is the line after which the new ones go.
         let expected = if len == 0 { start } else { start.saturating_sub(1) };
-        let want = (expected as isize + offset).max(pos as isize) as usize;
+        // Saturating: a header may claim any line number (`@@ -18446744073709551615 ...`).
+        let expected_i = isize::try_from(expected).unwrap_or(isize::MAX);
+        let want = expected_i.saturating_add(offset).max(pos as isize) as usize;
         let Some(at) = find_block(&lines, &old, want, pos) else {
             return Err(FileFailure::Hunk {
                 index: index + 1,
-                line: expected + 1,
+                line: expected.saturating_add(1),
                 patch_line: h.patch_line,
                 reason: mismatch_reason(&lines, &old, want.min(lines.len())),
             });
@@ -153,7 +157,7 @@ fn apply_hunks(content: &[u8], hunks: &[Hunk], reverse: bool) -> Result<Vec<u8>,
             out.extend_from_slice(l);
         }
         pos = at + old.len();
-        offset = at as isize - expected as isize;
+        offset = at as isize - expected_i;
     }
     for l in &lines[pos..] {
         out.extend_from_slice(l);
@@ -222,7 +226,10 @@ fn looks_applied(ov: &Overlay<'_>, files: &[FilePatch]) -> bool {
 }
 
 /// Applies the series to an overlay over `base`; the overlay holds the result.
-fn apply_in_memory<'a>(base: &'a dyn TreeRead, patches: &[(String, Vec<u8>)]) -> Result<Overlay<'a>, PatchError> {
+pub(super) fn apply_in_memory<'a>(
+    base: &'a dyn TreeRead,
+    patches: &[(String, Vec<u8>)],
+) -> Result<Overlay<'a>, PatchError> {
     let mut ov = Overlay { base, files: BTreeMap::new(), modes: BTreeMap::new() };
     for (name, bytes) in patches {
         let files = parse(name, bytes)?;

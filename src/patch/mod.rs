@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 mod apply;
 mod diff;
 mod parse;
+#[cfg(test)]
+mod props;
 
 pub use apply::{apply_series, check_series, check_series_with};
 pub use diff::{diff_trees, TreeDiff};
