@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::binary::{self, blob_id, BinaryPatch};
 use super::parse::{parse, split_lines, trim_eol, FilePatch, Hunk};
 use super::{DirReader, PatchError, TreeRead};
 
@@ -122,6 +123,7 @@ fn mismatch_reason(lines: &[&[u8]], old: &[&[u8]], at: usize) -> String {
 enum FileFailure {
     Missing,
     Exists,
+    Binary(String),
     Hunk { index: usize, line: usize, patch_line: usize, reason: String },
 }
 
@@ -175,6 +177,32 @@ fn new_file_content(fp: &FilePatch, reverse: bool) -> Vec<u8> {
     out
 }
 
+/// The file a binary change makes from `old` (`None`: the file is created), checking the blob ids
+/// of the `index` line before and after, as git does.
+fn binary_content(fp: &FilePatch, bin: &BinaryPatch, old: Option<&[u8]>) -> Result<Vec<u8>, FileFailure> {
+    let Some((old_id, new_id)) = fp.index.as_ref().filter(|(a, b)| a.len() == 40 && b.len() == 40) else {
+        return Err(FileFailure::Binary(
+            "the patch has no full `index OLD..NEW` line to check it with (`git diff --binary` writes one)".into(),
+        ));
+    };
+    if let Some(old) = old {
+        let id = blob_id(old);
+        if id != *old_id {
+            return Err(FileFailure::Binary(format!(
+                "the file is not the one the patch was made from (blob {id}, the patch's `index` line says {old_id})"
+            )));
+        }
+    }
+    let result = binary::apply_hunk(old.unwrap_or_default(), &bin.forward).map_err(FileFailure::Binary)?;
+    if fp.new.is_some() {
+        let id = blob_id(&result);
+        if id != *new_id {
+            return Err(FileFailure::Binary(format!("it makes blob {id}, the patch's `index` line says {new_id}")));
+        }
+    }
+    Ok(result)
+}
+
 /// Applies one file's change to the overlay.
 fn apply_file(ov: &mut Overlay<'_>, fp: &FilePatch) -> Result<(), (String, FileFailure)> {
     let path = fp.path().to_string();
@@ -184,14 +212,22 @@ fn apply_file(ov: &mut Overlay<'_>, fp: &FilePatch) -> Result<(), (String, FileF
             if read(ov, new)?.is_some() {
                 return Err((path, FileFailure::Exists));
             }
-            ov.files.insert(new.clone(), Some(new_file_content(fp, false)));
+            let content = match &fp.binary {
+                Some(bin) => binary_content(fp, bin, None).map_err(|f| (new.clone(), f))?,
+                None => new_file_content(fp, false),
+            };
+            ov.files.insert(new.clone(), Some(content));
             if let Some(m) = fp.new_mode {
                 ov.modes.insert(new.clone(), m);
             }
         }
         (Some(old), new) => {
             let Some(content) = read(ov, old)? else { return Err((old.clone(), FileFailure::Missing)) };
-            let result = apply_hunks(&content, &fp.hunks, false).map_err(|f| (old.clone(), f))?;
+            let result = match &fp.binary {
+                Some(bin) => binary_content(fp, bin, Some(&content)),
+                None => apply_hunks(&content, &fp.hunks, false),
+            }
+            .map_err(|f| (old.clone(), f))?;
             match new {
                 None => {
                     ov.files.insert(old.clone(), None);
@@ -218,6 +254,9 @@ fn apply_file(ov: &mut Overlay<'_>, fp: &FilePatch) -> Result<(), (String, FileF
 /// Whether every change of the patch is already in the tree (it reverse-applies cleanly).
 fn looks_applied(ov: &Overlay<'_>, files: &[FilePatch]) -> bool {
     files.iter().all(|fp| match (&fp.old, &fp.new) {
+        (_, Some(new)) if fp.binary.is_some() => {
+            ov.get(new).ok().flatten().is_some_and(|c| fp.index.as_ref().is_some_and(|(_, id)| blob_id(&c) == *id))
+        }
         (None, Some(new)) => ov.get(new).ok().flatten().is_some_and(|c| c == new_file_content(fp, false)),
         (Some(old), None) => ov.get(old).ok().flatten().is_none(),
         (Some(_), Some(new)) => ov.get(new).ok().flatten().is_some_and(|c| apply_hunks(&c, &fp.hunks, true).is_ok()),
@@ -244,6 +283,7 @@ pub(super) fn apply_in_memory<'a>(
                 return Err(match failure {
                     FileFailure::Missing => PatchError::FileMissing { patch, file, already_applied },
                     FileFailure::Exists => PatchError::FileExists { patch, file, already_applied },
+                    FileFailure::Binary(reason) => PatchError::BinaryFailed { patch, file, reason, already_applied },
                     FileFailure::Hunk { index, line, patch_line, reason } => {
                         PatchError::HunkFailed { patch, file, hunk: index, line, patch_line, reason, already_applied }
                     }
