@@ -341,3 +341,70 @@ mod tests {
         }
     }
 }
+
+/// Property tests: deltas and binary hunks from any bytes never panic; literal hunks encoded as
+/// git encodes them (zlib, base85 lines of up to 52 bytes) decode to the same bytes.
+#[cfg(test)]
+mod props {
+    use proptest::prelude::*;
+
+    use super::{apply_delta, parse_binary, BinaryHunk, ALPHABET};
+
+    /// `data` as git writes a `literal` hunk.
+    fn encode_literal(data: &[u8]) -> String {
+        use std::io::Write;
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(data).unwrap();
+        let deflated = z.finish().unwrap();
+        let mut out = format!("literal {}\n", data.len());
+        for chunk in deflated.chunks(52) {
+            out.push(if chunk.len() <= 26 {
+                (b'A' + chunk.len() as u8 - 1) as char
+            } else {
+                (b'a' + chunk.len() as u8 - 27) as char
+            });
+            for group in chunk.chunks(4) {
+                let mut word = [0u8; 4];
+                word[..group.len()].copy_from_slice(group);
+                let mut v = u32::from_be_bytes(word);
+                let mut digits = [0u8; 5];
+                for d in digits.iter_mut().rev() {
+                    *d = ALPHABET[(v % 85) as usize];
+                    v /= 85;
+                }
+                out.push_str(std::str::from_utf8(&digits).unwrap());
+            }
+            out.push('\n');
+        }
+        out.push('\n');
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn literal_round_trip(data in proptest::collection::vec(any::<u8>(), 0..2000)) {
+            let text = encode_literal(&data);
+            let lines: Vec<&[u8]> = text.as_bytes().split_inclusive(|b| *b == b'\n').collect();
+            let mut i = 0;
+            let bin = parse_binary(&lines, &mut i).unwrap();
+            prop_assert_eq!(bin.forward, BinaryHunk::Literal(data));
+            prop_assert_eq!(i, lines.len());
+        }
+
+        #[test]
+        fn any_delta(base in proptest::collection::vec(any::<u8>(), 0..64), delta in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = apply_delta(&base, &delta);
+        }
+
+        #[test]
+        fn any_binary_hunk(name in "[a-z]{1,8}\\.patch", header in "(literal|delta) [0-9]{1,3}", body in proptest::collection::vec("[A-Za-z][0-9A-Za-z!#$%&()*+;<=>?@^_`{|}~-]{0,20}|", 0..4)) {
+            let patch = format!(
+                "diff --git a/x b/x\nindex 0000000000000000000000000000000000000000..e69de29bb2d1d6434b8b29ae775ad8c2e48c5391\nGIT binary patch\n{header}\n{}\n",
+                body.join("\n")
+            );
+            if let Err(e) = crate::patch::parse(&name, patch.as_bytes()) {
+                prop_assert!(e.to_string().contains(&format!("`{name}`")), "{}", e);
+            }
+        }
+    }
+}
