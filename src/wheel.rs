@@ -492,3 +492,79 @@ mod tests {
         assert_eq!(v, ["0.1", "1.9.0", "1.9.0+rocm6.2.4", "1.10.0"]);
     }
 }
+
+/// Property tests (`PROPTEST_CASES` sets how many cases; `ci/proptest-long.sh` runs many).
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Wheel filenames from a grammar of their parts, sometimes with odd characters mixed in.
+    fn wheel_filename() -> impl Strategy<Value = String> {
+        let dist = "[A-Za-z0-9]([A-Za-z0-9._-]{0,6}[A-Za-z0-9])?";
+        let version = "v?[0-9]{1,3}(\\.[0-9]{1,3}){0,3}((a|b|rc|c|pre|alpha|beta)[0-9]{0,2})?([.-]post[0-9]{0,2})?(\\.dev[0-9]{0,2})?(\\+[A-Za-z0-9]([A-Za-z0-9._-]{0,6}[A-Za-z0-9])?)?";
+        let build = proptest::option::of("[0-9][A-Za-z0-9_.]{0,3}");
+        let tags = "[a-z0-9_]{1,6}(\\.[a-z0-9_]{1,6}){0,2}";
+        let odd = proptest::option::of((any::<prop::sample::Index>(), "[-._+!/ \\\\\u{0}é❤@]{1,3}"));
+        (dist, version, build, tags, tags, tags, any::<bool>(), odd).prop_map(|(d, v, b, py, abi, plat, whl, odd)| {
+            let mut parts = vec![d, v];
+            parts.extend(b);
+            parts.extend([py, abi, plat]);
+            let mut s = parts.join("-");
+            if whl {
+                s.push_str(".whl");
+            }
+            if let Some((at, junk)) = odd {
+                let cut = s.char_indices().map(|(i, _)| i).nth(at.index(s.chars().count())).unwrap_or(0);
+                s.insert_str(cut, &junk);
+            }
+            s
+        })
+    }
+
+    fn check_name(name: &str) {
+        match WheelName::parse(name) {
+            Ok(w) => {
+                let mut parts = vec![w.distribution.clone(), w.version.clone()];
+                parts.extend(w.build_tag.clone());
+                parts.extend([w.python_tags.join("."), w.abi_tags.join("."), w.platform_tags.join(".")]);
+                assert_eq!(format!("{}.whl", parts.join("-")), name);
+                assert!(is_valid_project_name(&w.distribution));
+                let norm = w.normalized_version();
+                let again = Version::parse(&norm).map(|v| v.to_string());
+                assert_eq!(again.as_deref(), Some(norm.as_str()), "normalising `{}` is not idempotent", w.version);
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(msg.contains(&format!("`{name}`")), "the error does not name `{name}`: {msg}");
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn wheel_names_from_a_grammar(name in wheel_filename()) {
+            check_name(&name);
+        }
+
+        #[test]
+        fn wheel_names_from_any_string(name in any::<String>()) {
+            check_name(&name);
+        }
+
+        #[test]
+        fn versions_from_any_string(text in "[0-9vV!.+_a-zA-Z-]{0,24}|\\PC{0,24}") {
+            if let Some(v) = Version::parse(&text) {
+                let norm = v.to_string();
+                prop_assert_eq!(Version::parse(&norm).map(|v| v.to_string()), Some(norm.clone()));
+                prop_assert_eq!(format!("{}{}", v.public(), if v.local().is_empty() { String::new() } else { format!("+{}", v.local()) }), norm);
+            }
+            let _ = natural_cmp(&text, "1.0");
+        }
+
+        #[test]
+        fn metadata_from_any_bytes(raw in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = parse_metadata(raw);
+        }
+    }
+}

@@ -4,18 +4,19 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::binary::{self, blob_id, BinaryPatch};
 use super::parse::{parse, split_lines, trim_eol, FilePatch, Hunk};
 use super::{DirReader, PatchError, TreeRead};
 
 /// Files of the tree as the series changes them: reads fall through to the tree.
-struct Overlay<'a> {
+pub(super) struct Overlay<'a> {
     base: &'a dyn TreeRead,
     files: BTreeMap<String, Option<Vec<u8>>>,
     modes: BTreeMap<String, u32>,
 }
 
 impl Overlay<'_> {
-    fn get(&self, path: &str) -> Result<Option<Vec<u8>>, PatchError> {
+    pub(super) fn get(&self, path: &str) -> Result<Option<Vec<u8>>, PatchError> {
         match self.files.get(path) {
             Some(v) => Ok(v.clone()),
             None => self.base.read(path).map_err(|source| PatchError::Read { path: path.into(), source }),
@@ -26,8 +27,10 @@ impl Overlay<'_> {
 /// Where a hunk's old lines are in `lines`, searching outward from `want`, not before `from`.
 fn find_block(lines: &[&[u8]], block: &[&[u8]], want: usize, from: usize) -> Option<usize> {
     let fits = |i: usize| i >= from && i + block.len() <= lines.len() && lines[i..i + block.len()] == *block;
-    let max = lines.len().max(want) + 1;
-    for d in 0..=max {
+    // Nothing fits past the end, so the nearest place to a `want` beyond it is the nearest to the
+    // end (a hunk claiming line 10^12 used to make this loop run 10^12 times).
+    let want = want.min(lines.len());
+    for d in 0..=lines.len() {
         if want >= d && fits(want - d) {
             return Some(want - d);
         }
@@ -47,6 +50,52 @@ fn show(l: &[u8]) -> String {
     }
 }
 
+/// How far before and after the first differing column an excerpt of a long line reaches.
+const EXCERPT_BEFORE: usize = 30;
+const EXCERPT_AFTER: usize = 40;
+
+/// `chars[from..to]`, with `...` where the line goes on.
+fn excerpt(chars: &[char], from: usize, to: usize) -> String {
+    let to = to.min(chars.len());
+    let from = from.min(to);
+    let mut s = String::new();
+    if from > 0 {
+        s.push_str("...");
+    }
+    s.extend(&chars[from..to]);
+    if to < chars.len() {
+        s.push_str("...");
+    }
+    s
+}
+
+/// The message for file line `line_no` being `got` where the patch expects `want`: both lines
+/// whole when they are short, else an excerpt of each around the first column where they differ
+/// (cutting both at the same length would show two identical strings).
+fn differing_line(line_no: usize, got: &[u8], want: &[u8]) -> String {
+    let got: Vec<char> = String::from_utf8_lossy(trim_eol(got)).chars().collect();
+    let want: Vec<char> = String::from_utf8_lossy(trim_eol(want)).chars().collect();
+    if got.len() <= 80 && want.len() <= 80 {
+        let (g, w): (String, String) = (got.iter().collect(), want.iter().collect());
+        return format!("line {line_no} is `{g}`, the patch expects `{w}`");
+    }
+    let col = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
+    let (from, to) = (col.saturating_sub(EXCERPT_BEFORE), col + EXCERPT_AFTER);
+    let how = if col == got.len() {
+        format!("the file's line ends there ({} characters)", got.len())
+    } else if col == want.len() {
+        format!("the patch's line ends there ({} characters)", want.len())
+    } else {
+        "they differ".to_string()
+    };
+    format!(
+        "line {line_no} differs from the patch at column {}: {how}\n    file:  `{}`\n    patch: `{}`",
+        col + 1,
+        excerpt(&got, from, to),
+        excerpt(&want, from, to)
+    )
+}
+
 /// Why a hunk does not match at its expected place: the first differing line.
 fn mismatch_reason(lines: &[&[u8]], old: &[&[u8]], at: usize) -> String {
     for (k, want) in old.iter().enumerate() {
@@ -63,7 +112,7 @@ fn mismatch_reason(lines: &[&[u8]], old: &[&[u8]], at: usize) -> String {
                 if trim_eol(got) == trim_eol(want) {
                     return format!("line {} differs in its line ending or final newline", at + k + 1);
                 }
-                return format!("line {} is `{}`, the patch expects `{}`", at + k + 1, show(got), show(want));
+                return differing_line(at + k + 1, got, want);
             }
             _ => {}
         }
@@ -74,6 +123,7 @@ fn mismatch_reason(lines: &[&[u8]], old: &[&[u8]], at: usize) -> String {
 enum FileFailure {
     Missing,
     Exists,
+    Binary(String),
     Hunk { index: usize, line: usize, patch_line: usize, reason: String },
 }
 
@@ -91,11 +141,13 @@ fn apply_hunks(content: &[u8], hunks: &[Hunk], reverse: bool) -> Result<Vec<u8>,
         };
         // With no old lines, `start` is the line after which the new ones go.
         let expected = if len == 0 { start } else { start.saturating_sub(1) };
-        let want = (expected as isize + offset).max(pos as isize) as usize;
+        // Saturating: a header may claim any line number (`@@ -18446744073709551615 ...`).
+        let expected_i = isize::try_from(expected).unwrap_or(isize::MAX);
+        let want = expected_i.saturating_add(offset).max(pos as isize) as usize;
         let Some(at) = find_block(&lines, &old, want, pos) else {
             return Err(FileFailure::Hunk {
                 index: index + 1,
-                line: expected + 1,
+                line: expected.saturating_add(1),
                 patch_line: h.patch_line,
                 reason: mismatch_reason(&lines, &old, want.min(lines.len())),
             });
@@ -107,7 +159,7 @@ fn apply_hunks(content: &[u8], hunks: &[Hunk], reverse: bool) -> Result<Vec<u8>,
             out.extend_from_slice(l);
         }
         pos = at + old.len();
-        offset = at as isize - expected as isize;
+        offset = at as isize - expected_i;
     }
     for l in &lines[pos..] {
         out.extend_from_slice(l);
@@ -125,6 +177,32 @@ fn new_file_content(fp: &FilePatch, reverse: bool) -> Vec<u8> {
     out
 }
 
+/// The file a binary change makes from `old` (`None`: the file is created), checking the blob ids
+/// of the `index` line before and after, as git does.
+fn binary_content(fp: &FilePatch, bin: &BinaryPatch, old: Option<&[u8]>) -> Result<Vec<u8>, FileFailure> {
+    let Some((old_id, new_id)) = fp.index.as_ref().filter(|(a, b)| a.len() == 40 && b.len() == 40) else {
+        return Err(FileFailure::Binary(
+            "the patch has no full `index OLD..NEW` line to check it with (`git diff --binary` writes one)".into(),
+        ));
+    };
+    if let Some(old) = old {
+        let id = blob_id(old);
+        if id != *old_id {
+            return Err(FileFailure::Binary(format!(
+                "the file is not the one the patch was made from (blob {id}, the patch's `index` line says {old_id})"
+            )));
+        }
+    }
+    let result = binary::apply_hunk(old.unwrap_or_default(), &bin.forward).map_err(FileFailure::Binary)?;
+    if fp.new.is_some() {
+        let id = blob_id(&result);
+        if id != *new_id {
+            return Err(FileFailure::Binary(format!("it makes blob {id}, the patch's `index` line says {new_id}")));
+        }
+    }
+    Ok(result)
+}
+
 /// Applies one file's change to the overlay.
 fn apply_file(ov: &mut Overlay<'_>, fp: &FilePatch) -> Result<(), (String, FileFailure)> {
     let path = fp.path().to_string();
@@ -134,14 +212,22 @@ fn apply_file(ov: &mut Overlay<'_>, fp: &FilePatch) -> Result<(), (String, FileF
             if read(ov, new)?.is_some() {
                 return Err((path, FileFailure::Exists));
             }
-            ov.files.insert(new.clone(), Some(new_file_content(fp, false)));
+            let content = match &fp.binary {
+                Some(bin) => binary_content(fp, bin, None).map_err(|f| (new.clone(), f))?,
+                None => new_file_content(fp, false),
+            };
+            ov.files.insert(new.clone(), Some(content));
             if let Some(m) = fp.new_mode {
                 ov.modes.insert(new.clone(), m);
             }
         }
         (Some(old), new) => {
             let Some(content) = read(ov, old)? else { return Err((old.clone(), FileFailure::Missing)) };
-            let result = apply_hunks(&content, &fp.hunks, false).map_err(|f| (old.clone(), f))?;
+            let result = match &fp.binary {
+                Some(bin) => binary_content(fp, bin, Some(&content)),
+                None => apply_hunks(&content, &fp.hunks, false),
+            }
+            .map_err(|f| (old.clone(), f))?;
             match new {
                 None => {
                     ov.files.insert(old.clone(), None);
@@ -168,6 +254,9 @@ fn apply_file(ov: &mut Overlay<'_>, fp: &FilePatch) -> Result<(), (String, FileF
 /// Whether every change of the patch is already in the tree (it reverse-applies cleanly).
 fn looks_applied(ov: &Overlay<'_>, files: &[FilePatch]) -> bool {
     files.iter().all(|fp| match (&fp.old, &fp.new) {
+        (_, Some(new)) if fp.binary.is_some() => {
+            ov.get(new).ok().flatten().is_some_and(|c| fp.index.as_ref().is_some_and(|(_, id)| blob_id(&c) == *id))
+        }
         (None, Some(new)) => ov.get(new).ok().flatten().is_some_and(|c| c == new_file_content(fp, false)),
         (Some(old), None) => ov.get(old).ok().flatten().is_none(),
         (Some(_), Some(new)) => ov.get(new).ok().flatten().is_some_and(|c| apply_hunks(&c, &fp.hunks, true).is_ok()),
@@ -176,7 +265,10 @@ fn looks_applied(ov: &Overlay<'_>, files: &[FilePatch]) -> bool {
 }
 
 /// Applies the series to an overlay over `base`; the overlay holds the result.
-fn apply_in_memory<'a>(base: &'a dyn TreeRead, patches: &[(String, Vec<u8>)]) -> Result<Overlay<'a>, PatchError> {
+pub(super) fn apply_in_memory<'a>(
+    base: &'a dyn TreeRead,
+    patches: &[(String, Vec<u8>)],
+) -> Result<Overlay<'a>, PatchError> {
     let mut ov = Overlay { base, files: BTreeMap::new(), modes: BTreeMap::new() };
     for (name, bytes) in patches {
         let files = parse(name, bytes)?;
@@ -191,6 +283,7 @@ fn apply_in_memory<'a>(base: &'a dyn TreeRead, patches: &[(String, Vec<u8>)]) ->
                 return Err(match failure {
                     FileFailure::Missing => PatchError::FileMissing { patch, file, already_applied },
                     FileFailure::Exists => PatchError::FileExists { patch, file, already_applied },
+                    FileFailure::Binary(reason) => PatchError::BinaryFailed { patch, file, reason, already_applied },
                     FileFailure::Hunk { index, line, patch_line, reason } => {
                         PatchError::HunkFailed { patch, file, hunk: index, line, patch_line, reason, already_applied }
                     }
@@ -334,6 +427,25 @@ mod tests {
             e.to_string().starts_with("`m.patch` line 5: malformed patch: hunk `@@ -1,3 +1,3 @@` ends early"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn long_line_mismatch_shows_where_the_lines_differ() {
+        let long = |tail: &str| format!("{}{tail} = 1;\n", "static const char *kernel_names[] = ".repeat(4));
+        let patch = format!("--- a/f\n+++ b/f\n@@ -1 +1 @@\n-{}+x\n", long("gfx1010"));
+        let base = Mem([("f".to_string(), long("gfx1030").into_bytes())].into());
+        let e = check_series_with(&base, &[p("1.patch", &patch)]).unwrap_err().to_string();
+        // "static const char *kernel_names[] = " is 36 characters, four times: 144; then `gfx10`.
+        assert!(e.contains("line 1 differs from the patch at column 150: they differ"), "{e}");
+        assert!(e.contains("file:  `...t char *kernel_names[] = gfx1030 = 1;`"), "{e}");
+        assert!(e.contains("patch: `...t char *kernel_names[] = gfx1010 = 1;`"), "{e}");
+        // One line a prefix of the other, and a difference past a long common tail.
+        let short = format!("--- a/f\n+++ b/f\n@@ -1 +1 @@\n-{}+x\n", "a".repeat(100) + "\n");
+        let base = Mem([("f".to_string(), ("a".repeat(120) + "\n").into_bytes())].into());
+        let e = check_series_with(&base, &[p("2.patch", &short)]).unwrap_err().to_string();
+        assert!(e.contains("at column 101: the patch's line ends there (100 characters)"), "{e}");
+        assert!(e.contains(&format!("file:  `...{}`", "a".repeat(50))), "{e}");
+        assert!(e.contains(&format!("patch: `...{}`", "a".repeat(30))), "{e}");
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Patch series: parsing unified diffs (plain and `git format-patch`), applying a series
-//! all-or-nothing, and writing a user's edits back as a patch.
+//! Patch series: parsing unified diffs (plain and `git format-patch`, with `GIT binary patch`
+//! literal and delta hunks applied as `git apply` does), applying a series all-or-nothing, and
+//! writing a user's edits back as a patch.
 //!
 //! A series is applied in memory over the tree first; files are written only when every patch
 //! applied, so a failure leaves the tree exactly as it was. Hunks must match exactly (an offset
@@ -9,10 +10,14 @@
 use std::path::{Path, PathBuf};
 
 mod apply;
+mod binary;
 mod diff;
 mod parse;
+#[cfg(test)]
+mod props;
 
 pub use apply::{apply_series, check_series, check_series_with};
+pub use binary::{apply_delta, BinaryHunk, BinaryPatch};
 pub use diff::{diff_trees, TreeDiff};
 pub use parse::{is_safe_rel, parse, FilePatch, Hunk, HunkLine};
 
@@ -26,8 +31,10 @@ pub enum PatchError {
     Malformed { patch: String, line: usize, msg: String },
     #[error("`{patch}` touches `{file}`, which is outside the source tree")]
     UnsafePath { patch: String, file: String },
-    #[error("`{patch}` has a binary change to `{file}`, which rocmforge cannot apply: make the change a text patch or a build step")]
+    #[error("`{patch}` has a binary change to `{file}` without its data (`Binary files ... differ`): make the patch with `git diff --binary` or `git format-patch` (which include it)")]
     Binary { patch: String, file: String },
+    #[error("`{patch}` does not apply: the binary change to `{file}` fails: {reason}{}", applied_hint(*already_applied))]
+    BinaryFailed { patch: String, file: String, reason: String, already_applied: bool },
     #[error("`{patch}` does not apply: `{file}` does not exist in the tree{}", applied_hint(*already_applied))]
     FileMissing { patch: String, file: String, already_applied: bool },
     #[error("`{patch}` does not apply: it creates `{file}`, which already exists{}", applied_hint(*already_applied))]
@@ -66,6 +73,7 @@ impl PatchError {
             | PatchError::Malformed { patch, .. }
             | PatchError::UnsafePath { patch, .. }
             | PatchError::Binary { patch, .. }
+            | PatchError::BinaryFailed { patch, .. }
             | PatchError::FileMissing { patch, .. }
             | PatchError::FileExists { patch, .. }
             | PatchError::HunkFailed { patch, .. } => Some(patch),

@@ -2,6 +2,7 @@
 
 use std::path::{Component, Path};
 
+use super::binary::{parse_binary, BinaryPatch};
 use super::PatchError;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +56,10 @@ pub struct FilePatch {
     pub hunks: Vec<Hunk>,
     /// `new file mode` / `new mode` (e.g. 0o755).
     pub new_mode: Option<u32>,
+    /// The blob ids of git's `index OLD..NEW` line.
+    pub index: Option<(String, String)>,
+    /// A `GIT binary patch` (then `hunks` is empty).
+    pub binary: Option<BinaryPatch>,
 }
 
 impl FilePatch {
@@ -164,9 +169,18 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Vec<FilePatch>, PatchError> {
             } else if let Some(p) = line.strip_prefix(b"rename to ") {
                 fp.new = header_path(p);
                 *meaningful = true;
-            } else if line.starts_with(b"GIT binary patch")
-                || (line.starts_with(b"Binary files ") && trim_eol(line).ends_with(b" differ"))
-            {
+            } else if let Some(ids) = line.strip_prefix(b"index ") {
+                let ids = String::from_utf8_lossy(trim_eol(ids)).to_string();
+                let ids = ids.split(' ').next().unwrap_or("");
+                fp.index = ids.split_once("..").map(|(a, b)| (a.to_string(), b.to_string()));
+            } else if trim_eol(line) == b"GIT binary patch" {
+                let mut j = i + 1;
+                let bin = parse_binary(&lines, &mut j).map_err(|(line, msg)| malformed(line, msg))?;
+                fp.binary = Some(bin);
+                *meaningful = true;
+                i = j;
+                continue;
+            } else if line.starts_with(b"Binary files ") && trim_eol(line).ends_with(b" differ") {
                 return Err(PatchError::Binary { patch: name.into(), file: fp.path().to_string() });
             }
         }
@@ -175,7 +189,7 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Vec<FilePatch>, PatchError> {
             let mut new = header_path(&lines[i + 1][4..]);
             strip_prefixes(&mut old, &mut new);
             let mut fp = match git_block.take() {
-                Some((g, _)) => FilePatch { old, new, new_mode: g.new_mode, hunks: Vec::new() },
+                Some((g, _)) => FilePatch { old, new, new_mode: g.new_mode, index: g.index, ..FilePatch::default() },
                 None => FilePatch { old, new, ..FilePatch::default() },
             };
             i += 2;

@@ -16,6 +16,8 @@ pub mod edit;
 mod load;
 pub mod lockfile;
 mod lower;
+#[cfg(test)]
+mod props;
 mod raw;
 pub mod tree;
 mod validate;

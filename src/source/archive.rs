@@ -356,3 +356,7 @@ mod tests {
         assert!(symlink_target_ok(Path::new("a/../../b"), 5).is_err());
     }
 }
+
+#[cfg(test)]
+#[path = "archive_props.rs"]
+mod props;
