@@ -24,7 +24,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need() { command -v "$1" >/dev/null || { apt-get update -qq && apt-get install -y -qq "$2" >/dev/null; }; }
-need hyperfine hyperfine
 need /usr/bin/time time
 need script bsdutils
 need zstd zstd
