@@ -5,13 +5,14 @@
 //! A tree shaped like a ROCm library's install (a few big shared objects, many code-object
 //! files, thousands of headers; compressible about 3x like real binaries) is made in a scratch
 //! dir on the cache's filesystem. Then, in one run:
-//! - store: `tar -I 'zstd -T0' -cf` of the stage vs `LocalStore::store` of an identical stage
-//!   (fresh from "the build": its pages dirty, as after `cmake --install`);
-//! - restore: `tar -I 'zstd -T0' -xf` into an empty dir vs `Prefix::deploy` into an empty prefix
-//!   (default link mode; `link-mode = "copy"` is measured too, for comparison).
+//! - store: `LocalStore::store` of the stage vs `tar -cf` and `tar -I 'zstd -T0' -cf` of
+//!   identical stages (each fresh from "the build": its pages dirty, as after `cmake --install`);
+//! - restore: `Prefix::deploy` into an empty prefix vs `tar -xf` and `tar -I 'zstd -T0' -xf`
+//!   into an empty dir (default link mode; `link-mode = "copy"` is measured too).
 //!
-//! Each is measured `ROCMFORGE_BENCH_RUNS` times (default 3), alternating; the medians' ratios
-//! are printed as `ratio store ...` / `ratio restore ...` lines that ci/bench.sh collects.
+//! Each run (`ROCMFORGE_BENCH_RUNS`, default 3) measures all of them back to back; each ratio is
+//! taken within a run, and its min / median / max over the runs is printed as `ratio ...` lines
+//! that ci/bench.sh collects.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -44,70 +45,96 @@ fn main() {
     let link_mode =
         if std::env::var("ROCMFORGE_LINK_MODE").as_deref() == Ok("copy") { LinkMode::Copy } else { LinkMode::Auto };
     let cache = LocalStore::new(&root.join("cache"));
-    let mut tar_c = Vec::new();
-    let mut store = Vec::new();
-    let mut tar_x = Vec::new();
-    let mut deploy = Vec::new();
-    let mut deploy_copy = Vec::new();
+    // One row per run; every figure is a ratio within one run (pairs measured back to back).
+    let mut rows: Vec<BTreeMap<&str, f64>> = Vec::new();
     for run in 0..runs {
+        let mut t = BTreeMap::new();
         // Store: each side gets a fresh copy of the tree, written just before it is measured
-        // (after a `sync`, so neither pays for the other's writeback).
+        // (after a `sync`, so none pays for another's writeback).
         let stage = root.join("stage");
+        let archive = root.join("tree.tar.zst");
+        let plain = root.join("tree.tar");
         sync();
         copy(&template, &stage);
-        let archive = root.join("tree.tar.zst");
-        tar_c.push(time(|| {
-            sh(Command::new("tar").args(["-I", "zstd -T0", "-cf"]).arg(&archive).arg("-C").arg(&stage).arg("."))
-        }));
+        t.insert("tar -cf", time(|| sh(Command::new("tar").arg("-cf").arg(&plain).arg("-C").arg(&stage).arg("."))));
         fs::remove_dir_all(&stage).unwrap();
-
+        sync();
+        copy(&template, &stage);
+        t.insert(
+            "tar+zstd -cf",
+            time(|| {
+                sh(Command::new("tar").args(["-I", "zstd -T0", "-cf"]).arg(&archive).arg("-C").arg(&stage).arg("."))
+            }),
+        );
+        fs::remove_dir_all(&stage).unwrap();
         sync();
         copy(&template, &stage);
         let inputs = inputs(run);
         let key = inputs.key();
         let _lock = cache.lock(&key).unwrap();
-        store.push(time(|| {
-            cache.store(&key, &inputs, &stage).unwrap();
-        }));
+        t.insert(
+            "store",
+            time(|| {
+                cache.store(&key, &inputs, &stage).unwrap();
+            }),
+        );
         let artifact = cache.get(&key).unwrap();
 
         // Restore: into empty dirs.
         let out = root.join("untar");
-        fs::create_dir_all(&out).unwrap();
-        sync();
-        tar_x.push(time(|| sh(Command::new("tar").args(["-I", "zstd -T0", "-xf"]).arg(&archive).arg("-C").arg(&out))));
-        fs::remove_dir_all(&out).unwrap();
-
+        for (name, file, args) in
+            [("tar -xf", &plain, vec!["-xf"]), ("tar+zstd -xf", &archive, vec!["-I", "zstd -T0", "-xf"])]
+        {
+            fs::create_dir_all(&out).unwrap();
+            sync();
+            t.insert(name, time(|| sh(Command::new("tar").args(&args).arg(file).arg("-C").arg(&out))));
+            fs::remove_dir_all(&out).unwrap();
+        }
         let prefix = Prefix::new(&root.join("prefix"), link_mode);
         sync();
-        deploy.push(time(|| {
-            prefix.deploy("bench", &artifact, false).unwrap();
-        }));
+        t.insert(
+            "deploy",
+            time(|| {
+                prefix.deploy("bench", &artifact, false).unwrap();
+            }),
+        );
         fs::remove_dir_all(root.join("prefix")).unwrap();
         // For comparison (not a target): the same deploy with `link-mode = "copy"`.
         let copied = Prefix::new(&root.join("copied"), LinkMode::Copy);
         sync();
-        deploy_copy.push(time(|| {
-            copied.deploy("bench", &artifact, false).unwrap();
-        }));
+        t.insert(
+            "deploy copy-mode",
+            time(|| {
+                copied.deploy("bench", &artifact, false).unwrap();
+            }),
+        );
         fs::remove_dir_all(root.join("copied")).unwrap();
         cache.remove_entry(&artifact.dir).unwrap();
         fs::remove_file(&archive).unwrap();
-        println!(
-            "run {}: tar -cf {:.2}s store {:.2}s | tar -xf {:.2}s deploy {:.2}s (copy mode {:.2}s)",
-            run + 1,
-            tar_c[run],
-            store[run],
-            tar_x[run],
-            deploy[run],
-            deploy_copy[run]
-        );
+        fs::remove_file(&plain).unwrap();
+        println!("run {}: {}", run + 1, t.iter().map(|(k, v)| format!("{k} {v:.2}s")).collect::<Vec<_>>().join(" | "));
+        rows.push(t);
     }
-    let (tc, st, tx, de) = (median(&tar_c), median(&store), median(&tar_x), median(&deploy));
-    println!("ratio store {:.3} (rocmforge {st:.2}s / tar+zstd -cf {tc:.2}s; target <= 1.0)", st / tc);
-    println!("ratio restore {:.3} (rocmforge {de:.2}s / tar+zstd -xf {tx:.2}s; target <= 0.25)", de / tx);
-    let dc = median(&deploy_copy);
-    println!("ratio restore-copy-mode {:.3} (link-mode copy {dc:.2}s / tar+zstd -xf {tx:.2}s; no target)", dc / tx);
+    // Each ratio per run, then min / median / max over the runs (and every run's seconds).
+    let ratio = |label: &str, a: &str, b: &str, target: &str| {
+        let r: Vec<f64> = rows.iter().map(|t| t[a] / t[b]).collect();
+        let secs = |k: &str| rows.iter().map(|t| format!("{:.2}", t[k])).collect::<Vec<_>>().join("/");
+        println!(
+            "ratio {label} {:.3} / {:.3} / {:.3} (min / median / max of {} runs; {a} {} s vs {b} {} s; {target})",
+            min(&r),
+            median(&r),
+            max(&r),
+            r.len(),
+            secs(a),
+            secs(b)
+        );
+    };
+    ratio("store-vs-tar-zstd", "store", "tar+zstd -cf", "target <= 1.0");
+    ratio("store-vs-tar", "store", "tar -cf", "no target: tar without compression");
+    ratio("restore-vs-tar-zstd", "deploy", "tar+zstd -xf", "target <= 0.25");
+    ratio("restore-vs-tar", "deploy", "tar -xf", "no target: tar without compression");
+    ratio("restore-copy-mode-vs-tar-zstd", "deploy copy-mode", "tar+zstd -xf", "no target");
+    ratio("restore-copy-mode-vs-tar", "deploy copy-mode", "tar -xf", "no target");
 }
 
 fn env_or(name: &str, default: f64) -> f64 {
@@ -133,6 +160,14 @@ fn time(f: impl FnOnce()) -> f64 {
     let t = Instant::now();
     f();
     t.elapsed().as_secs_f64()
+}
+
+fn min(v: &[f64]) -> f64 {
+    v.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+fn max(v: &[f64]) -> f64 {
+    v.iter().copied().fold(0.0, f64::max)
 }
 
 fn median(v: &[f64]) -> f64 {

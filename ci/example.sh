@@ -4,7 +4,8 @@
 #   ci/example.sh [extra rocmforge args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=${ROCMFORGE_EXAMPLE_DIR:-$PWD/target/example}
+target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+root=${ROCMFORGE_EXAMPLE_DIR:-$target/example}
 ci/example-sources.sh "$root/upstream" >/dev/null
 cat > "$root/config.toml" <<TOML
 cache-dir = "$root/cache"
@@ -17,7 +18,7 @@ state-dir = "$root/state"
 TOML
 cargo build --quiet --release
 export ROCMFORGE_CONFIG="$root/config.toml"
-rf=./target/release/rocmforge
+rf=$target/release/rocmforge
 $rf --stack example plan pyvec --target "${TARGET:-gfx1010}"
 $rf --stack example build pyvec --target "${TARGET:-gfx1010}" "$@"
 prefix=$root/state/prefix/example

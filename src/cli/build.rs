@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use super::{CliResult, Context, Failure, Selection};
 use crate::engine::Outcome;
 use crate::ops::build::{build, BuildRequest};
+use crate::plan::night::Order;
 use crate::progress::Verbosity;
 
 #[derive(Debug, clap::Args)]
@@ -42,6 +43,7 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
         keep_going: args.keep_going,
         until: args.until,
         prefix: ctx.prefix(&cfg, &stack, args.prefix.as_deref()),
+        order: Order::from_env().map_err(|e| Failure::usage(anyhow::anyhow!(e)))?,
     };
     let run = build(&cfg, &tree, &stack, &req, ctx.verbosity).map_err(Failure::from_op)?;
     let report_line = match run.report {

@@ -1,7 +1,9 @@
 //! `rocmforge plan`: the ordered list of what a build would do.
 
 use super::{CliResult, Context, Failure, Selection};
+use crate::engine::budget;
 use crate::ops::plan::{plan, PlanRequest};
+use crate::plan::night::Order;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -10,6 +12,9 @@ pub struct Args {
     /// Install prefix the build would use (it is part of every cache key).
     #[arg(long)]
     pub prefix: Option<std::path::PathBuf>,
+    /// The job budget the night's estimate is for (default: number of cores).
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
     /// Machine-readable output.
     #[arg(long)]
     pub json: bool,
@@ -24,8 +29,10 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
         targets: ctx.targets(&stack, args.selection.target.as_deref())?,
         prefix: ctx.prefix(&cfg, &stack, args.prefix.as_deref()),
         rebuild: Vec::new(),
+        order: Order::from_env().map_err(|e| Failure::usage(anyhow::anyhow!(e)))?,
     };
-    let plan = plan(&cfg, &tree, &stack, &req).map_err(Failure::usage)?;
+    let jobs = args.jobs.unwrap_or_else(budget::default_jobs).max(1);
+    let plan = plan(&cfg, &tree, &stack, &req, jobs).map_err(Failure::usage)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&plan).map_err(Failure::failed)?);
     } else {

@@ -1,11 +1,14 @@
 //! The scheduler: each recipe of the plan starts once its dependencies are done, side by side
-//! with others, holding as many jobs of the shared budget as it runs compile jobs. After a
+//! with others, holding as many jobs of the shared budget as it runs compile jobs. Ready recipes
+//! start in the plan's rank order (longest remaining path first), decided by `plan::night::next`,
+//! the function the night's simulation runs too. After a
 //! failure nothing new starts, unless the build keeps going; then everything not downstream of a
 //! failure is built and every failure is reported at the end.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{BuildError, Outcome};
+use crate::plan::night;
 use crate::plan::PlanEntry;
 
 /// Runs `run_one(entry, jobs)` for every entry in dependency order under a budget of `jobs`.
@@ -24,7 +27,9 @@ pub(super) fn run(
         .enumerate()
         .map(|(i, e)| (i, e.deps.iter().filter(|d| in_plan.contains(d.as_str())).count()))
         .collect();
-    let mut ready: BTreeSet<usize> = waiting.iter().filter(|(_, n)| **n == 0).map(|(i, _)| *i).collect();
+    // (rank, index): the first is the one to start.
+    let mut ready: BTreeSet<(usize, usize)> =
+        waiting.iter().filter(|(_, n)| **n == 0).map(|(i, _)| (entries[*i].rank, *i)).collect();
     waiting.retain(|_, n| *n > 0);
     let mut failures: Vec<(String, BuildError)> = Vec::new();
     let mut done: Vec<(usize, Outcome)> = Vec::new();
@@ -35,15 +40,12 @@ pub(super) fn run(
         let mut running = 0usize;
         loop {
             let may_start = failures.is_empty() || keep_going;
-            while let Some(i) = if may_start { ready.pop_first() } else { None } {
-                let wanted = want(&entries[i]);
-                // A recipe starts when its share of the budget is free; else the scheduler waits
-                // for a running one to finish (and sees failures before starting more).
-                if wanted > free && running > 0 {
-                    ready.insert(i);
-                    break;
-                }
-                let got = wanted.min(free).max(1);
+            // A recipe starts when its share of the budget is free; else the scheduler waits for
+            // a running one to finish (and sees failures before starting more).
+            while let Some((i, got)) =
+                if may_start { night::next(&ready, |i| want(&entries[i]), free, running) } else { None }
+            {
+                ready.remove(&(entries[i].rank, i));
                 free -= got.min(free);
                 held.insert(i, got);
                 let tx = tx.clone();
@@ -71,7 +73,7 @@ pub(super) fn run(
                     let now_ready: Vec<usize> = waiting.iter().filter(|(_, n)| **n == 0).map(|(j, _)| *j).collect();
                     for j in now_ready {
                         waiting.remove(&j);
-                        ready.insert(j);
+                        ready.insert((entries[j].rank, j));
                     }
                 }
                 Err(e) => failures.push((name.to_string(), e)),
@@ -79,7 +81,8 @@ pub(super) fn run(
         }
     });
     // Whatever never became ready is downstream of a failure (or was not started).
-    let not_built: Vec<String> = waiting.keys().chain(ready.iter()).map(|j| entries[*j].name.clone()).collect();
+    let not_built: Vec<String> =
+        waiting.keys().chain(ready.iter().map(|(_, j)| j)).map(|j| entries[*j].name.clone()).collect();
     done.sort_by_key(|(i, _)| *i);
     let outcomes = done.into_iter().map(|(i, o)| (entries[i].name.clone(), o)).collect();
     match failures.len() {

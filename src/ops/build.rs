@@ -10,6 +10,7 @@ use crate::cache::LocalStore;
 use crate::config::Config;
 use crate::engine::{budget, BuildError, Engine, EngineOptions, Outcome};
 use crate::graph::BuildGraph;
+use crate::plan::night::Order;
 use crate::progress::{self, Fanout, Verbosity};
 use crate::recipe::{RecipeTree, Stack};
 use crate::report::status::Waiting;
@@ -27,6 +28,8 @@ pub struct BuildRequest {
     /// Stop after this recipe (build only it and what it needs).
     pub until: Option<String>,
     pub prefix: PathBuf,
+    /// The order ready recipes start in.
+    pub order: Order,
 }
 
 /// What a build did.
@@ -63,6 +66,7 @@ pub fn build(
         targets: req.targets.clone(),
         prefix: req.prefix.clone(),
         rebuild: req.rebuild.clone(),
+        order: req.order,
     };
     let plan = plan_graph(cfg, tree, stack, &graph, &plan_req);
     let display = progress::display(verbosity, report::load_durations(&cfg.state_dir, &stack.name));

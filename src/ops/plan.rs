@@ -4,8 +4,10 @@ use std::path::PathBuf;
 
 use crate::cache::LocalStore;
 use crate::config::Config;
+use crate::engine::budget;
 use crate::graph::{BuildGraph, GraphError};
 use crate::history::History;
+use crate::plan::night::Order;
 use crate::plan::{self, Host, Plan, PlanOptions};
 use crate::recipe::{RecipeTree, Stack};
 use crate::target::TargetSet;
@@ -19,12 +21,24 @@ pub struct PlanRequest {
     pub prefix: PathBuf,
     /// Recipes forced to rebuild (with everything downstream of them).
     pub rebuild: Vec<String>,
+    /// The order ready recipes start in (`night::Order::from_env()` for `ROCMFORGE_SCHEDULE`).
+    pub order: Order,
 }
 
-/// Plans the closure of `req.recipes` against the local artifact store and the stack's history.
-pub fn plan(cfg: &Config, tree: &RecipeTree, stack: &Stack, req: &PlanRequest) -> Result<Plan, GraphError> {
+/// Plans the closure of `req.recipes` against the local artifact store and the stack's history,
+/// with the night's estimate for a budget of `jobs` (capped by memory per recipe, as a build is).
+pub fn plan(
+    cfg: &Config,
+    tree: &RecipeTree,
+    stack: &Stack,
+    req: &PlanRequest,
+    jobs: usize,
+) -> Result<Plan, GraphError> {
     let graph = BuildGraph::closure(stack, &req.recipes)?;
-    Ok(plan_graph(cfg, tree, stack, &graph, req))
+    let mut plan = plan_graph(cfg, tree, stack, &graph, req);
+    let memory = budget::available_memory();
+    plan.estimate_night(jobs, |e| budget::jobs_for(jobs, stack.recipes[&e.name].build.memory_per_job_gb, memory));
+    Ok(plan)
 }
 
 pub(crate) fn plan_graph(
@@ -39,6 +53,8 @@ pub(crate) fn plan_graph(
         prefix: req.prefix.clone(),
         rebuild: req.rebuild.clone(),
         work_dir: cfg.work_dir.clone(),
+        durations: crate::report::load_durations(&cfg.state_dir, &stack.name),
+        order: req.order,
     };
     let host = Host::detect(cfg.rocm_path.as_deref(), &cfg.state_dir);
     let store = LocalStore::new(&cfg.cache_dir);

@@ -103,9 +103,17 @@ pub(super) fn lower_recipe<'a>(
 }
 
 /// The recipe's content serialised canonically (keys sorted), immune to comments, whitespace
-/// and key order.
+/// and key order, and to `build.estimate-minutes` (a guess of how long it takes changes nothing
+/// built).
 fn canonical(text: &str) -> String {
-    toml::from_str::<toml::Value>(text).map(|v| serde_json::to_string(&v).unwrap_or_default()).unwrap_or_default()
+    toml::from_str::<toml::Value>(text)
+        .map(|mut v| {
+            if let Some(build) = v.get_mut("build").and_then(|b| b.as_table_mut()) {
+                build.remove("estimate-minutes");
+            }
+            serde_json::to_string(&v).unwrap_or_default()
+        })
+        .unwrap_or_default()
 }
 
 fn name_and_span(s: &Spanned<String>) -> (String, Range<usize>) {
@@ -335,6 +343,11 @@ fn lower_build(file: &FileText<'_>, raw: RawBuild, has_build_deps: bool, diags: 
             diags.push(file.whole(format!("`memory-per-job-gb` must be between 0 and 1024, got {mem}")));
         }
     }
+    if let Some(m) = raw.estimate_minutes {
+        if !(0.0..100_000.0).contains(&m) {
+            diags.push(file.whole(format!("`estimate-minutes` must be between 0 and 100000, got {m}")));
+        }
+    }
     if let Some(reqs) = &raw.requirements {
         if matches!(raw.system, BuildSystem::SourceOnly | BuildSystem::PrebuiltWheel) {
             diags.push(
@@ -385,6 +398,7 @@ fn lower_build(file: &FileText<'_>, raw: RawBuild, has_build_deps: bool, diags: 
         env: raw.env,
         steps: raw.steps,
         memory_per_job_gb: raw.memory_per_job_gb.unwrap_or(DEFAULT_MEMORY_PER_JOB_GB),
+        estimate_minutes: raw.estimate_minutes,
         requirements: raw.requirements.map(Spanned::into_inner).unwrap_or_default(),
         install_wheels,
     }

@@ -197,6 +197,9 @@ pub struct BuildSpec {
     pub env: BTreeMap<String, String>,
     pub steps: Vec<String>,
     pub memory_per_job_gb: f64,
+    /// How long a build takes, for the schedule and the night's estimate until a build was
+    /// timed (`plan::night`). Not part of the cache key.
+    pub estimate_minutes: Option<f64>,
     pub requirements: Vec<String>,
     /// python-wheel: projects (by name) whose wheels, built by the recipe's build dependencies,
     /// are installed into the build venv before the build; never taken from an index.

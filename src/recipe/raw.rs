@@ -99,6 +99,7 @@ pub(super) struct RawBuild {
     #[serde(default)]
     pub steps: Vec<String>,
     pub memory_per_job_gb: Option<f64>,
+    pub estimate_minutes: Option<f64>,
     pub requirements: Option<Spanned<Vec<String>>>,
     pub install_wheels: Option<Spanned<Vec<Spanned<String>>>>,
 }

@@ -1,7 +1,10 @@
 //! The plan: the resolved build. Per recipe of the closure, in build order: what will be built
 //! from what (source identity, patches), for which targets, its cache key and the inputs behind
 //! it, its work dir, and its status with the reason. `plan` prints it; the engine carries it out
-//! and decides nothing the plan already decided.
+//! and decides nothing the plan already decided, including the order in which ready recipes
+//! start (`night`: longest remaining path first) and the night's estimated length.
+
+pub mod night;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -17,6 +20,7 @@ use crate::layout::WorkDir;
 use crate::recipe::{Recipe, RecipeTree, SourceSpec, Stack, TargetDecision};
 use crate::source::SourceIdentity;
 use crate::target::TargetSet;
+use night::{Night, Order, Task, Work};
 
 /// The state `plan` shows (and `--json` prints, kebab-case).
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -86,6 +90,14 @@ pub struct PlanEntry {
     pub inputs: KeyInputs,
     /// The recipe's work dir (source tree, build dir, step logs).
     pub work_dir: PathBuf,
+    /// How long its build is expected to take (0 when it builds nothing), and from what:
+    /// "last build", "recipe" (`estimate-minutes`), "default" (`night::DEFAULT_ESTIMATE_SECS`).
+    pub estimate_secs: f64,
+    pub estimate_from: &'static str,
+    /// Its longest remaining path: its estimate plus the longest chain of dependents after it.
+    pub priority_secs: f64,
+    /// Ready recipes start lowest rank first (the plan's `schedule` order).
+    pub rank: usize,
     #[serde(skip)]
     pub status: Status,
 }
@@ -111,6 +123,11 @@ pub struct Plan {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rocm_path: Option<PathBuf>,
     pub recipes: Vec<PlanEntry>,
+    /// The order ready recipes start in (`ROCMFORGE_SCHEDULE` forces one; default critical-path).
+    pub schedule: Order,
+    /// The night's estimated length for a job budget (set by `ops::plan` for the machine's jobs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub night: Option<Night>,
 }
 
 /// What a plan is made for.
@@ -122,6 +139,10 @@ pub struct PlanOptions {
     /// Recipes forced to rebuild (with everything downstream of them).
     pub rebuild: Vec<String>,
     pub work_dir: PathBuf,
+    /// Each recipe's last build time in seconds (`report::load_durations`), for the estimates.
+    pub durations: BTreeMap<String, f64>,
+    /// The order ready recipes start in.
+    pub order: Order,
 }
 
 /// The host facts keys depend on: the allow-listed environment and the toolchain identity.
@@ -235,6 +256,15 @@ pub fn resolve(
             Status::Build { reasons, forced: false }
         };
         let (state, reason) = describe(&status, &key);
+        // An unlocked recipe builds once it is locked: the night includes it.
+        let will_build =
+            matches!(status, Status::Build { .. }) || (matches!(status, Status::Unlocked) && !r.is_source_only());
+        let (estimate_secs, estimate_from) = match (opts.durations.get(name), r.build.estimate_minutes) {
+            _ if !will_build => (0.0, "nothing to build"),
+            (Some(secs), _) => (*secs, "last build"),
+            (None, Some(min)) => (min * 60.0, "recipe"),
+            (None, None) => (night::DEFAULT_ESTIMATE_SECS, "default"),
+        };
         recipes.push(PlanEntry {
             name: r.name.clone(),
             version: r.version.clone(),
@@ -250,8 +280,19 @@ pub fn resolve(
             key,
             inputs,
             work_dir: WorkDir::new(&opts.work_dir, &stack.name, name).root,
+            estimate_secs,
+            estimate_from,
+            priority_secs: 0.0,
+            rank: 0,
             status,
         });
+    }
+    let tasks = tasks_of(&recipes, |_| 1);
+    let prio = night::longest_remaining(&tasks);
+    let ranks = night::ranks(&tasks, opts.order);
+    for (i, e) in recipes.iter_mut().enumerate() {
+        e.priority_secs = prio[i];
+        e.rank = ranks[i];
     }
     Plan {
         stack: stack.name.clone(),
@@ -261,7 +302,23 @@ pub fn resolve(
         prefix: opts.prefix.clone(),
         rocm_path: host.rocm.as_ref().map(|r| r.path.clone()),
         recipes,
+        schedule: opts.order,
+        night: None,
     }
+}
+
+/// The plan's entries as the schedule sees them, each asking for `want(entry)` jobs.
+fn tasks_of(entries: &[PlanEntry], want: impl Fn(&PlanEntry) -> usize) -> Vec<Task> {
+    let index: BTreeMap<&str, usize> = entries.iter().enumerate().map(|(i, e)| (e.name.as_str(), i)).collect();
+    entries
+        .iter()
+        .map(|e| Task {
+            name: e.name.clone(),
+            deps: e.deps.iter().filter_map(|d| index.get(d.as_str()).copied()).collect(),
+            work: Work::fixed(e.estimate_secs),
+            want: want(e),
+        })
+        .collect()
 }
 
 /// The state and reason `plan` shows for a status.
@@ -285,6 +342,14 @@ fn describe(status: &Status, key: &CacheKey) -> (State, String) {
 impl Plan {
     pub fn entry(&self, name: &str) -> Option<&PlanEntry> {
         self.recipes.iter().find(|e| e.name == name)
+    }
+
+    /// Estimates the night on a budget of `jobs`, each building recipe asking `want(entry)`
+    /// jobs, by simulating the engine's schedule.
+    pub fn estimate_night(&mut self, jobs: usize, want: impl Fn(&PlanEntry) -> usize) {
+        let tasks = tasks_of(&self.recipes, |e| if e.estimate_secs > 0.0 { want(e) } else { 1 });
+        let ranks: Vec<usize> = self.recipes.iter().map(|e| e.rank).collect();
+        self.night = Some(Night::of(&tasks, jobs, &ranks));
     }
 
     /// The human-readable plan.
@@ -313,6 +378,25 @@ impl Plan {
             self.recipes.iter().filter(|e| e.state == State::Blocked).map(|e| e.name.as_str()).collect();
         if !blocked.is_empty() {
             s.push_str(&format!("\n{} blocked: {}\n", blocked.len(), blocked.join(", ")));
+        }
+        if let Some(n) = &self.night {
+            let guessed = self.recipes.iter().filter(|e| e.estimate_from == "default").count();
+            s.push_str(&format!(
+                "\nestimated length: {} on {} job{} (lower bound {}, {} order); critical path {}: {}\n",
+                night::human(n.estimated_secs),
+                n.jobs,
+                if n.jobs == 1 { "" } else { "s" },
+                night::human(n.lower_bound_secs),
+                self.schedule.as_str(),
+                night::human(n.critical_path_secs),
+                if n.critical_path.is_empty() { "nothing to build".to_string() } else { n.critical_path.join(" -> ") },
+            ));
+            if guessed > 0 {
+                s.push_str(&format!(
+                    "({guessed} recipe(s) never built here and without `estimate-minutes` count {} each)\n",
+                    night::human(night::DEFAULT_ESTIMATE_SECS)
+                ));
+            }
         }
         s
     }
