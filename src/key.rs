@@ -279,7 +279,7 @@ impl std::fmt::Display for CacheKey {
     }
 }
 
-pub use crate::digest::sha256_hex;
+use crate::digest::sha256_hex;
 
 /// The host tools whose identity enters the key of every recipe that builds something.
 pub const TOOLS: &[&str] = &["cc", "c++", "cmake", "ninja", "hipcc", "clang"];

@@ -20,7 +20,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::recipe::{pick_stack, RecipeTree, Stack, StackError};
+use crate::recipe::{pick_valid_stack, RecipeTree, Stack, StackError};
 use crate::target::TargetSet;
 
 /// Exit codes, documented in `rocmforge --help` and README.md.
@@ -178,8 +178,7 @@ impl Context {
     pub fn stack_unlocked(&self, tree: &RecipeTree) -> Result<Stack, Failure> {
         // Every command validates the whole tree as `recipes check` does: a problem anywhere in
         // it (another stack, two default stacks) is reported the same way by all of them.
-        crate::recipe::load_all(tree).map_err(|d| Failure::new(exit::INVALID_RECIPES, d))?;
-        pick_stack(tree, self.cli_stack.as_deref()).map_err(|e| match e {
+        pick_valid_stack(tree, self.cli_stack.as_deref()).map_err(|e| match e {
             StackError::Invalid(_) => Failure::new(exit::INVALID_RECIPES, e),
             _ => Failure::usage(e),
         })

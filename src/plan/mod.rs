@@ -215,7 +215,7 @@ pub fn resolve(
         let inputs = KeyInputs {
             format: CACHE_FORMAT,
             recipe: r.name.clone(),
-            recipe_content: key::sha256_hex(r.canonical.as_bytes()),
+            recipe_content: crate::digest::sha256_hex(r.canonical.as_bytes()),
             source: source.to_string(),
             patches: if external.is_some() { Vec::new() } else { crate::source::patch_digests(tree, r) },
             targets: key::targets_of(targets.targets()),

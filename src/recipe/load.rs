@@ -122,6 +122,19 @@ pub fn load_all(tree: &RecipeTree) -> Result<Vec<Stack>, Diagnostics> {
 
 /// Chooses the stack: `--stack NAME`, else the stack marked default, else the only one.
 pub fn pick_stack(tree: &RecipeTree, wanted: Option<&str>) -> Result<Stack, StackError> {
+    load_stack(tree, &choose_stack(tree, wanted)?).map_err(StackError::Invalid)
+}
+
+/// `pick_stack` for a tree that must be valid as a whole, as `recipes check` sees it: every
+/// stack is loaded once and a problem anywhere is `StackError::Invalid`.
+pub fn pick_valid_stack(tree: &RecipeTree, wanted: Option<&str>) -> Result<Stack, StackError> {
+    let stacks = load_all(tree).map_err(StackError::Invalid)?;
+    let name = choose_stack(tree, wanted)?;
+    Ok(stacks.into_iter().find(|s| s.name == name).expect("load_all loads every stack of the tree"))
+}
+
+/// The name of the stack `pick_stack` loads.
+fn choose_stack(tree: &RecipeTree, wanted: Option<&str>) -> Result<String, StackError> {
     let names = tree.stack_names();
     let tree_name = match &tree.origin {
         Origin::Embedded => "the embedded recipes".to_string(),
@@ -137,16 +150,16 @@ pub fn pick_stack(tree: &RecipeTree, wanted: Option<&str>) -> Result<Stack, Stac
                 available: names.join(", "),
             });
         }
-        return load_stack(tree, w).map_err(StackError::Invalid);
+        return Ok(w.to_string());
     }
     if names.len() == 1 {
-        return load_stack(tree, &names[0]).map_err(StackError::Invalid);
+        return Ok(names[0].clone());
     }
     // Find the default by reading only the headers, so a broken other stack does not block.
     for n in &names {
         let mut d = Diagnostics::default();
         if read_stack_header(tree, n, &mut d).is_some_and(|h| h.is_default) {
-            return load_stack(tree, n).map_err(StackError::Invalid);
+            return Ok(n.clone());
         }
     }
     Err(StackError::NoDefault { tree: tree_name, available: names.join(", ") })

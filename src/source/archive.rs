@@ -61,7 +61,7 @@ pub fn detect(path: &Path, url: &str) -> std::io::Result<Option<ArchiveFormat>> 
     } else {
         None
     };
-    let name = super::download::file_name(url);
+    let name = crate::recipe::url_file_name(url);
     // A wheel is a zip, but it is installed, not unpacked.
     if name.ends_with(".whl") {
         return Ok(None);

@@ -68,12 +68,6 @@ impl RetryPolicy {
     }
 }
 
-/// The file name a URL's content gets when it is not an archive: the recipe model's
-/// [`crate::recipe::url_file_name`], so `recipes check` and the source step agree on it.
-pub fn file_name(url: &str) -> String {
-    crate::recipe::url_file_name(url)
-}
-
 /// Where verified content with this sha256 lives in the cache.
 pub fn cache_path(cfg: &Config, sha256: &str) -> PathBuf {
     cfg.cache_dir.join("downloads").join(sha256)

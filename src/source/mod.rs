@@ -178,8 +178,7 @@ pub fn fetch(cfg: &Config, recipe: &Recipe, progress: &dyn Progress) -> Result<F
 }
 
 /// Lays the pristine source out at `dest` (which must not exist, or be empty).
-pub fn checkout(cfg: &Config, recipe: &Recipe, fetched: &FetchedSource, dest: &Path) -> Result<(), SourceError> {
-    let _ = cfg;
+pub fn checkout(recipe: &Recipe, fetched: &FetchedSource, dest: &Path) -> Result<(), SourceError> {
     match &fetched.kind {
         FetchedKind::Git(g) => git::checkout(g, dest)?,
         FetchedKind::File { url, path, strip_components } => {
@@ -187,7 +186,7 @@ pub fn checkout(cfg: &Config, recipe: &Recipe, fetched: &FetchedSource, dest: &P
             match archive::detect(path, url).map_err(ArchiveError::from_io(path))? {
                 Some(format) => archive::extract(path, format, dest, *strip_components)?,
                 None => {
-                    let name = download::file_name(url);
+                    let name = crate::recipe::url_file_name(url);
                     std::fs::copy(path, dest.join(&name)).map_err(io_err(&dest.join(&name)))?;
                 }
             }
@@ -264,7 +263,7 @@ pub fn preflight(
             std::fs::create_dir_all(&scratch_parent).map_err(io_err(&scratch_parent))?;
             let scratch = tempfile::tempdir_in(&scratch_parent).map_err(io_err(&scratch_parent))?;
             let dest = scratch.path().join("src");
-            checkout(cfg, recipe, &fetched, &dest)?;
+            checkout(recipe, &fetched, &dest)?;
             let empty = std::fs::read_dir(&dest).map_err(io_err(&dest))?.next().is_none();
             if empty {
                 return Err(SourceError::EmptyTree {
@@ -356,14 +355,14 @@ pub fn prepare(
         std::fs::create_dir_all(parent).map_err(io_err(parent))?;
     }
     progress.message(&recipe.name, &format!("checking out into {}", dest.display()));
-    checkout(cfg, recipe, &fetched, dest)?;
+    checkout(recipe, &fetched, dest)?;
     crate::fault::point("patch", &recipe.name);
     if !patches.is_empty() {
         progress.message(&recipe.name, &format!("applying {} patch(es)", patches.len()));
         patch::apply_series(dest, &patches)?;
     }
     let json = serde_json::to_vec_pretty(&expected).expect("marker serialises");
-    write_atomic(&marker, &json).map_err(io_err(&marker))?;
+    crate::fsutil::write_atomic(&marker, &json).map_err(io_err(&marker))?;
     Ok(dest.to_path_buf())
 }
 
@@ -375,8 +374,6 @@ fn remove_path(p: &Path) -> Result<(), SourceError> {
         Err(e) => Err(io_err(p)(e)),
     }
 }
-
-pub use crate::fsutil::write_atomic;
 
 /// An exclusive lock on `path` (created if needed), held until the file is dropped.
 pub(crate) fn lock_file(path: &Path) -> std::io::Result<File> {

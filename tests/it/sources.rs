@@ -118,7 +118,7 @@ fn git_pinned_checkout_with_nested_submodules() {
     assert!(lines.iter().any(|l| l.contains("transfer objects")), "fetch progress is reported: {lines:#?}");
 
     let dest = s.home.join("work/top/src");
-    source::checkout(&cfg, &r, &fetched, &dest).unwrap();
+    source::checkout(&r, &fetched, &dest).unwrap();
     assert_eq!(git(&dest, &["rev-parse", "HEAD"]), s.forest.t1);
     assert_eq!(std::fs::read_to_string(dest.join("README")).unwrap(), "top\n", "the pinned commit, not the branch tip");
     assert_eq!(git(&dest.join("third_party/mid"), &["rev-parse", "HEAD"]), s.forest.m1);
@@ -197,7 +197,7 @@ fn git_offline_uses_only_the_cache() {
     cfg.offline = true;
     let f = source::fetch(&cfg, &r, &Collect::default()).unwrap();
     let dest = s.home.join("offline-tree");
-    source::checkout(&cfg, &r, &f, &dest).unwrap();
+    source::checkout(&r, &f, &dest).unwrap();
     assert!(dest.join("third_party/mid/deps/leaf/leaf.txt").is_file());
 }
 
