@@ -272,5 +272,6 @@ mod tests {
         assert!(matcher("lib/*.so").unwrap().is_match("lib/x.so"));
         assert!(!matcher("lib/*.so").unwrap().is_match("lib/sub/x.so"));
         assert!(matcher("lib/**/*.co").unwrap().is_match("lib/a/b/x.co"));
+        assert!(matcher("lib/x/*.{co,hsaco}").unwrap().is_match("lib/x/k-gfx1010.hsaco"));
     }
 }
