@@ -12,6 +12,7 @@ for cmd in hipcc:hipcc cmake:cmake ninja:ninja-build ccache:ccache nginx:nginx g
   command -v "${cmd%%:*}" >/dev/null 2>&1 || need_apt+=("${cmd##*:}")
 done
 [ -f /usr/include/openssl/ssl.h ] || need_apt+=(libssl-dev)
+command -v objcopy >/dev/null 2>&1 || need_apt+=(binutils)   # the inspect tests cut hipcc's bundle out with it
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 [ -f "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ] || need_apt+=(python3-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -40,6 +40,11 @@ pub trait Progress: Send + Sync {
     fn step_finished(&self, recipe: &str, step: &str, ok: bool) {
         let _ = (recipe, step, ok);
     }
+    /// What a recipe's installed files carry, checked against its `[targets]` declarations
+    /// (`device-code`, `must-contain`) after its steps, before its artifact is stored.
+    fn coverage(&self, recipe: &str, checks: &[crate::offload::coverage::CoverageCheck]) {
+        let _ = (recipe, checks);
+    }
     /// Why a recipe failed (one line), just before it finishes as "failed".
     fn recipe_failed(&self, recipe: &str, error: &str) {
         let _ = (recipe, error);
@@ -159,6 +164,9 @@ impl Progress for Fanout {
     }
     fn step_finished(&self, recipe: &str, step: &str, ok: bool) {
         self.0.iter().for_each(|p| p.step_finished(recipe, step, ok));
+    }
+    fn coverage(&self, recipe: &str, checks: &[crate::offload::coverage::CoverageCheck]) {
+        self.0.iter().for_each(|p| p.coverage(recipe, checks));
     }
     fn recipe_failed(&self, recipe: &str, error: &str) {
         self.0.iter().for_each(|p| p.recipe_failed(recipe, error));

@@ -6,6 +6,7 @@ mod cache;
 mod fetch;
 mod graph;
 mod index;
+mod inspect;
 mod lock;
 mod log;
 mod patch;
@@ -107,6 +108,8 @@ pub enum Command {
     Log(log::Args),
     /// Print the path of the latest build report (timeline.html, trace.json, report.json).
     Report(report::Args),
+    /// The GPU targets of the device code in libraries, objects, code objects and wheels.
+    Inspect(inspect::Args),
 }
 
 /// The recipes a command works on, and the GPU targets (shared by `build`, `plan`, `fetch`).
@@ -254,6 +257,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Status(a) => status::run(&ctx, a),
         Command::Log(a) => log::run(&ctx, a),
         Command::Report(a) => report::run(&ctx, a),
+        Command::Inspect(a) => inspect::run(&ctx, a),
     }
 }
 

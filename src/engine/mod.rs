@@ -62,6 +62,8 @@ pub enum BuildError {
     NoPython { stack: String, version: String },
     #[error("{} of the {checked} source(s) this build would prepare cannot be used; nothing was built:{}", failures.len(), failures.iter().map(|(r, e)| format!("\n  - {r}: {}", e.replace('\n', "\n    "))).collect::<String>())]
     Preflight { failures: Vec<(String, String)>, checked: usize },
+    #[error("{recipe}: its installed files do not carry what `[targets]` in {file} declares; nothing was stored:{}\nCheck that the build compiles for every target (the recipe passes {{targets}} to it) and that the declared paths are where it installs", problems.iter().map(|p| format!("\n  - {p}")).collect::<String>())]
+    Coverage { recipe: String, file: String, problems: Vec<String> },
     #[error("{recipe}: artifact {key} is not in the cache at {store} right after it was stored; is another process cleaning the cache (`rocmforge cache gc`)? Build again")]
     Vanished { recipe: String, key: String, store: String },
 }

@@ -139,6 +139,7 @@ impl Engine<'_> {
                 self.progress.warn(&r.name, &format!("its steps installed nothing into `{}`", produced.display()));
             }
             self.check_wheels(r, &produced)?;
+            self.check_coverage(r, d, &produced)?;
             if forced {
                 self.store.remove(&d.key)?;
             }

@@ -1,11 +1,12 @@
 //! Operations: one function per verb (`plan`, `build`, `fetch`, `patch_check`, `patch_diff`,
-//! `source`, `clean`, `cache_*`, `lock`, `index_*`), each taking typed options and returning data. The
+//! `source`, `clean`, `cache_*`, `lock`, `index_*`, `inspect`), each taking typed options and returning data. The
 //! command line (`cli`) parses arguments, calls one operation and prints what it returns.
 
 pub mod build;
 pub mod cache;
 pub mod fetch;
 pub mod index;
+pub mod inspect;
 pub mod lock;
 pub mod patch;
 pub mod plan;

@@ -332,8 +332,40 @@ fn lower_target_policy(file: &FileText<'_>, raw: RawTargets, diags: &mut Diagnos
     if when_unsupported == WhenUnsupported::Substitute && substitute.is_empty() {
         diags.push(file.whole("`when-unsupported = \"substitute\"` needs a non-empty `substitute` target list"));
     }
-    TargetPolicy { gpu, supported, when_unsupported, substitute, reason: raw.reason }
+    let mut device_code = Vec::new();
+    if let Some(list) = &raw.device_code {
+        if !gpu {
+            diags.push(
+                file.at(list.span(), "`device-code` is declared, but the recipe is host-only (`gpu = false`)")
+                    .with_help("remove `device-code`, or drop `gpu = false` if the recipe compiles GPU code"),
+            );
+        }
+        for p in list.get_ref() {
+            if let Err(e) = crate::offload::coverage::matcher(p.get_ref()) {
+                diags.push(file.at(p.span(), e).with_help(COVERAGE_HELP));
+            }
+            device_code.push(p.get_ref().clone());
+        }
+    }
+    let mut must_contain = std::collections::BTreeMap::new();
+    if let Some(map) = &raw.must_contain {
+        for (p, text) in map.get_ref() {
+            if let Err(e) = crate::offload::coverage::matcher(p) {
+                diags.push(file.at(map.span(), e).with_help(COVERAGE_HELP));
+            }
+            if text.is_empty() {
+                diags.push(
+                    file.at(map.span(), format!("`must-contain` gives `{p}` an empty text: every file contains it")),
+                );
+            }
+            must_contain.insert(p.clone(), text.clone());
+        }
+    }
+    TargetPolicy { gpu, supported, when_unsupported, substitute, reason: raw.reason, device_code, must_contain }
 }
+
+const COVERAGE_HELP: &str =
+    "paths are relative to the installed prefix (for wheel recipes, to the wheel's root), e.g. `lib/libx.so` or `lib/x/library/*.co`";
 
 /// `[build]`: a sane memory estimate, and `requirements` and `install-wheels` only where the build
 /// system uses them. `has_build_deps`: whether `[dependencies] build` names any recipe.

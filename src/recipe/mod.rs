@@ -8,8 +8,8 @@
 //!   [`pick_stack`]).
 //!
 //! [`lockfile`] pins unlocked git recipes to commits. The recipe layer depends on nothing
-//! downstream (graph, plan, source, index, ...): only on `diagnostic`, `fsutil`, `target` and
-//! `wheel`.
+//! downstream (graph, plan, source, index, ...): only on `diagnostic`, `fsutil`, `target`,
+//! `offload` (to check coverage patterns) and `wheel`.
 
 mod cycles;
 pub mod edit;
@@ -223,6 +223,11 @@ pub struct TargetPolicy {
     pub when_unsupported: WhenUnsupported,
     pub substitute: TargetSet,
     pub reason: Option<String>,
+    /// Installed files (paths or globs) that must carry device code for every target built
+    /// (checked after the build: [`crate::offload::coverage`]).
+    pub device_code: Vec<String>,
+    /// Installed files (paths or globs) that must contain a text: path -> text.
+    pub must_contain: BTreeMap<String, String>,
 }
 
 /// What a component will really be built for, given the requested targets.

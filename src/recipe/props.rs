@@ -212,3 +212,38 @@ proptest! {
         check(&tree(files));
     }
 }
+
+#[test]
+fn coverage_declarations_are_checked_where_written() {
+    let mut files = example_files();
+    let edit = |files: &mut BTreeMap<String, Vec<u8>>, rel: &str, from: &str, to: &str| {
+        let text = String::from_utf8(files[rel].clone()).unwrap();
+        assert!(text.contains(from), "{rel}: {text}");
+        files.insert(rel.to_string(), text.replace(from, to).into_bytes());
+    };
+    edit(
+        &mut files,
+        "recipes/example/hipvec.toml",
+        r#"device-code = ["lib/libhipvec.so"]"#,
+        "device-code = [\"/abs/lib.so\", \"lib/[x\"]\nmust-contain = { \"lib/libhipvec.so\" = \"\" }",
+    );
+    edit(
+        &mut files,
+        "recipes/example/vecmath.toml",
+        "gpu = false",
+        "gpu = false\ndevice-code = [\"lib/libvecmath.so\"]",
+    );
+    let diags = load_stack(&tree(files), "example").unwrap_err().to_string();
+    for want in [
+        "`/abs/lib.so` must be a relative path",
+        "`lib/[x` is not a valid glob",
+        "gives `lib/libhipvec.so` an empty text",
+        "`device-code` is declared, but the recipe is host-only",
+        "hipvec.toml",
+        "vecmath.toml",
+    ] {
+        assert!(diags.contains(want), "missing `{want}` in:\n{diags}");
+    }
+    let stack = load_stack(&tree(example_files()), "example").unwrap();
+    assert_eq!(stack.recipes["hipvec"].targets.device_code, ["lib/libhipvec.so"]);
+}

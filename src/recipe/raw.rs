@@ -113,6 +113,8 @@ pub(super) struct RawTargets {
     #[serde(default)]
     pub substitute: Vec<Spanned<String>>,
     pub reason: Option<String>,
+    pub device_code: Option<Spanned<Vec<Spanned<String>>>>,
+    pub must_contain: Option<Spanned<BTreeMap<String, String>>>,
 }
 
 #[derive(Deserialize)]

@@ -175,7 +175,7 @@ pub fn render(rec: &BuildRecord) -> String {
 
     let count = |o: &str| rec.recipes.iter().filter(|r| r.outcome.as_deref() == Some(o)).count();
     let mut table = String::from(
-        "<table><tr><th>recipe</th><th>outcome</th><th>cache</th><th>time</th><th>steps</th><th>logs</th></tr>",
+        "<table><tr><th>recipe</th><th>outcome</th><th>cache</th><th>time</th><th>steps</th><th>GPU code</th><th>logs</th></tr>",
     );
     for r in &rec.recipes {
         let steps: Vec<String> = r
@@ -190,9 +190,15 @@ pub fn render(rec: &BuildRecord) -> String {
                 )
             })
             .collect();
+        // What its installed files carry, as checked against its `[targets]` declarations.
+        let coverage: Vec<String> = r
+            .coverage
+            .iter()
+            .map(|c| format!(r#"<div class="{}">{}</div>"#, if c.ok { "cov" } else { "why" }, esc(&c.describe())))
+            .collect();
         let _ = write!(
             table,
-            r#"<tr><td>{}</td><td class="{}">{}{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>"#,
+            r#"<tr><td>{}</td><td class="{}">{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>"#,
             esc(&r.name),
             esc(r.outcome.as_deref().unwrap_or("")),
             esc(r.outcome.as_deref().unwrap_or(if r.start_secs.is_some() { "running" } else { "-" })),
@@ -200,6 +206,7 @@ pub fn render(rec: &BuildRecord) -> String {
             esc(r.cache.as_deref().unwrap_or("-")),
             r.duration_secs.map(human_secs).unwrap_or_default(),
             steps.join(" "),
+            coverage.join(""),
             esc(&r.log_dir.as_ref().map(|p| p.display().to_string()).unwrap_or_default())
         );
     }
@@ -218,6 +225,7 @@ h1 {{ font-size: 20px; margin: 0 0 4px; }}
 table {{ border-collapse: collapse; margin-top: 16px; font-size: 13px; }}
 th, td {{ text-align: left; padding: 3px 10px; border-bottom: 1px solid #e4e7eb; }}
 td.failed {{ color: #d64545; font-weight: 600; }}
+.cov {{ color: #3a9d5d; font-size: 12px; max-width: 420px; }}
 .why {{ color: #d64545; font-weight: 400; font-size: 12px; max-width: 520px; white-space: pre-wrap; }}
 .st {{ display: inline-block; padding: 0 5px; margin: 1px; border-radius: 3px; color: #fff; background: #3a9d5d; font-size: 11px; }}
 .st.failed {{ background: #d64545; }} .st.running, .st.interrupted {{ background: #e3a32b; }}

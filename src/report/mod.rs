@@ -93,6 +93,11 @@ pub struct RecipeRecord {
     /// Why it failed (one line), when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What its installed files carry, checked against its `[targets]` declarations
+    /// (`device-code`, `must-contain`) when it was built; empty for cache hits and recipes that
+    /// declare none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub coverage: Vec<crate::offload::coverage::CoverageCheck>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -332,6 +337,11 @@ impl Progress for Recorder {
                 s.end_secs = Some(t);
                 s.duration_secs = Some(t - s.start_secs);
             }
+        });
+    }
+    fn coverage(&self, recipe: &str, checks: &[crate::offload::coverage::CoverageCheck]) {
+        self.update(false, |rec, _, _| {
+            rec.recipe_mut(recipe).coverage = checks.to_vec();
         });
     }
     fn recipe_failed(&self, recipe: &str, error: &str) {

@@ -7,6 +7,7 @@ mod engine;
 mod example;
 mod foundation;
 mod index;
+mod inspect;
 mod keys;
 mod layering;
 mod lock;

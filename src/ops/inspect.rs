@@ -1,0 +1,31 @@
+//! `inspect`: the GPU targets of the device code in files, directories and wheels.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::offload::{self, Inspected};
+
+/// What `inspect` found in everything it was given.
+#[derive(Debug, Default, Serialize)]
+pub struct InspectReport {
+    /// Every ELF file, bundle and wheel member read, in the order given (directories sorted).
+    pub files: Vec<Inspected>,
+    /// Files under the given directories that are neither ELF, bundle nor wheel.
+    pub skipped: usize,
+    /// Files that could not be read, each with why (the rest were read).
+    pub errors: Vec<String>,
+}
+
+/// Reads every path (file, directory or `.whl`); an unreadable or malformed file is recorded
+/// in `errors`, and the others are still read.
+pub fn inspect(paths: &[PathBuf]) -> InspectReport {
+    let mut report = InspectReport::default();
+    for p in paths {
+        let found = offload::inspect_path(p);
+        report.files.extend(found.files);
+        report.skipped += found.skipped;
+        report.errors.extend(found.errors.iter().map(|e| e.to_string()));
+    }
+    report
+}

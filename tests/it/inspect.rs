@@ -1,0 +1,351 @@
+//! `rocmforge inspect` against real hipcc output, with `roc-obj-ls` (Debian's hipcc package) as
+//! the reference; compressed bundles built here as clang's OffloadBundler.cpp writes them
+//! (Debian's clang 15 cannot); and the build's coverage check naming a library that lacks a
+//! target its recipe is built for.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use crate::support::git::GitDaemon;
+use crate::support::http::HttpServer;
+use crate::support::{copy_tree, repo_root, rocmforge};
+
+const KERNEL: &str = r#"#include <hip/hip_runtime.h>
+__global__ void axpy(float a, const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += a * x[i];
+}
+extern "C" void run_axpy(float a, const float* x, float* y, int n) {
+  hipLaunchKernelGGL(axpy, dim3((n + 63) / 64), dim3(64), 0, 0, a, x, y, n);
+}
+"#;
+
+/// The hipcc outputs every test here reads, compiled once per test run.
+struct Fixtures {
+    dir: PathBuf,
+}
+
+impl Fixtures {
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e} (ci/setup.sh installs it)"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn hipcc(dir: &Path, args: &[&str]) {
+    run(Command::new("hipcc").current_dir(dir).args(args));
+}
+
+/// Objects with one and with two targets, the libraries linked from them, and a plain code
+/// object with a feature suffix: three compiles (two links), once for all tests.
+fn fixtures() -> &'static Fixtures {
+    static F: OnceLock<Fixtures> = OnceLock::new();
+    F.get_or_init(|| {
+        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        // Earlier runs' fixtures are stale: remove them.
+        for e in std::fs::read_dir(&base).into_iter().flatten().flatten() {
+            if e.file_name().to_string_lossy().starts_with("inspect-fixtures-") {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+        let dir = base.join(format!("inspect-fixtures-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("k.hip"), KERNEL).unwrap();
+        hipcc(&dir, &["--offload-arch=gfx1010", "-fPIC", "-c", "k.hip", "-o", "one.o"]);
+        hipcc(&dir, &["--offload-arch=gfx1010", "--offload-arch=gfx1030", "-fPIC", "-c", "k.hip", "-o", "two.o"]);
+        hipcc(&dir, &["-shared", "one.o", "-o", "libone.so"]);
+        hipcc(&dir, &["-shared", "two.o", "-o", "libtwo.so"]);
+        hipcc(
+            &dir,
+            &[
+                "--cuda-device-only",
+                "--no-gpu-bundle-output",
+                "--offload-arch=gfx1010:xnack-",
+                "-c",
+                "k.hip",
+                "-o",
+                "k.co",
+            ],
+        );
+        Fixtures { dir }
+    })
+}
+
+/// `roc-obj-ls`'s entry ids of a host file's device code (host entries left out).
+fn roc_obj_ls(file: &Path) -> Vec<String> {
+    let out = run(Command::new("roc-obj-ls").arg(file));
+    let mut ids: Vec<String> = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .filter(|id| !id.starts_with("host-"))
+        .map(str::to_string)
+        .collect();
+    ids.sort();
+    ids
+}
+
+fn inspect_json(home: &Path, paths: &[PathBuf]) -> serde_json::Value {
+    let out = rocmforge(home).arg("inspect").arg("--json").args(paths).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn strings(v: &serde_json::Value) -> Vec<String> {
+    v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
+}
+
+fn entries(file: &serde_json::Value) -> Vec<String> {
+    let mut ids: Vec<String> =
+        file["code"].as_array().unwrap().iter().map(|c| c["entry"].as_str().unwrap().to_string()).collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn inspect_agrees_with_roc_obj_ls_on_hipcc_objects_and_libraries() {
+    let f = fixtures();
+    let home = tempfile::tempdir().unwrap();
+    let files: Vec<PathBuf> = ["one.o", "two.o", "libone.so", "libtwo.so"].iter().map(|n| f.path(n)).collect();
+    let json = inspect_json(home.path(), &files);
+    let got = json["files"].as_array().unwrap();
+    assert_eq!(got.len(), 4, "{json:#}");
+    for (file, found) in files.iter().zip(got) {
+        let reference = roc_obj_ls(file);
+        assert!(!reference.is_empty(), "roc-obj-ls lists nothing in {}", file.display());
+        assert_eq!(entries(found), reference, "{}", file.display());
+        let want: &[&str] = if file.to_string_lossy().contains("one") { &["gfx1010"] } else { &["gfx1010", "gfx1030"] };
+        assert_eq!(strings(&found["targets"]), want, "{}", file.display());
+        assert_eq!(found["kind"], "elf");
+    }
+    // Text: one line per file.
+    let out = rocmforge(home.path()).arg("inspect").arg(f.path("libtwo.so")).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("libtwo.so: gfx1010 gfx1030 (offload bundle)"), "{text}");
+}
+
+#[test]
+fn inspect_reads_a_plain_code_object_with_its_feature_suffix() {
+    let f = fixtures();
+    let home = tempfile::tempdir().unwrap();
+    let json = inspect_json(home.path(), &[f.path("k.co")]);
+    let file = &json["files"][0];
+    assert_eq!(file["kind"], "code-object", "{json:#}");
+    // The id clang was asked for, feature suffix included (from the header's e_flags).
+    assert_eq!(strings(&file["targets"]), ["gfx1010:xnack-"]);
+    assert_eq!(file["code"][0]["container"]["kind"], "code-object");
+}
+
+#[test]
+fn inspect_reads_the_library_inside_a_wheel_without_unpacking_it() {
+    let f = fixtures();
+    let home = tempfile::tempdir().unwrap();
+    let wheel = home.path().join("whl/demo-1.0-cp311-cp311-linux_x86_64.whl");
+    std::fs::create_dir_all(wheel.parent().unwrap()).unwrap();
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&wheel).unwrap());
+    let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    zip.start_file("demo/__init__.py", opts).unwrap();
+    zip.write_all(b"").unwrap();
+    zip.start_file("demo/lib/libdemo_hip.so", opts).unwrap();
+    zip.write_all(&std::fs::read(f.path("libtwo.so")).unwrap()).unwrap();
+    zip.start_file("demo-1.0.dist-info/RECORD", opts).unwrap();
+    zip.write_all(b"").unwrap();
+    zip.finish().unwrap();
+    // Named, and found in a directory.
+    for arg in [wheel.clone(), wheel.parent().unwrap().to_path_buf()] {
+        let json = inspect_json(home.path(), &[arg]);
+        let files = json["files"].as_array().unwrap();
+        assert_eq!(files.len(), 1, "{json:#}");
+        assert!(files[0]["path"].as_str().unwrap().ends_with(".whl!demo/lib/libdemo_hip.so"), "{json:#}");
+        assert_eq!(strings(&files[0]["targets"]), ["gfx1010", "gfx1030"]);
+        assert_eq!(entries(&files[0]), roc_obj_ls(&f.path("libtwo.so")));
+    }
+    // Nothing was unpacked beside it.
+    assert_eq!(std::fs::read_dir(wheel.parent().unwrap()).unwrap().count(), 1);
+}
+
+/// `plain` as clang's bundler writes a compressed bundle: `CCOB`, version, method (0 zlib,
+/// 1 zstd), sizes by version, the low 8 bytes of the MD5 of `plain`, the compressed bytes.
+fn compressed(plain: &[u8], version: u16, zstd: bool, md5_low: &[u8]) -> Vec<u8> {
+    let data = if zstd {
+        zstd::encode_all(plain, 3).unwrap()
+    } else {
+        let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(6));
+        e.write_all(plain).unwrap();
+        e.finish().unwrap()
+    };
+    let mut out = b"CCOB".to_vec();
+    out.extend(version.to_le_bytes());
+    out.extend(u16::from(zstd).to_le_bytes());
+    match version {
+        1 => out.extend((plain.len() as u32).to_le_bytes()),
+        2 => {
+            out.extend(((4 + 2 + 2 + 4 + 4 + 8 + data.len()) as u32).to_le_bytes());
+            out.extend((plain.len() as u32).to_le_bytes());
+        }
+        _ => {
+            out.extend(((4 + 2 + 2 + 8 + 8 + 8 + data.len()) as u64).to_le_bytes());
+            out.extend((plain.len() as u64).to_le_bytes());
+        }
+    }
+    out.extend(md5_low);
+    out.extend(data);
+    out
+}
+
+#[test]
+fn inspect_reads_compressed_bundles_built_from_a_hipcc_bundle() {
+    let f = fixtures();
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("bundles");
+    std::fs::create_dir_all(&dir).unwrap();
+    // The plain bundle hipcc embedded in the two-target library.
+    let plain = dir.join("plain.hipfb");
+    run(Command::new("objcopy")
+        .arg("-O")
+        .arg("binary")
+        .arg("--only-section=.hip_fatbin")
+        .arg(f.path("libtwo.so"))
+        .arg(&plain));
+    let plain_bytes = std::fs::read(&plain).unwrap();
+    assert!(plain_bytes.starts_with(b"__CLANG_OFFLOAD_BUNDLE__"));
+    let md5 = run(Command::new("md5sum").arg(&plain));
+    let md5_low = hex::decode(&md5[..16]).unwrap();
+    let mut files = vec![plain.clone()];
+    for (name, version, zstd) in
+        [("v1-zstd", 1, true), ("v2-zlib", 2, false), ("v2-zstd", 2, true), ("v3-zlib", 3, false), ("v3-zstd", 3, true)]
+    {
+        let p = dir.join(format!("{name}.hipfb"));
+        std::fs::write(&p, compressed(&plain_bytes, version, zstd, &md5_low)).unwrap();
+        files.push(p);
+    }
+    let json = inspect_json(home.path(), &files);
+    let got = json["files"].as_array().unwrap();
+    assert_eq!(got.len(), files.len(), "{json:#}");
+    let reference = roc_obj_ls(&f.path("libtwo.so"));
+    for (i, file) in got.iter().enumerate() {
+        assert_eq!(file["kind"], "bundle");
+        assert_eq!(strings(&file["targets"]), ["gfx1010", "gfx1030"], "{}", file["path"]);
+        assert_eq!(entries(file), reference, "{}", file["path"]);
+        let container = &file["code"][0]["container"];
+        if i == 0 {
+            assert_eq!(container["kind"], "bundle");
+        } else {
+            assert_eq!(container["kind"], "compressed-bundle", "{container}");
+            let name = file["path"].as_str().unwrap();
+            assert_eq!(container["method"], if name.contains("zstd") { "zstd" } else { "zlib" }, "{name}");
+        }
+    }
+    // A damaged one is named, and the others are still read.
+    let bad = dir.join("v3-zstd.hipfb");
+    let mut b = std::fs::read(&bad).unwrap();
+    b.truncate(b.len() - 10);
+    std::fs::write(&bad, b).unwrap();
+    let out = rocmforge(home.path()).arg("inspect").arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("v3-zstd.hipfb") && err.contains("compressed offload bundle"), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("v2-zlib.hipfb: gfx1010 gfx1030"));
+}
+
+/// The example stack, its sources on 127.0.0.1 (as tests/it/example.rs sets it up), with a
+/// recipe tree of the test's own.
+struct ExampleStack {
+    home: tempfile::TempDir,
+    tree: PathBuf,
+    config: PathBuf,
+    _daemon: GitDaemon,
+    _http: HttpServer,
+}
+
+impl ExampleStack {
+    fn new() -> ExampleStack {
+        let home = tempfile::tempdir().unwrap();
+        let up = home.path().join("upstream");
+        run(Command::new("bash").arg(repo_root().join("ci/example-sources.sh")).arg(&up));
+        let daemon = GitDaemon::start(&up.join("git"));
+        let http = HttpServer::start();
+        http.add("hipvec-1.0.0.tar.gz", std::fs::read(up.join("files/hipvec-1.0.0.tar.gz")).unwrap());
+        let config = home.path().join("config.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[url-rewrite]\n\"https://example.invalid/rocmforge/hipvec-1.0.0.tar.gz\" = \"{}\"\n\"https://example.invalid/rocmforge/\" = \"{}\"\n",
+                http.url("hipvec-1.0.0.tar.gz"),
+                daemon.url("")
+            ),
+        )
+        .unwrap();
+        let tree = home.path().join("tree");
+        copy_tree(&repo_root().join("recipes/example"), &tree.join("recipes/example"));
+        copy_tree(&repo_root().join("patches/example"), &tree.join("patches/example"));
+        ExampleStack { home, tree, config, _daemon: daemon, _http: http }
+    }
+
+    fn build(&self, args: &[&str]) -> (bool, String) {
+        let out = rocmforge(self.home.path())
+            .env("ROCMFORGE_CONFIG", &self.config)
+            .arg("--recipes")
+            .arg(&self.tree)
+            .args(["--stack", "example", "build", "--prefix"])
+            .arg(self.home.path().join("prefix"))
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+        )
+    }
+
+    fn report(&self) -> serde_json::Value {
+        let p = self.home.path().join("state/rocmforge/reports/example/latest/report.json");
+        serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap()
+    }
+}
+
+fn coverage_of<'a>(report: &'a serde_json::Value, recipe: &str) -> &'a serde_json::Value {
+    let r = report["recipes"].as_array().unwrap().iter().find(|r| r["name"] == recipe).unwrap();
+    &r["coverage"][0]
+}
+
+#[test]
+fn build_names_the_library_that_lacks_a_target_the_recipe_is_built_for() {
+    let e = ExampleStack::new();
+    // hipvec's build compiles for gfx1010 alone, whatever it is asked for.
+    let recipe = e.tree.join("recipes/example/hipvec.toml");
+    let text = std::fs::read_to_string(&recipe).unwrap();
+    assert!(text.contains("\"-DAMDGPU_TARGETS={targets}\""), "{text}");
+    std::fs::write(&recipe, text.replace("\"-DAMDGPU_TARGETS={targets}\"", "\"-DAMDGPU_TARGETS=gfx1010\"")).unwrap();
+
+    let (ok, out) = e.build(&["hipvec", "--target", "gfx1010,gfx1030"]);
+    assert!(!ok, "{out}");
+    assert!(out.contains("device-code `lib/libhipvec.so`: lib/libhipvec.so lacks gfx1030 (found: gfx1010)"), "{out}");
+    assert!(out.contains("recipes/example/hipvec.toml"), "the error names the recipe file: {out}");
+    assert!(out.contains("nothing was stored"), "{out}");
+    let report = e.report();
+    let c = coverage_of(&report, "hipvec");
+    assert_eq!(c["ok"], false, "{report:#}");
+    assert_eq!(strings(&c["missing"]), ["gfx1030"]);
+    assert_eq!(strings(&c["files"][0]["targets"]), ["gfx1010"]);
+
+    // Built for what it is asked, it passes, and the report lists what it carries.
+    std::fs::write(&recipe, text).unwrap();
+    let (ok, out) = e.build(&["hipvec", "--target", "gfx1010,gfx1030"]);
+    assert!(ok, "{out}");
+    let report = e.report();
+    let c = coverage_of(&report, "hipvec");
+    assert_eq!(c["ok"], true, "{report:#}");
+    assert_eq!(strings(&c["files"][0]["targets"]), ["gfx1010", "gfx1030"]);
+}
