@@ -12,6 +12,7 @@ mod layering;
 mod lock;
 mod prebuilt;
 mod reap;
+mod remote;
 mod realstack;
 mod report;
 mod schedule;
