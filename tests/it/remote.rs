@@ -13,17 +13,17 @@ use std::time::{Duration, Instant};
 use crate::support::ScriptsStack;
 
 /// The password of the uploaders' basic auth: it must never appear in any output.
-const PASSWORD: &str = "s3cret-upl0ad-pw";
+pub const PASSWORD: &str = "s3cret-upl0ad-pw";
 
 /// nginx on 127.0.0.1 with its own prefix dir, config and pid file; stopped by its PID.
-struct Nginx {
+pub struct Nginx {
     dir: PathBuf,
     port: u16,
     child: Option<Child>,
 }
 
 impl Nginx {
-    fn start(dir: &Path) -> Nginx {
+    pub fn start(dir: &Path) -> Nginx {
         let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"].iter().map(PathBuf::from).find(|p| p.is_file());
         let nginx = nginx.expect("nginx is not installed: run ci/setup.sh (it installs Debian's nginx)");
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -75,7 +75,7 @@ impl Nginx {
         std::fs::read_to_string(self.dir.join("logs/error.log")).unwrap_or_default()
     }
 
-    fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}/cache/", self.port)
     }
 
@@ -184,7 +184,7 @@ fn compiled_and_reset(s: &ScriptsStack) -> Vec<String> {
 
 /// B's PATH: a directory of its own with the same tools (symlinks; a wrapper for Debian's hipcc,
 /// which finds its perl half next to the name it was called by), then the system's.
-fn other_path(dir: &Path) -> String {
+pub fn other_path(dir: &Path) -> String {
     std::fs::create_dir_all(dir).unwrap();
     let system = std::env::var("PATH").unwrap();
     for tool in rocmforge::key::TOOLS {
