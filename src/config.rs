@@ -27,6 +27,9 @@
 //! signing-key = "/home/me/.local/state/rocmforge/cache-signing.key"   # `rocmforge cache keygen`
 //! trusted-keys = ["buildbox-1:BASE64..."]   # accept remote artifacts signed by these only
 //! ```
+//!
+//! `ROCMFORGE_CACHE_CONNECT_TIMEOUT_SECS` (default 3) and `ROCMFORGE_CACHE_BLOB_TIMEOUT_SECS`
+//! (default 3600) bound the remote cache's requests.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

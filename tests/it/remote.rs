@@ -333,6 +333,7 @@ fn a_second_machine_downloads_every_artifact_and_refuses_what_it_must() {
     assert!(plan.contains("signed by `machine-c`, which is not in `trusted-keys` (machine-a)"), "{plan}");
     assert_eq!(plan.matches("state:   remote hit").count(), 1, "{plan}");
     let text = b.build(&s, &[]);
+    eprintln!("--- B with planted, replayed and altered manifests:\n{text}");
     line_with(&text, "base", "signed by `machine-c`, which is not in `trusted-keys` (machine-a)");
     line_with(&text, "mid", "copied from another key's path");
     line_with(&text, "tool", "does not match the manifest (altered after it was signed?)");
@@ -367,6 +368,7 @@ fn a_second_machine_downloads_every_artifact_and_refuses_what_it_must() {
     let out = child.wait_with_output().unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{text}");
+    eprintln!("--- B with the server stopped mid-build:\n{text}");
     line_with(&text, "base", "downloaded artifact");
     line_with(&text, "tool", "cannot be reached");
     line_with(&text, "top", "could not be downloaded now: building it locally");
