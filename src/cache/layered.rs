@@ -39,6 +39,22 @@ pub struct LayeredStore {
     scratch: PathBuf,
 }
 
+/// The scratch dir of blob transfers in the cache dir: `{get,put}-<key>-<random>-<pid>/` each.
+const SCRATCH: &str = "remote-tmp";
+
+/// Scratch dirs of blob transfers whose process is gone (a killed download or upload), for
+/// `cache verify` to report and `cache gc` to remove.
+pub fn stale_transfers(cache_dir: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(cache_dir.join(SCRATCH)) else { return Vec::new() };
+    let mut v: Vec<PathBuf> = rd
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| !crate::fsutil::owner_alive(&p.file_name().unwrap_or_default().to_string_lossy()))
+        .collect();
+    v.sort();
+    v
+}
+
 /// Who shows up in messages about the store itself.
 const WHO: &str = "remote cache";
 
@@ -94,7 +110,7 @@ impl LayeredStore {
             );
         }
         Ok(LayeredStore {
-            scratch: cfg.cache_dir.join("remote-tmp"),
+            scratch: cfg.cache_dir.join(SCRATCH),
             local,
             remote,
             read_only: r.read_only,
@@ -196,6 +212,7 @@ impl LayeredStore {
         std::fs::create_dir_all(&self.scratch).map_err(io(&self.scratch))?;
         let tmp = tempfile::Builder::new()
             .prefix(&format!("get-{}-", key.short()))
+            .suffix(&format!("-{}", std::process::id()))
             .tempdir_in(&self.scratch)
             .map_err(io(&self.scratch))?;
         let blob = tmp.path().join("blob");
@@ -260,6 +277,7 @@ impl LayeredStore {
         std::fs::create_dir_all(&self.scratch).map_err(io(&self.scratch))?;
         let tmp = tempfile::Builder::new()
             .prefix(&format!("put-{}-", key.short()))
+            .suffix(&format!("-{}", std::process::id()))
             .tempdir_in(&self.scratch)
             .map_err(io(&self.scratch))?;
         let blob = tmp.path().join("blob");
@@ -348,5 +366,22 @@ impl Store for LayeredStore {
 
     fn lock(&self, key: &CacheKey) -> Result<KeyLock, CacheError> {
         self.local.lock(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transfers_of_dead_processes_are_stale() {
+        let d = tempfile::tempdir().unwrap();
+        let scratch = d.path().join(SCRATCH);
+        let dead = scratch.join("get-0123456789ab-Xy12Z-4000000000");
+        let mine = scratch.join(format!("put-0123456789ab-Ab34C-{}", std::process::id()));
+        std::fs::create_dir_all(&dead).unwrap();
+        std::fs::create_dir_all(&mine).unwrap();
+        assert_eq!(stale_transfers(d.path()), vec![dead]);
+        assert!(stale_transfers(&d.path().join("none")).is_empty());
     }
 }

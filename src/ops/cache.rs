@@ -86,6 +86,7 @@ pub fn cache_verify(cfg: &Config) -> Result<VerifyReport, IndexError> {
     let (published, index_problems) = crate::index::verify(&cfg.index_dir())?;
     let mut leftovers = store.stale_temps();
     leftovers.extend(git::stale_temps(cfg));
+    leftovers.extend(crate::cache::stale_transfers(&cfg.cache_dir));
     Ok(VerifyReport {
         artifacts,
         damaged,
@@ -129,6 +130,7 @@ pub fn cache_gc(cfg: &Config, req: GcRequest) -> anyhow::Result<(usize, u64)> {
     }
     let mut stale = store.stale_temps();
     stale.extend(git::stale_temps(cfg));
+    stale.extend(crate::cache::stale_transfers(&cfg.cache_dir));
     for p in &stale {
         freed += tree_size(p);
         crate::fsutil::remove_dir_all_if_exists(p).with_context(|| format!("cannot remove {}", p.display()))?;
