@@ -110,8 +110,9 @@ pub struct Config {
     pub remote: RemoteCacheConfig,
 }
 
-/// The settings of a shared artifact cache (`cache-url` and friends).
-#[derive(Debug, Clone, Default)]
+/// The settings of a shared artifact cache (`cache-url` and friends). `Debug` shows the URL
+/// without its userinfo.
+#[derive(Clone, Default)]
 pub struct RemoteCacheConfig {
     /// The server's base URL (`/cas/` and `/ac/` lie below it); `None`: no remote cache.
     pub url: Option<String>,
@@ -126,6 +127,29 @@ pub struct RemoteCacheConfig {
     pub signing_key: Option<PathBuf>,
     /// Public keys (`name:base64`) whose signatures make a remote artifact acceptable.
     pub trusted_keys: Vec<String>,
+}
+
+impl std::fmt::Debug for RemoteCacheConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let url = self.url.as_deref().map(|u| match url::Url::parse(u) {
+            Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
+                let _ = u.set_password(None);
+                let _ = u.set_username("***");
+                u.to_string()
+            }
+            Ok(u) => u.to_string(),
+            Err(_) => "<cache-url>".into(),
+        });
+        f.debug_struct("RemoteCacheConfig")
+            .field("url", &url)
+            .field("read_only", &self.read_only)
+            .field("token", &self.token)
+            .field("user", &self.user)
+            .field("password", &self.password)
+            .field("signing_key", &self.signing_key)
+            .field("trusted_keys", &self.trusted_keys)
+            .finish()
+    }
 }
 
 impl RemoteCacheConfig {
@@ -282,6 +306,25 @@ mod tests {
         let e = Config::load_from(&f).unwrap_err().to_string();
         assert!(e.contains("c.toml:2:13"), "{e}");
         assert!(e.contains("unknown variant `symlink`, expected `auto` or `copy`"), "{e}");
+    }
+
+    #[test]
+    fn remote_cache_settings_never_show_credentials() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(
+            &f,
+            "cache-url = \"https://lab:pw-in-url@cache.example/rf/\"\ncache-token = \"tok-123\"\ncache-password = \"pw-456\"\ntrusted-keys = [\"a:AAAA\"]\n",
+        )
+        .unwrap();
+        let c = Config::load_from(&f).unwrap();
+        assert_eq!(c.remote.token, Some(Secret("tok-123".into())));
+        assert_eq!(c.remote.trusted_keys, ["a:AAAA"]);
+        let shown = format!("{c:?}");
+        for secret in ["pw-in-url", "tok-123", "pw-456"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        assert!(shown.contains("https://***@cache.example/rf/"), "{shown}");
     }
 
     #[test]
