@@ -152,6 +152,7 @@ fn inputs(run: usize) -> KeyInputs {
         prefix: "/opt/rocm".into(),
         env: BTreeMap::new(),
         toolchain: "bench".into(),
+        host_os: String::new(),
         deps: BTreeMap::new(),
     }
 }

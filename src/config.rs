@@ -15,6 +15,21 @@
 //! [url-rewrite]
 //! "https://github.com/" = "file:///srv/git/"
 //! ```
+//!
+//! A team's shared artifact cache (`cache::remote`; README "A team's shared cache"):
+//!
+//! ```toml
+//! cache-url = "https://cache.lab.example/rocmforge/"   # ROCMFORGE_CACHE_URL, --cache-url
+//! cache-read-only = false                  # only take, never upload (--cache-read-only)
+//! cache-token = "..."                      # bearer token (ROCMFORGE_CACHE_TOKEN); or basic auth:
+//! cache-user = "lab"                       # ROCMFORGE_CACHE_USER
+//! cache-password = "..."                   # ROCMFORGE_CACHE_PASSWORD
+//! signing-key = "/home/me/.local/state/rocmforge/cache-signing.key"   # `rocmforge cache keygen`
+//! trusted-keys = ["buildbox-1:BASE64..."]   # accept remote artifacts signed by these only
+//! ```
+//!
+//! `ROCMFORGE_CACHE_CONNECT_TIMEOUT_SECS` (default 3) and `ROCMFORGE_CACHE_BLOB_TIMEOUT_SECS`
+//! (default 3600) bound the remote cache's requests.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -33,6 +48,14 @@ struct RawConfig {
     link_mode: Option<LinkMode>,
     #[serde(default)]
     url_rewrite: BTreeMap<String, String>,
+    cache_url: Option<String>,
+    cache_read_only: Option<bool>,
+    cache_token: Option<String>,
+    cache_user: Option<String>,
+    cache_password: Option<String>,
+    signing_key: Option<PathBuf>,
+    #[serde(default)]
+    trusted_keys: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -83,10 +106,75 @@ pub struct Config {
     pub offline: bool,
     /// The file this came from, if any.
     pub file: Option<PathBuf>,
+    /// The shared artifact cache over HTTP, if one is set.
+    pub remote: RemoteCacheConfig,
+}
+
+/// The settings of a shared artifact cache (`cache-url` and friends). `Debug` shows the URL
+/// without its userinfo.
+#[derive(Clone, Default)]
+pub struct RemoteCacheConfig {
+    /// The server's base URL (`/cas/` and `/ac/` lie below it); `None`: no remote cache.
+    pub url: Option<String>,
+    /// Take artifacts, never upload.
+    pub read_only: bool,
+    /// A bearer token (`Authorization: Bearer`).
+    pub token: Option<Secret>,
+    /// Basic auth: user and password.
+    pub user: Option<String>,
+    pub password: Option<Secret>,
+    /// The secret key uploads are signed with; `None`: `<state-dir>/cache-signing.key`.
+    pub signing_key: Option<PathBuf>,
+    /// Public keys (`name:base64`) whose signatures make a remote artifact acceptable.
+    pub trusted_keys: Vec<String>,
+}
+
+impl std::fmt::Debug for RemoteCacheConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let url = self.url.as_deref().map(|u| match url::Url::parse(u) {
+            Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
+                let _ = u.set_password(None);
+                let _ = u.set_username("***");
+                u.to_string()
+            }
+            Ok(u) => u.to_string(),
+            Err(_) => "<cache-url>".into(),
+        });
+        f.debug_struct("RemoteCacheConfig")
+            .field("url", &url)
+            .field("read_only", &self.read_only)
+            .field("token", &self.token)
+            .field("user", &self.user)
+            .field("password", &self.password)
+            .field("signing_key", &self.signing_key)
+            .field("trusted_keys", &self.trusted_keys)
+            .finish()
+    }
+}
+
+impl RemoteCacheConfig {
+    /// The secret key file uploads are signed with.
+    pub fn signing_key_file(&self, state_dir: &Path) -> PathBuf {
+        self.signing_key.clone().unwrap_or_else(|| state_dir.join("cache-signing.key"))
+    }
+}
+
+/// A credential: never shown by `Debug` (configs are printed in errors and logs).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
 }
 
 fn env_path(name: &str) -> Option<PathBuf> {
     std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+fn env_string(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
 fn home() -> PathBuf {
@@ -153,6 +241,16 @@ impl Config {
             url_rewrites: rewrites,
             offline: false,
             file,
+            remote: RemoteCacheConfig {
+                url: env_string("ROCMFORGE_CACHE_URL").or(raw.cache_url).filter(|u| !u.is_empty()),
+                read_only: raw.cache_read_only.unwrap_or(false)
+                    || std::env::var("ROCMFORGE_CACHE_READ_ONLY").is_ok_and(|v| v == "1" || v == "true"),
+                token: env_string("ROCMFORGE_CACHE_TOKEN").or(raw.cache_token).map(Secret),
+                user: env_string("ROCMFORGE_CACHE_USER").or(raw.cache_user),
+                password: env_string("ROCMFORGE_CACHE_PASSWORD").or(raw.cache_password).map(Secret),
+                signing_key: env_path("ROCMFORGE_SIGNING_KEY").or(raw.signing_key),
+                trusted_keys: raw.trusted_keys,
+            },
         })
     }
 
@@ -208,6 +306,25 @@ mod tests {
         let e = Config::load_from(&f).unwrap_err().to_string();
         assert!(e.contains("c.toml:2:13"), "{e}");
         assert!(e.contains("unknown variant `symlink`, expected `auto` or `copy`"), "{e}");
+    }
+
+    #[test]
+    fn remote_cache_settings_never_show_credentials() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(
+            &f,
+            "cache-url = \"https://lab:pw-in-url@cache.example/rf/\"\ncache-token = \"tok-123\"\ncache-password = \"pw-456\"\ntrusted-keys = [\"a:AAAA\"]\n",
+        )
+        .unwrap();
+        let c = Config::load_from(&f).unwrap();
+        assert_eq!(c.remote.token, Some(Secret("tok-123".into())));
+        assert_eq!(c.remote.trusted_keys, ["a:AAAA"]);
+        let shown = format!("{c:?}");
+        for secret in ["pw-in-url", "tok-123", "pw-456"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        assert!(shown.contains("https://***@cache.example/rf/"), "{shown}");
     }
 
     #[test]

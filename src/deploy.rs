@@ -233,6 +233,7 @@ mod tests {
             prefix: "/p".into(),
             env: Default::default(),
             toolchain: "t".into(),
+            host_os: String::new(),
             deps: Default::default(),
         };
         let cache = LocalStore::new(&cache_root.join("cache"));

@@ -21,6 +21,7 @@
 //! | install prefix (`prefix`)                                   | yes        | 5    |
 //! | allow-listed environment variables (`env`)                  | yes        | 6    |
 //! | host toolchain identity (`toolchain`)                       | yes        | 7    |
+//! | host distribution and release (`host_os`)                   | yes        | 12   |
 //! | each dependency's key (`deps`)                              | yes        | 8    |
 //! | mtimes, inodes, sizes of anything                           | never      | 9    |
 //! | where host tools lie (absolute tool paths)                  | never      | 9    |
@@ -71,6 +72,17 @@
 //!     bump (note 1).
 //! 11. A known gap: python-wheel recipes build with the host Python found for the stack's
 //!     `python` (or `ROCMFORGE_PYTHON`), which no key input names; the wheel's tags do.
+//! 12. What the host gives the build besides its tools: the libraries and headers of its
+//!     packages (libc, libstdc++, zlib, Python's headers, Debian's HIP runtime). Artifacts are
+//!     shared between machines through a remote cache, and an artifact linked against one
+//!     distribution's libraries may not even load on another, so the key names the
+//!     distribution and its release: `ID` and `VERSION_ID` of `/etc/os-release` (else
+//!     `/usr/lib/os-release`), as `debian 12` ([`host_os`]); `unknown` when neither file says.
+//!     Empty for source-only recipes, like the toolchain. A point release of the same
+//!     distribution (12.4 -> 12.5) keeps `VERSION_ID` and so the key: its ABI is stable. The
+//!     finer input, the versions of the host packages a recipe declares it builds against,
+//!     belongs beside it once recipes declare them (a `[host]` table): one line per package,
+//!     `<name>: <version>`, asked of the package manager and memoised like the tools' identities.
 //!
 //! ## Considerations for inclusion
 //!
@@ -147,7 +159,8 @@ use serde::{Deserialize, Serialize};
 use crate::target::TargetSet;
 
 /// 2: the toolchain is identified by the tools' `--version` output, not their paths and mtimes.
-pub const CACHE_FORMAT: u32 = 2;
+/// 3: the host's distribution and release (`host_os`) are an input.
+pub const CACHE_FORMAT: u32 = 3;
 
 /// Host environment variables a build reads that change its output. Anything else is left out
 /// of both the key and the build's environment (except the pass-through list in `engine::systems::step_env`).
@@ -172,6 +185,10 @@ pub struct KeyInputs {
     /// One line per host tool, `<tool>: <identity>` ([`toolchain_identity`]); empty for
     /// source-only recipes.
     pub toolchain: String,
+    /// The host's distribution and release ([`host_os`], `debian 12`); empty for source-only
+    /// recipes. (Absent from the inputs of format 2 and older: read as empty.)
+    #[serde(default)]
+    pub host_os: String,
     /// Dependency name -> its key.
     pub deps: BTreeMap<String, String>,
 }
@@ -232,6 +249,9 @@ impl KeyInputs {
         if self.toolchain != old.toolchain {
             why.extend(toolchain_changes(&old.toolchain, &self.toolchain));
         }
+        if self.host_os != old.host_os && self.format == old.format {
+            why.push(format!("host distribution changed ({} -> {})", or_none(&old.host_os), or_none(&self.host_os)));
+        }
         for (d, k) in &self.deps {
             match old.deps.get(d) {
                 Some(ok) if ok == k => {}
@@ -245,6 +265,40 @@ impl KeyInputs {
             }
         }
         why
+    }
+}
+
+fn or_none(s: &str) -> &str {
+    if s.is_empty() {
+        "none"
+    } else {
+        s
+    }
+}
+
+/// The host's distribution and release, `<ID> <VERSION_ID>` of os-release (`debian 12`,
+/// `ubuntu 24.04`), or `unknown`. See note 12 of the table.
+pub fn host_os() -> String {
+    ["/etc/os-release", "/usr/lib/os-release"]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok())
+        .map(|text| os_of(&text))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// `ID` and `VERSION_ID` of an os-release text (values unquoted); a rolling release without
+/// `VERSION_ID` is its `ID` alone.
+fn os_of(text: &str) -> String {
+    let field = |name: &str| {
+        text.lines().find_map(|l| {
+            let v = l.trim().strip_prefix(name)?.strip_prefix('=')?;
+            Some(v.trim().trim_matches(|c| c == '"' || c == '\'').to_string()).filter(|v| !v.is_empty())
+        })
+    };
+    match (field("ID"), field("VERSION_ID")) {
+        (Some(id), Some(v)) => format!("{id} {v}"),
+        (Some(id), None) => id,
+        (None, _) => "unknown".into(),
     }
 }
 
@@ -679,8 +733,29 @@ mod tests {
             prefix: "/p".into(),
             env: BTreeMap::new(),
             toolchain: "t".into(),
+            host_os: "debian 12".into(),
             deps: BTreeMap::from([("clr".into(), "k1".into())]),
         }
+    }
+
+    #[test]
+    fn the_host_distribution_is_in_the_key() {
+        let deb =
+            "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nNAME=\"Debian GNU/Linux\"\nVERSION_ID=\"12\"\nID=debian\n";
+        assert_eq!(os_of(deb), "debian 12");
+        assert_eq!(os_of("ID=ubuntu\nVERSION_ID='24.04'\nID_LIKE=debian\n"), "ubuntu 24.04");
+        assert_eq!(os_of("ID=arch\n"), "arch");
+        assert_eq!(os_of("NAME=x\n"), "unknown");
+        assert!(!host_os().is_empty());
+        let mut other = inputs();
+        other.host_os = "ubuntu 24.04".into();
+        assert_ne!(other.key(), inputs().key(), "an artifact built on another distribution has another key");
+        assert_eq!(other.explain_change(&inputs()), vec!["host distribution changed (debian 12 -> ubuntu 24.04)"]);
+        // Inputs recorded by format 2 have no `host_os`: they still parse.
+        let mut old = serde_json::to_value(inputs()).unwrap();
+        old.as_object_mut().unwrap().remove("host_os");
+        let old: KeyInputs = serde_json::from_value(old).unwrap();
+        assert_eq!(old.host_os, "");
     }
 
     #[test]
@@ -729,7 +804,10 @@ mod tests {
         a.toolchain = "0".repeat(64);
         let mut b = inputs();
         b.toolchain = new.into();
-        assert_eq!(b.explain_change(&a), vec!["cache format changed (1 -> 2)", "host toolchain changed"]);
+        assert_eq!(
+            b.explain_change(&a),
+            vec![format!("cache format changed (1 -> {CACHE_FORMAT})"), "host toolchain changed".into()]
+        );
     }
 
     #[test]

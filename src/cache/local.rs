@@ -1,9 +1,9 @@
 //! The local artifact store: each recipe's staged install tree stored on disk under its key, only
 //! whole (temp name, syncfs, rename, completion marker last), under a per-key lock.
 //!
-//! Layout: `<cache>/artifacts-v2/<key>/{tree/, files.json, inputs.json, stat.json, complete}`. The
+//! Layout: `<cache>/artifacts-v3/<key>/{tree/, files.json, inputs.json, stat.json, complete}`. The
 //! bucket's number is the cache format (`key::CACHE_FORMAT`): after a format change old entries
-//! are never looked at (`artifacts-v1` can be deleted by hand). `stat.json` (the files' stat
+//! are never looked at (`artifacts-v1` and `-v2` can be deleted by hand). `stat.json` (the files' stat
 //! fingerprints, checked before every use) came later without a new bucket: it changes no key
 //! and no file an older rocmforge reads, and an entry without it is re-hashed in full once on
 //! its next use, then fingerprinted. A store fills `.tmp-<key>-<pid>/` and renames it; a failed
@@ -18,7 +18,7 @@ use fs4::fs_std::FileExt;
 use crate::fsutil::{self, Entry};
 use crate::key::{CacheKey, KeyInputs};
 
-const BUCKET: &str = "artifacts-v2";
+const BUCKET: &str = "artifacts-v3";
 const MARKER: &str = "complete";
 /// The stat fingerprints of an artifact's files (see [`StatPrint`]).
 const STAT_FILE: &str = "stat.json";
@@ -33,6 +33,11 @@ pub enum CacheError {
     Damaged { key: String, problem: String },
     #[error("artifact {key} was altered on disk: `{file}` ({what})")]
     Altered { key: String, file: String, what: String },
+    /// A remote cache's copy that failed a check (signature, key, sha256, size): never used.
+    #[error("the remote cache's artifact {key} at {from} was refused: {reason}")]
+    Refused { key: String, from: String, reason: String },
+    #[error("remote cache: {0}")]
+    Remote(String),
 }
 
 /// The stat fingerprint of one file of an artifact (`stat.json`), recorded when it is stored
@@ -317,6 +322,7 @@ mod tests {
             prefix: "/p".into(),
             env: BTreeMap::new(),
             toolchain: "t".into(),
+            host_os: String::new(),
             deps: BTreeMap::new(),
         }
     }

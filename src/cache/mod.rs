@@ -1,15 +1,36 @@
 //! The artifact cache: every recipe's result stored under its cache key, behind one `Store` trait
 //! (in the spirit of sccache's `Storage`: get / put / check / location) so a remote tier can sit
 //! behind the local disk store without the plan or the engine knowing. The local disk store
-//! (`local`) is the first implementation; it also serves `cache list|verify|gc`.
+//! (`local`) is the first implementation; it also serves `cache list|verify|gc`. `layered` puts
+//! a shared HTTP cache (`remote`, bazel-remote's layout) behind it, accepting only artifacts
+//! signed by a trusted key (`trust`).
 
+mod layered;
 mod local;
+pub mod remote;
+pub mod trust;
 
 use std::path::Path;
+use std::sync::Arc;
 
+use crate::config::Config;
 use crate::key::{CacheKey, KeyInputs};
+use crate::progress::Progress;
 
+pub use layered::{stale_transfers, LayeredStore};
 pub use local::{Artifact, CacheError, KeyLock, LocalStore, StatPrint};
+
+/// Where an artifact was found (the plan's "cached" or "remote hit").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Located {
+    /// In the local store.
+    Local,
+    /// In the remote cache at this URL, signed by a trusted key; downloaded when used.
+    Remote(String),
+    /// The remote cache has an entry that cannot be used: why.
+    Refused(String),
+    Absent,
+}
 
 /// Where artifacts are kept. An artifact handed out by `get` or `put` lies on local disk, ready
 /// to deploy; a store with a remote tier copies a remote hit to local disk first.
@@ -18,7 +39,17 @@ pub trait Store: Send + Sync {
     fn location(&self) -> String;
     /// Whether a complete artifact for `key` is there (cheap: the plan asks for every recipe).
     fn check(&self, key: &CacheKey) -> bool;
-    /// The complete artifact for `key`, if there is one.
+    /// Where the artifact for `key` is (the plan asks for every recipe): a store with a remote
+    /// tier says `Remote` for an artifact it can download, `Refused` for one it would refuse.
+    fn locate(&self, key: &CacheKey) -> Located {
+        if self.check(key) {
+            Located::Local
+        } else {
+            Located::Absent
+        }
+    }
+    /// The complete artifact for `key`, if there is one. A remote copy that fails a check is
+    /// [`CacheError::Refused`] (once: asked again, the key is absent).
     fn get(&self, key: &CacheKey) -> Result<Option<Artifact>, CacheError>;
     /// Stores `stage` (the install tree, relative to the prefix; moved or copied) under `key`
     /// with the inputs that made it. The caller holds the key's lock.
@@ -30,4 +61,14 @@ pub trait Store: Send + Sync {
     fn check_intact(&self, a: &Artifact) -> Result<(), CacheError>;
     /// Serialises work on one key between processes (held while storing or deploying).
     fn lock(&self, key: &CacheKey) -> Result<KeyLock, CacheError>;
+}
+
+/// The artifact store `cfg` asks for: the local store, behind a remote cache when `cache-url`
+/// is set. Warnings (an unreachable server, a refused artifact) go to `progress`.
+pub fn open(cfg: &Config, progress: Arc<dyn Progress>) -> Result<Box<dyn Store>, CacheError> {
+    let local = LocalStore::new(&cfg.cache_dir);
+    match &cfg.remote.url {
+        None => Ok(Box::new(local)),
+        Some(url) => Ok(Box::new(LayeredStore::open(cfg, url, local, progress)?)),
+    }
 }

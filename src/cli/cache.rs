@@ -2,7 +2,7 @@
 
 use super::{CliResult, Context, Failure};
 use crate::fsutil::human_size;
-use crate::ops::cache::{cache_gc, cache_list, cache_verify, clean as clean_work_dirs, GcRequest};
+use crate::ops::cache::{cache_gc, cache_keygen, cache_list, cache_verify, clean as clean_work_dirs, GcRequest};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Cmd {
@@ -19,6 +19,14 @@ pub enum Cmd {
         damaged: bool,
         #[arg(long)]
         unused: bool,
+    },
+    /// Make the key pair that signs uploads to a shared cache (`signing-key` in the config, default
+    /// <state-dir>/cache-signing.key, mode 0600) and print its public key for other machines'
+    /// `trusted-keys`.
+    Keygen {
+        /// The key's name (default: rocmforge-<host name>-1).
+        #[arg(long)]
+        name: Option<String>,
     },
 }
 
@@ -86,6 +94,13 @@ pub fn run(ctx: &Context, cmd: Cmd) -> CliResult {
                 ));
             }
             Err(Failure::failed(anyhow::anyhow!("{} (checked {summary})", what.join("; "))))
+        }
+        Cmd::Keygen { name } => {
+            let k = cache_keygen(&cfg, name.as_deref()).map_err(Failure::failed)?;
+            eprintln!("secret key written to {} (mode 0600: keep it to this machine)", k.secret_file.display());
+            eprintln!("public key (add it to `trusted-keys` in the config of every machine that should accept this one's uploads):");
+            println!("{}", k.public);
+            Ok(())
         }
         Cmd::Gc { damaged, unused } => {
             let (removed, freed) = cache_gc(&cfg, GcRequest { damaged, unused }).map_err(Failure::failed)?;

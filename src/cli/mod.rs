@@ -71,6 +71,15 @@ pub struct Cli {
     #[arg(long, short = 'v', global = true)]
     pub verbose: bool,
 
+    /// A shared artifact cache over HTTP (bazel-remote layout: /cas/, /ac/); overrides
+    /// `cache-url` in the config and ROCMFORGE_CACHE_URL.
+    #[arg(long = "cache-url", global = true, value_name = "URL")]
+    pub cache_url: Option<String>,
+
+    /// Take artifacts from the shared cache, never upload to it.
+    #[arg(long = "cache-read-only", global = true)]
+    pub cache_read_only: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -159,6 +168,8 @@ pub struct Context {
     pub offline: bool,
     pub rocm_path: Option<PathBuf>,
     pub verbosity: crate::progress::Verbosity,
+    pub cache_url: Option<String>,
+    pub cache_read_only: bool,
 }
 
 impl Context {
@@ -194,6 +205,10 @@ impl Context {
         if let Some(p) = &self.rocm_path {
             cfg.rocm_path = Some(p.clone());
         }
+        if let Some(u) = &self.cache_url {
+            cfg.remote.url = Some(u.clone()).filter(|u| !u.is_empty());
+        }
+        cfg.remote.read_only |= self.cache_read_only;
         Ok(cfg)
     }
 
@@ -241,6 +256,8 @@ pub fn run(cli: Cli) -> CliResult {
         offline: cli.offline,
         rocm_path: cli.rocm_path,
         verbosity,
+        cache_url: cli.cache_url,
+        cache_read_only: cli.cache_read_only,
     };
     match cli.command {
         Command::Build(a) => build::run(&ctx, a),

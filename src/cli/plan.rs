@@ -32,7 +32,7 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
         order: Order::from_env().map_err(|e| Failure::usage(anyhow::anyhow!(e)))?,
     };
     let jobs = args.jobs.unwrap_or_else(budget::default_jobs).max(1);
-    let plan = plan(&cfg, &tree, &stack, &req, jobs).map_err(Failure::usage)?;
+    let plan = plan(&cfg, &tree, &stack, &req, jobs).map_err(Failure::from_op)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&plan).map_err(Failure::failed)?);
     } else {

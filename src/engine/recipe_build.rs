@@ -17,7 +17,7 @@ impl Engine<'_> {
     /// Carries out the plan's status for one recipe.
     pub(super) fn run_recipe(&self, d: &PlanEntry, jobs: usize, prefix: &Prefix) -> Result<Outcome, BuildError> {
         let r = &self.stack.recipes[&d.name];
-        self.progress.recipe_started(&d.name, d.status == Status::Cached);
+        self.progress.recipe_started(&d.name, matches!(d.status, Status::Cached | Status::Remote(_)));
         let result = match &d.status {
             Status::SourceOnly => Ok(Outcome::SourceOnly),
             Status::External(reason) => {
@@ -28,7 +28,7 @@ impl Engine<'_> {
                 self.progress.message(&d.name, &format!("skipped: {reason}"));
                 Ok(Outcome::Skipped)
             }
-            Status::Cached => self.reuse(r, d, jobs, prefix),
+            Status::Cached | Status::Remote(_) => self.reuse(r, d, jobs, prefix),
             Status::Build { reasons, forced } => {
                 let why = if reasons.is_empty() { "not built before".to_string() } else { reasons.join(", ") };
                 self.progress.message(&d.name, &format!("building ({why})"));
@@ -48,10 +48,18 @@ impl Engine<'_> {
     fn reuse(&self, r: &Recipe, d: &PlanEntry, jobs: usize, prefix: &Prefix) -> Result<Outcome, BuildError> {
         crate::fault::point("reuse", &d.name);
         let mut altered = None;
+        let mut refused = None;
         {
             // Held while deploying: `cache gc` takes the same lock before it removes anything.
             let _lock = self.store.lock(&d.key)?;
-            if let Some(a) = self.store.get(&d.key)? {
+            let got = match self.store.get(&d.key) {
+                Err(e @ crate::cache::CacheError::Refused { .. }) => {
+                    refused = Some(e.to_string());
+                    None
+                }
+                got => got?,
+            };
+            if let Some(a) = got {
                 match self.store.check_intact(&a) {
                     Ok(()) => {}
                     Err(e @ crate::cache::CacheError::Altered { .. }) => {
@@ -76,6 +84,17 @@ impl Engine<'_> {
             self.progress.warn(&d.name, &format!("{why}: removed from the cache; rebuilding it"));
             return self.build_one(r, d, true, jobs, prefix).map(|()| Outcome::Built);
         }
+        if let Some(why) = refused {
+            self.progress.warn(&d.name, &format!("{why}; building it locally"));
+            return self.build_one(r, d, false, jobs, prefix).map(|()| Outcome::Built);
+        }
+        if let Status::Remote(url) = &d.status {
+            self.progress.warn(
+                &d.name,
+                &format!("artifact {} was in the remote cache {url} when the build was planned and could not be downloaded now: building it locally", d.key.short()),
+            );
+            return self.build_one(r, d, false, jobs, prefix).map(|()| Outcome::Built);
+        }
         self.progress.warn(
             &d.name,
             &format!(
@@ -84,6 +103,18 @@ impl Engine<'_> {
             ),
         );
         self.build_one(r, d, false, jobs, prefix).map(|()| Outcome::Built)
+    }
+
+    /// The artifact for `d` from the store (a remote copy included); one the store refused is
+    /// said and taken as absent, so the recipe is built.
+    fn get_or_build(&self, r: &Recipe, d: &PlanEntry) -> Result<Option<crate::cache::Artifact>, BuildError> {
+        match self.store.get(&d.key) {
+            Err(e @ crate::cache::CacheError::Refused { .. }) => {
+                self.progress.warn(&r.name, &format!("{e}; building it locally"));
+                Ok(None)
+            }
+            got => Ok(got?),
+        }
     }
 
     fn remember(&self, d: &PlanEntry) -> Result<(), BuildError> {
@@ -109,7 +140,8 @@ impl Engine<'_> {
         let _lock = self.store.lock(&d.key)?;
         let wd = d.work();
         let mut forced = forced;
-        if let Some(a) = self.store.get(&d.key)?.filter(|_| !forced) {
+        let cached = if forced { None } else { self.get_or_build(r, d)? };
+        if let Some(a) = cached {
             if let Err(e) = self.store.check_intact(&a) {
                 self.progress.warn(&r.name, &format!("{e}: removed from the cache; rebuilding it"));
                 self.store.remove(&d.key)?;

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use super::plan::{plan_graph, PlanRequest};
 use super::UsageError;
-use crate::cache::LocalStore;
 use crate::config::Config;
 use crate::engine::{budget, BuildError, Engine, EngineOptions, Outcome};
 use crate::graph::BuildGraph;
@@ -68,8 +67,11 @@ pub fn build(
         rebuild: req.rebuild.clone(),
         order: req.order,
     };
-    let plan = plan_graph(cfg, tree, stack, &graph, &plan_req);
     let display = progress::display(verbosity, report::load_durations(&cfg.state_dir, &stack.name));
+    // One store for the plan and the build: a remote cache found unreachable while planning is
+    // not asked again.
+    let store = crate::cache::open(cfg, display.clone())?;
+    let plan = plan_graph(cfg, tree, stack, &graph, &plan_req, store.as_ref());
     let in_plan: Vec<&str> = plan.recipes.iter().map(|e| e.name.as_str()).collect();
     for (recipe, warning) in stack.unlisted_patch_warnings(tree, &in_plan) {
         display.warn(&recipe, &warning);
@@ -109,9 +111,8 @@ pub fn build(
     let recorder = Arc::new(Recorder::new(&cfg.state_dir, &stack.name));
     let progress = Fanout(vec![display, recorder.clone()]);
     install_interrupt_handler(recorder.clone());
-    let store = LocalStore::new(&cfg.cache_dir);
     let opts = EngineOptions { jobs: req.jobs.unwrap_or_else(budget::default_jobs).max(1), keep_going: req.keep_going };
-    let result = Engine::new(cfg, tree, stack, &plan, &store, &progress, opts).run();
+    let result = Engine::new(cfg, tree, stack, &plan, store.as_ref(), &progress, opts).run();
     if result.is_err() && recorder.record().state == report::BuildState::Interrupted {
         // The signal handler is stopping the steps (that is why they failed) and exits with
         // 130 in a moment; an error and exit 1 from here would misreport the interruption.

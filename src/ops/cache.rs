@@ -86,6 +86,7 @@ pub fn cache_verify(cfg: &Config) -> Result<VerifyReport, IndexError> {
     let (published, index_problems) = crate::index::verify(&cfg.index_dir())?;
     let mut leftovers = store.stale_temps();
     leftovers.extend(git::stale_temps(cfg));
+    leftovers.extend(crate::cache::stale_transfers(&cfg.cache_dir));
     Ok(VerifyReport {
         artifacts,
         damaged,
@@ -129,6 +130,7 @@ pub fn cache_gc(cfg: &Config, req: GcRequest) -> anyhow::Result<(usize, u64)> {
     }
     let mut stale = store.stale_temps();
     stale.extend(git::stale_temps(cfg));
+    stale.extend(crate::cache::stale_transfers(&cfg.cache_dir));
     for p in &stale {
         freed += tree_size(p);
         crate::fsutil::remove_dir_all_if_exists(p).with_context(|| format!("cannot remove {}", p.display()))?;
@@ -190,4 +192,31 @@ pub fn clean(cfg: &Config, stack: &Stack, all: bool) -> anyhow::Result<Vec<Clean
         out.push(Cleaned { recipe: name.clone(), dir: wd.root, freed });
     }
     Ok(out)
+}
+
+/// A key pair made by [`cache_keygen`].
+pub struct NewKey {
+    /// Where the secret key was written (mode 0600).
+    pub secret_file: PathBuf,
+    /// `<name>:<base64>`, for other machines' `trusted-keys`.
+    pub public: String,
+}
+
+/// Makes the key pair that signs this machine's uploads to a shared cache: the secret key goes
+/// to `signing-key` (default `<state-dir>/cache-signing.key`), never over an existing one.
+pub fn cache_keygen(cfg: &Config, name: Option<&str>) -> anyhow::Result<NewKey> {
+    let name = match name {
+        Some(n) => n.to_string(),
+        None => {
+            let host =
+                std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_string()).filter(|h| !h.is_empty());
+            format!("rocmforge-{}-1", host.unwrap_or_else(|| "host".into()))
+        }
+    };
+    let key = crate::cache::trust::SecretKey::generate(&name)?;
+    // The name must parse back as the public key's name.
+    crate::cache::trust::PublicKey::parse(&key.public().to_string(), "--name")?;
+    let secret_file = cfg.remote.signing_key_file(&cfg.state_dir);
+    key.write_new(&secret_file)?;
+    Ok(NewKey { secret_file, public: key.public().to_string() })
 }

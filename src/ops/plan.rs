@@ -2,10 +2,10 @@
 
 use std::path::PathBuf;
 
-use crate::cache::LocalStore;
+use crate::cache::Store;
 use crate::config::Config;
 use crate::engine::budget;
-use crate::graph::{BuildGraph, GraphError};
+use crate::graph::BuildGraph;
 use crate::history::History;
 use crate::plan::night::Order;
 use crate::plan::{self, Host, Plan, PlanOptions};
@@ -25,7 +25,8 @@ pub struct PlanRequest {
     pub order: Order,
 }
 
-/// Plans the closure of `req.recipes` against the local artifact store and the stack's history,
+/// Plans the closure of `req.recipes` against the artifact store (local, then the remote cache
+/// if one is set: "remote hit") and the stack's history,
 /// with the night's estimate for a budget of `jobs` (capped by memory per recipe, as a build is).
 pub fn plan(
     cfg: &Config,
@@ -33,9 +34,10 @@ pub fn plan(
     stack: &Stack,
     req: &PlanRequest,
     jobs: usize,
-) -> Result<Plan, GraphError> {
+) -> Result<Plan, anyhow::Error> {
     let graph = BuildGraph::closure(stack, &req.recipes)?;
-    let mut plan = plan_graph(cfg, tree, stack, &graph, req);
+    let store = crate::cache::open(cfg, std::sync::Arc::new(crate::progress::Silent))?;
+    let mut plan = plan_graph(cfg, tree, stack, &graph, req, store.as_ref());
     let memory = budget::available_memory();
     plan.estimate_night(jobs, |e| budget::jobs_for(jobs, stack.recipes[&e.name].build.memory_per_job_gb, memory));
     Ok(plan)
@@ -47,6 +49,7 @@ pub(crate) fn plan_graph(
     stack: &Stack,
     graph: &BuildGraph,
     req: &PlanRequest,
+    store: &dyn Store,
 ) -> Plan {
     let opts = PlanOptions {
         targets: req.targets.clone(),
@@ -57,7 +60,6 @@ pub(crate) fn plan_graph(
         order: req.order,
     };
     let host = Host::detect(cfg.rocm_path.as_deref(), &cfg.state_dir);
-    let store = LocalStore::new(&cfg.cache_dir);
     let history = History::new(&cfg.state_dir, &stack.name);
-    plan::resolve(tree, stack, graph, &opts, &host, &store, &history)
+    plan::resolve(tree, stack, graph, &opts, &host, store, &history)
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::cache::Store;
+use crate::cache::{Located, Store};
 use crate::external::InstalledRocm;
 use crate::graph::BuildGraph;
 use crate::history::History;
@@ -30,6 +30,8 @@ pub enum State {
     NotBuilt,
     /// A cached artifact matches the recipe's key.
     Cached,
+    /// The remote cache has a signed artifact for the key: downloaded, not built.
+    RemoteHit,
     /// Will be rebuilt; the reason says what changed.
     Rebuild,
     /// Provided by an installed ROCm (`--rocm-path`).
@@ -45,6 +47,7 @@ impl State {
         match self {
             State::NotBuilt => "not built",
             State::Cached => "cached",
+            State::RemoteHit => "remote hit",
             State::Rebuild => "rebuild",
             State::External => "external",
             State::Skipped => "skipped",
@@ -58,6 +61,8 @@ impl State {
 pub enum Status {
     /// Deploy the cached artifact.
     Cached,
+    /// Download the artifact from the remote cache at this URL, then deploy it.
+    Remote(String),
     /// Build it. `reasons` is empty when it was never built; `forced` by `--rebuild`.
     Build { reasons: Vec<String>, forced: bool },
     /// A source tree only; prepared when a dependent builds.
@@ -150,6 +155,8 @@ pub struct PlanOptions {
 pub struct Host {
     pub env: BTreeMap<String, String>,
     pub toolchain: String,
+    /// The distribution and release (`key::host_os`).
+    pub os: String,
     /// The installed ROCm providing components, if any.
     pub rocm: Option<InstalledRocm>,
 }
@@ -160,7 +167,7 @@ impl Host {
     pub fn detect(rocm_path: Option<&Path>, state_dir: &Path) -> Host {
         let env = key::ENV_ALLOWLIST.iter().filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v))).collect();
         let toolchain = key::toolchain_identity(&std::env::var("PATH").unwrap_or_default(), state_dir);
-        Host { env, toolchain, rocm: rocm_path.map(InstalledRocm::open) }
+        Host { env, toolchain, os: key::host_os(), rocm: rocm_path.map(InstalledRocm::open) }
     }
 
     /// Why `r` is provided by the installed ROCm, if it is.
@@ -222,6 +229,7 @@ pub fn resolve(
             prefix: opts.prefix.display().to_string(),
             env: if host_facts { host.env.clone() } else { BTreeMap::new() },
             toolchain: if host_facts { host.toolchain.clone() } else { String::new() },
+            host_os: if host_facts { host.os.clone() } else { String::new() },
             deps: graph.deps_of(name).into_iter().map(|d| (d.to_string(), keys[d].to_string())).collect(),
         };
         let key = inputs.key();
@@ -239,21 +247,29 @@ pub fn resolve(
         } else if forced.contains(name) {
             let why = if opts.rebuild.iter().any(|f| f == name) { "--rebuild" } else { "--rebuild of a dependency" };
             Status::Build { reasons: vec![why.into()], forced: true }
-        } else if store.check(&key) {
-            Status::Cached
         } else {
-            let reasons = match history.last(name) {
-                Some(old) => {
-                    let w = inputs.explain_change(&old);
-                    if w.is_empty() {
-                        vec!["artifact missing from the cache".into()]
-                    } else {
-                        w
-                    }
+            match store.locate(&key) {
+                Located::Local => Status::Cached,
+                Located::Remote(url) => Status::Remote(url),
+                located => {
+                    let mut reasons = match located {
+                        Located::Refused(why) => vec![why],
+                        _ => Vec::new(),
+                    };
+                    reasons.extend(match history.last(name) {
+                        Some(old) => {
+                            let w = inputs.explain_change(&old);
+                            if w.is_empty() {
+                                vec!["artifact missing from the cache".into()]
+                            } else {
+                                w
+                            }
+                        }
+                        None => Vec::new(),
+                    });
+                    Status::Build { reasons, forced: false }
                 }
-                None => Vec::new(),
-            };
-            Status::Build { reasons, forced: false }
+            }
         };
         let (state, reason) = describe(&status, &key);
         // An unlocked recipe builds once it is locked: the night includes it.
@@ -325,6 +341,7 @@ fn tasks_of(entries: &[PlanEntry], want: impl Fn(&PlanEntry) -> usize) -> Vec<Ta
 fn describe(status: &Status, key: &CacheKey) -> (State, String) {
     match status {
         Status::Cached => (State::Cached, format!("artifact {} in the cache", key.short())),
+        Status::Remote(url) => (State::RemoteHit, format!("artifact {} in the remote cache {url}", key.short())),
         Status::Build { reasons, .. } if reasons.is_empty() => (State::NotBuilt, "no cached artifact".into()),
         Status::Build { reasons, .. } => (State::Rebuild, reasons.join(", ")),
         Status::SourceOnly => (State::NotBuilt, "source tree only: fetched and patched, nothing to compile".into()),

@@ -333,3 +333,62 @@ fn build_refuses_a_hostile_archive_before_the_first_step() {
     assert_nothing_ran(home, &e.prefix());
     assert!(!home.join("cache/rocmforge/escaped.txt").exists() && !home.join("cache/escaped.txt").exists());
 }
+
+/// The example stack through a shared cache (nginx as README's "A team's shared cache" sets it
+/// up): machine B, with its own cache, work and state dirs and its own PATH to the same tools,
+/// downloads every artifact A uploaded into the same (emptied) prefix, compiles nothing, gets
+/// the same files, and publishes the wheel to its own index.
+#[test]
+fn a_second_machine_gets_the_example_stack_from_a_shared_cache_and_compiles_nothing() {
+    use crate::remote::{other_path, Nginx, PASSWORD};
+    let e = Example::new();
+    let nginx = Nginx::start(&e.home.path().join("nginx"));
+    let base = std::fs::read_to_string(&e.config).unwrap();
+    let machine = |name: &str| {
+        let home = e.home.path().join(name);
+        std::fs::create_dir_all(&home).unwrap();
+        home
+    };
+    let (a, b) = (machine("a"), machine("b"));
+    let keygen = e.cmd(&a).args(["cache", "keygen", "--name", "machine-a"]).output().unwrap();
+    assert!(keygen.status.success(), "{}", text(&keygen));
+    let a_pub = String::from_utf8(keygen.stdout).unwrap().trim().to_string();
+    let trusted = format!("cache-url = \"{}\"\ntrusted-keys = [\"{a_pub}\"]\n", nginx.url());
+    std::fs::write(a.join("config.toml"), format!("{trusted}cache-user = \"lab\"\n{base}")).unwrap();
+    std::fs::write(b.join("config.toml"), format!("{trusted}cache-read-only = true\n{base}")).unwrap();
+
+    let out = e
+        .cmd(&a)
+        .env("ROCMFORGE_CONFIG", a.join("config.toml"))
+        .env("ROCMFORGE_CACHE_PASSWORD", PASSWORD)
+        .args(["build", "pyvec", "--target", "gfx1010", "--prefix"])
+        .arg(e.prefix())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    for r in ["vecmath", "hipvec", "pyvec"] {
+        assert!(text(&out).contains(&format!("{r}: uploaded artifact")), "{r}:\n{}", text(&out));
+    }
+    assert!(!text(&out).contains(PASSWORD));
+    let built = crate::support::tree_bytes(&e.prefix());
+    std::fs::remove_dir_all(e.prefix()).unwrap();
+
+    let out = e
+        .cmd(&b)
+        .env("ROCMFORGE_CONFIG", b.join("config.toml"))
+        .env("PATH", other_path(&e.home.path().join("b-bin")))
+        .args(["build", "pyvec", "--target", "gfx1010", "--prefix"])
+        .arg(e.prefix())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    for r in ["vecmath", "hipvec", "pyvec"] {
+        assert!(text(&out).contains(&format!("{r}: downloaded artifact")), "{r}:\n{}", text(&out));
+    }
+    assert!(text(&out).contains("nothing to build: 3 recipe(s) up to date in the cache"), "{}", text(&out));
+    // Nothing compiled: no work dir was even made, and the prefix is A's, byte for byte.
+    assert!(!b.join("cache/rocmforge/work").exists(), "{}", text(&out));
+    assert!(crate::support::tree_bytes(&e.prefix()) == built, "B's prefix differs from A's");
+    let page = std::fs::read_to_string(b.join("state/rocmforge/index/simple/pyvec/index.html")).unwrap();
+    assert!(page.contains("pyvec-1.0.0+rocm5.2.3.k"), "{page}");
+}

@@ -13,6 +13,7 @@ mod layering;
 mod lock;
 mod prebuilt;
 mod reap;
+mod remote;
 mod realstack;
 mod report;
 mod schedule;

@@ -1,0 +1,387 @@
+//! The local store with a shared remote cache behind it (sccache's multi-level shape): a key is
+//! looked up locally, then remotely; a remote hit is checked (signature by a trusted key, the
+//! key it was signed for, the inputs hashing to that key, the blob's size and sha256), unpacked
+//! and stored locally, then used like any local artifact. A built artifact is stored locally,
+//! then uploaded (blob first, signed manifest last, so a reader never finds a manifest whose
+//! blob is missing), unless the store is read-only or has no signing key.
+//!
+//! Nothing remote can fail a build: an unreachable server is one warning, after which the
+//! store stops asking it; a refused artifact is built locally, with the reason.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::remote::{self, Manifest, RemoteCache, RemoteError, COMPRESSION, MANIFEST_FORMAT};
+use super::trust::{signed_text, PublicKey, SecretKey, Trusted};
+use super::{Artifact, CacheError, KeyLock, LocalStore, Located, Store};
+use crate::config::Config;
+use crate::key::{CacheKey, KeyInputs};
+use crate::progress::Progress;
+
+pub struct LayeredStore {
+    local: LocalStore,
+    remote: RemoteCache,
+    read_only: bool,
+    signer: Option<SecretKey>,
+    trusted: Trusted,
+    progress: Arc<dyn Progress>,
+    /// Set once the server did not answer: it is not asked again by this process.
+    down: AtomicBool,
+    /// Manifests checked by `locate` (the plan), for `get` (the build): the manifest, or why
+    /// it was refused.
+    checked: Mutex<HashMap<String, Result<Manifest, String>>>,
+    /// Keys whose remote copy was refused: not downloaded again, and replaced by the local
+    /// build's upload.
+    refused: Mutex<HashSet<String>>,
+    /// Where blobs are packed and unpacked (inside the cache dir: same filesystem as the store).
+    scratch: PathBuf,
+}
+
+/// The scratch dir of blob transfers in the cache dir: `{get,put}-<key>-<random>-<pid>/` each.
+const SCRATCH: &str = "remote-tmp";
+
+/// Scratch dirs of blob transfers whose process is gone (a killed download or upload), for
+/// `cache verify` to report and `cache gc` to remove.
+pub fn stale_transfers(cache_dir: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(cache_dir.join(SCRATCH)) else { return Vec::new() };
+    let mut v: Vec<PathBuf> = rd
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| !crate::fsutil::owner_alive(&p.file_name().unwrap_or_default().to_string_lossy()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Who shows up in messages about the store itself.
+const WHO: &str = "remote cache";
+
+impl LayeredStore {
+    /// The store for `cfg` with the remote cache at `url`. Errors: a bad URL, a malformed
+    /// `trusted-keys` entry or signing key file (each named).
+    pub fn open(
+        cfg: &Config,
+        url: &str,
+        local: LocalStore,
+        progress: Arc<dyn Progress>,
+    ) -> Result<LayeredStore, CacheError> {
+        let r = &cfg.remote;
+        let remote = RemoteCache::new(r, url).map_err(|e| CacheError::Remote(e.to_string()))?;
+        let file = cfg.file.as_ref().map(|f| format!(" in {}", f.display())).unwrap_or_default();
+        let mut trusted = Vec::new();
+        for k in &r.trusted_keys {
+            trusted.push(
+                PublicKey::parse(k, &format!("trusted-keys entry{file}"))
+                    .map_err(|e| CacheError::Remote(e.to_string()))?,
+            );
+        }
+        let key_file = r.signing_key_file(&cfg.state_dir);
+        let signer = match SecretKey::read(&key_file) {
+            Ok(k) => Some(k),
+            Err(super::trust::TrustError::Read { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound && r.signing_key.is_none() =>
+            {
+                None
+            }
+            Err(e) => return Err(CacheError::Remote(e.to_string())),
+        };
+        // A machine trusts what it signed itself.
+        if let Some(s) = &signer {
+            if !trusted.iter().any(|k| k == &s.public()) {
+                trusted.push(s.public());
+            }
+        }
+        if signer.is_none() && !r.read_only {
+            progress.warn(
+                WHO,
+                &format!(
+                    "no signing key at {}: built artifacts are not uploaded to {} (`rocmforge cache keygen` makes one; or set `cache-read-only = true`)",
+                    key_file.display(),
+                    remote.shown()
+                ),
+            );
+        }
+        if trusted.is_empty() {
+            progress.warn(
+                WHO,
+                &format!("`trusted-keys` is empty{file}: no artifact from {} will be accepted", remote.shown()),
+            );
+        }
+        Ok(LayeredStore {
+            scratch: cfg.cache_dir.join(SCRATCH),
+            local,
+            remote,
+            read_only: r.read_only,
+            signer,
+            trusted: Trusted(trusted),
+            progress,
+            down: AtomicBool::new(false),
+            checked: Mutex::new(HashMap::new()),
+            refused: Mutex::new(HashSet::new()),
+        })
+    }
+
+    fn is_down(&self) -> bool {
+        self.down.load(Ordering::Relaxed)
+    }
+
+    /// Notes a remote failure: an unreachable server is said once and not asked again; other
+    /// failures are warnings about `who`.
+    fn failed(&self, who: &str, doing: &str, e: &RemoteError) {
+        if e.is_unreachable() {
+            if !self.down.swap(true, Ordering::Relaxed) {
+                self.progress.warn(
+                    who,
+                    &format!("{e} (while {doing}): going on without it, building locally what it would have given"),
+                );
+            }
+        } else {
+            self.progress.warn(who, &format!("{doing}: {e}"));
+        }
+    }
+
+    /// The manifest under `key`, checked: `Ok(None)` when there is none (or the server is
+    /// down), `Err(reason)` when it cannot be used.
+    fn manifest(&self, key: &CacheKey) -> Result<Option<Manifest>, String> {
+        if let Some(c) = self.checked.lock().unwrap_or_else(|e| e.into_inner()).get(key.as_str()) {
+            return c.clone().map(Some);
+        }
+        if self.is_down() {
+            return Ok(None);
+        }
+        let bytes = match self.remote.get_manifest(key.as_str()) {
+            Ok(Some(b)) => b,
+            Ok(None) => return Ok(None),
+            Err(e) => {
+                self.failed(WHO, &format!("asking for artifact {}", key.short()), &e);
+                return Ok(None);
+            }
+        };
+        let checked = self.check_manifest(key, &bytes);
+        self.checked.lock().unwrap_or_else(|e| e.into_inner()).insert(key.0.clone(), checked.clone());
+        checked.map(Some)
+    }
+
+    /// Everything about a manifest that can be checked before its blob is downloaded.
+    fn check_manifest(&self, key: &CacheKey, bytes: &[u8]) -> Result<Manifest, String> {
+        let m: Manifest = serde_json::from_slice(bytes).map_err(|e| format!("its manifest is not valid: {e}"))?;
+        if m.format != MANIFEST_FORMAT {
+            return Err(format!("its manifest has format {} (this rocmforge reads {MANIFEST_FORMAT})", m.format));
+        }
+        let (Some(signer), Some(sig)) = (&m.signer, &m.signature) else {
+            return Err("it is not signed".into());
+        };
+        // Whatever the manifest says, the signature must be over it as it is now.
+        self.trusted.check(signer, sig, &signed_text(&m.key, &m.blob.sha256, m.blob.size, &m.compression))?;
+        if m.key != key.as_str() {
+            return Err(format!(
+                "its manifest was signed for key {}, not for the key {} it is stored under (copied from another key's path)",
+                &m.key[..m.key.len().min(12)],
+                key.short()
+            ));
+        }
+        if m.inputs.key() != *key {
+            return Err("the key inputs in its manifest do not hash to its key".into());
+        }
+        if m.compression != COMPRESSION {
+            return Err(format!("its blob is compressed with `{}`, which this rocmforge does not read", m.compression));
+        }
+        if m.blob.sha256.len() != 64 || !m.blob.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err("its manifest names no valid sha256".into());
+        }
+        Ok(m)
+    }
+
+    fn refuse(&self, key: &CacheKey, reason: String) -> CacheError {
+        self.refused.lock().unwrap_or_else(|e| e.into_inner()).insert(key.0.clone());
+        CacheError::Refused { key: key.short().to_string(), from: self.remote.shown(), reason }
+    }
+
+    fn was_refused(&self, key: &CacheKey) -> bool {
+        self.refused.lock().unwrap_or_else(|e| e.into_inner()).contains(key.as_str())
+    }
+
+    /// Downloads, checks and unpacks the blob `m` names, then stores it locally.
+    fn download(&self, key: &CacheKey, m: &Manifest) -> Result<Option<Artifact>, CacheError> {
+        let io = |p: &Path| {
+            let p = p.to_path_buf();
+            move |source| CacheError::Io { path: p, source }
+        };
+        std::fs::create_dir_all(&self.scratch).map_err(io(&self.scratch))?;
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("get-{}-", key.short()))
+            .suffix(&format!("-{}", std::process::id()))
+            .tempdir_in(&self.scratch)
+            .map_err(io(&self.scratch))?;
+        let blob = tmp.path().join("blob");
+        let who = m.inputs.recipe.as_str();
+        self.progress.message(
+            who,
+            &format!(
+                "downloading artifact {} ({}) from {}",
+                key.short(),
+                crate::fsutil::human_size(m.blob.size),
+                self.remote.shown()
+            ),
+        );
+        let got = match self.remote.get_blob(&m.blob.sha256, &blob, m.blob.size) {
+            Ok(got) => got,
+            Err(e @ RemoteError::Unreachable { .. }) => {
+                self.failed(who, &format!("downloading artifact {}", key.short()), &e);
+                return Ok(None);
+            }
+            Err(e) => return Err(self.refuse(key, format!("its blob could not be downloaded: {e}"))),
+        };
+        if got.len < m.blob.size {
+            let how = got.broke.map(|b| format!(": the transfer broke off ({b})")).unwrap_or_default();
+            return Err(self.refuse(key, format!("its blob is truncated: {} of {} bytes{how}", got.len, m.blob.size)));
+        }
+        if got.len > m.blob.size {
+            return Err(
+                self.refuse(key, format!("its blob is longer than the {} bytes its manifest names", m.blob.size))
+            );
+        }
+        if got.sha256 != m.blob.sha256 {
+            return Err(self.refuse(
+                key,
+                format!(
+                    "its blob's sha256 is {}, not the {} its signed manifest names (altered on the server?)",
+                    &got.sha256[..12],
+                    &m.blob.sha256[..12]
+                ),
+            ));
+        }
+        let stage = tmp.path().join("tree");
+        if let Err(e) = remote::unpack(&blob, &stage) {
+            return Err(self.refuse(key, format!("its blob cannot be unpacked: {e}")));
+        }
+        let a = self.local.store(key, &m.inputs, &stage)?;
+        self.progress.message(who, &format!("downloaded artifact {} from {}", key.short(), self.remote.shown()));
+        Ok(Some(a))
+    }
+
+    /// Uploads a stored artifact: blob, then signed manifest.
+    fn upload(&self, a: &Artifact, inputs: &KeyInputs) -> Result<(), RemoteError> {
+        let Some(signer) = &self.signer else { return Ok(()) };
+        let key = &a.key;
+        // Another machine got there first (unless its copy was refused here: then it is replaced).
+        if !self.was_refused(key) && self.remote.has_manifest(key.as_str())? {
+            return Ok(());
+        }
+        let io = |p: &Path| {
+            let p = p.to_path_buf();
+            move |source| RemoteError::Io { path: p, source }
+        };
+        std::fs::create_dir_all(&self.scratch).map_err(io(&self.scratch))?;
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("put-{}-", key.short()))
+            .suffix(&format!("-{}", std::process::id()))
+            .tempdir_in(&self.scratch)
+            .map_err(io(&self.scratch))?;
+        let blob = tmp.path().join("blob");
+        let (sha256, size) = remote::pack(&a.tree(), &blob).map_err(io(&blob))?;
+        self.remote.put_file(&format!("cas/{sha256}"), &blob, size)?;
+        let text = signed_text(key.as_str(), &sha256, size, COMPRESSION);
+        let m = Manifest {
+            format: MANIFEST_FORMAT,
+            key: key.0.clone(),
+            blob: remote::BlobRef { sha256, size },
+            compression: COMPRESSION.into(),
+            inputs: inputs.clone(),
+            signer: Some(signer.name.clone()),
+            signature: Some(signer.sign(&text)),
+        };
+        self.remote.put_bytes(&format!("ac/{}", key.as_str()), serde_json::to_vec_pretty(&m).expect("serialises"))?;
+        self.progress.message(
+            &inputs.recipe,
+            &format!(
+                "uploaded artifact {} ({}) to {}",
+                key.short(),
+                crate::fsutil::human_size(m.blob.size),
+                self.remote.shown()
+            ),
+        );
+        Ok(())
+    }
+}
+
+impl Store for LayeredStore {
+    fn location(&self) -> String {
+        format!("{} (then {})", self.local.root().display(), self.remote.shown())
+    }
+
+    fn check(&self, key: &CacheKey) -> bool {
+        matches!(self.locate(key), Located::Local | Located::Remote(_))
+    }
+
+    fn locate(&self, key: &CacheKey) -> Located {
+        if self.local.get(key).is_some() {
+            return Located::Local;
+        }
+        match self.manifest(key) {
+            Ok(Some(_)) => Located::Remote(self.remote.shown()),
+            Ok(None) => Located::Absent,
+            Err(why) => {
+                // Said by the plan; the build then takes the key as absent, and replaces the
+                // server's copy with its own upload.
+                self.refused.lock().unwrap_or_else(|e| e.into_inner()).insert(key.0.clone());
+                Located::Refused(format!("the remote cache's artifact {} was refused: {why}", key.short()))
+            }
+        }
+    }
+
+    fn get(&self, key: &CacheKey) -> Result<Option<Artifact>, CacheError> {
+        if let Some(a) = self.local.get(key) {
+            return Ok(Some(a));
+        }
+        if self.was_refused(key) || self.is_down() {
+            return Ok(None);
+        }
+        match self.manifest(key) {
+            Ok(None) => Ok(None),
+            Err(why) => Err(self.refuse(key, why)),
+            Ok(Some(m)) => self.download(key, &m),
+        }
+    }
+
+    fn put(&self, key: &CacheKey, inputs: &KeyInputs, stage: &Path) -> Result<Artifact, CacheError> {
+        let a = self.local.store(key, inputs, stage)?;
+        if !self.read_only && !self.is_down() {
+            if let Err(e) = self.upload(&a, inputs) {
+                self.failed(&inputs.recipe, &format!("uploading artifact {}", key.short()), &e);
+            }
+        }
+        Ok(a)
+    }
+
+    fn remove(&self, key: &CacheKey) -> Result<(), CacheError> {
+        Store::remove(&self.local, key)
+    }
+
+    fn check_intact(&self, a: &Artifact) -> Result<(), CacheError> {
+        self.local.check_intact(a)
+    }
+
+    fn lock(&self, key: &CacheKey) -> Result<KeyLock, CacheError> {
+        self.local.lock(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transfers_of_dead_processes_are_stale() {
+        let d = tempfile::tempdir().unwrap();
+        let scratch = d.path().join(SCRATCH);
+        let dead = scratch.join("get-0123456789ab-Xy12Z-4000000000");
+        let mine = scratch.join(format!("put-0123456789ab-Ab34C-{}", std::process::id()));
+        std::fs::create_dir_all(&dead).unwrap();
+        std::fs::create_dir_all(&mine).unwrap();
+        assert_eq!(stale_transfers(d.path()), vec![dead]);
+        assert!(stale_transfers(&d.path().join("none")).is_empty());
+    }
+}

@@ -1,0 +1,398 @@
+//! The shared artifact cache against a real nginx on 127.0.0.1, configured as the README's
+//! "A team's shared cache" says (WebDAV `PUT`, `create_full_put_path`, no body limit, basic auth
+//! on uploads): machine A builds and uploads, machine B (its own cache, work and state dirs, its
+//! own PATH to the same tools, the same prefix path emptied first) downloads everything and
+//! compiles nothing; altered, truncated, unsigned-by-a-trusted-key, altered-after-signing and
+//! replayed artifacts are refused and built locally with the reason; a server stopped mid-build
+//! costs a warning, not the build.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::ScriptsStack;
+
+/// The password of the uploaders' basic auth: it must never appear in any output.
+pub const PASSWORD: &str = "s3cret-upl0ad-pw";
+
+/// nginx on 127.0.0.1 with its own prefix dir, config and pid file; stopped by its PID.
+pub struct Nginx {
+    dir: PathBuf,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl Nginx {
+    pub fn start(dir: &Path) -> Nginx {
+        let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"].iter().map(PathBuf::from).find(|p| p.is_file());
+        let nginx = nginx.expect("nginx is not installed: run ci/setup.sh (it installs Debian's nginx)");
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        for d in ["root/cache", "tmp", "logs"] {
+            std::fs::create_dir_all(dir.join(d)).unwrap();
+        }
+        // nginx reads `{PLAIN}` passwords in its user files.
+        std::fs::write(dir.join("htpasswd"), format!("lab:{{PLAIN}}{PASSWORD}\n")).unwrap();
+        let d = dir.display();
+        let user = if rustix::process::geteuid().is_root() { "user root;\n" } else { "" };
+        std::fs::write(
+            dir.join("nginx.conf"),
+            format!(
+                "{user}daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\n\
+                 events {{ worker_connections 64; }}\n\
+                 http {{\n  access_log {d}/logs/access.log;\n  client_body_temp_path {d}/tmp/body;\n\
+                   proxy_temp_path {d}/tmp/proxy;\n  fastcgi_temp_path {d}/tmp/fastcgi;\n\
+                   uwsgi_temp_path {d}/tmp/uwsgi;\n  scgi_temp_path {d}/tmp/scgi;\n\
+                   server {{\n    listen 127.0.0.1:{port};\n    root {d}/root;\n\
+                     location /cache/ {{\n      dav_methods PUT;\n      create_full_put_path on;\n\
+                       client_max_body_size 0;\n\
+                       limit_except GET HEAD {{\n        auth_basic \"rocmforge uploads\";\n\
+                         auth_basic_user_file {d}/htpasswd;\n      }}\n    }}\n  }}\n}}\n"
+            ),
+        )
+        .unwrap();
+        let mut n = Nginx { dir: dir.to_path_buf(), port, child: None };
+        n.child = Some(
+            Command::new(nginx)
+                .arg("-p")
+                .arg(dir)
+                .arg("-c")
+                .arg(dir.join("nginx.conf"))
+                .arg("-e")
+                .arg(dir.join("logs/error.log"))
+                .stdin(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let until = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < until, "nginx did not listen: {}", n.error_log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        n
+    }
+
+    fn error_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("logs/error.log")).unwrap_or_default()
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/cache/", self.port)
+    }
+
+    /// `root/cache/<rel>` on the server's disk.
+    fn file(&self, rel: &str) -> PathBuf {
+        self.dir.join("root/cache").join(rel)
+    }
+
+    /// Stops nginx by the PID of its master process (the one the test started).
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let pid = rustix::process::Pid::from_raw(c.id() as i32).unwrap();
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// One machine: its own config, cache, work and state dirs and PATH; the prefix is the stack's.
+struct Machine {
+    dir: PathBuf,
+    path: String,
+}
+
+impl Machine {
+    fn new(s: &ScriptsStack, name: &str, path: String) -> Machine {
+        let dir = s.home.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        Machine { dir, path }
+    }
+
+    fn config(&self, body: &str) {
+        std::fs::write(self.dir.join("config.toml"), body).unwrap();
+    }
+
+    fn cmd(&self, s: &ScriptsStack) -> Command {
+        let mut c = s.process();
+        c.env("PATH", &self.path)
+            .env("NO_COLOR", "1")
+            .env("ROCMFORGE_CONFIG", self.dir.join("config.toml"))
+            .env("ROCMFORGE_CACHE_DIR", self.dir.join("cache"))
+            .env("ROCMFORGE_WORK_DIR", self.dir.join("work"))
+            .env("ROCMFORGE_STATE_DIR", self.dir.join("state"))
+            .env("ROCMFORGE_CACHE_CONNECT_TIMEOUT_SECS", "2")
+            .env("ROCMFORGE_SCHEDULE", "name");
+        c
+    }
+
+    fn run(&self, s: &ScriptsStack, args: &[&str]) -> (bool, String) {
+        let out = self.cmd(s).args(args).output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(!text.contains(PASSWORD), "the password was printed:\n{text}");
+        (out.status.success(), text)
+    }
+
+    fn build(&self, s: &ScriptsStack, extra: &[&str]) -> String {
+        let prefix = s.prefix().display().to_string();
+        let mut args = vec!["build", "top", "-j", "1", "--prefix", prefix.as_str()];
+        args.extend_from_slice(extra);
+        let (ok, text) = self.run(s, &args);
+        assert!(ok, "build failed:\n{text}");
+        text
+    }
+
+    fn keygen(&self, s: &ScriptsStack, name: &str) -> String {
+        let out = self.cmd(s).args(["cache", "keygen", "--name", name]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    /// Each recipe's key, from `plan --json`.
+    fn keys(&self, s: &ScriptsStack) -> Vec<(String, String)> {
+        let prefix = s.prefix().display().to_string();
+        let out = self.cmd(s).args(["plan", "top", "--json", "--prefix", prefix.as_str()]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["recipes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["name"].as_str().unwrap().to_string(), r["key"].as_str().unwrap().to_string()))
+            .collect()
+    }
+}
+
+/// The recipes that ran their steps since the last call (the fixture's steps count their runs
+/// next to the prefix), and the prefix emptied, as on a new machine.
+fn compiled_and_reset(s: &ScriptsStack) -> Vec<String> {
+    let mut ran = Vec::new();
+    for r in ["base", "mid", "tool", "top"] {
+        let p = s.out().join(format!("{r}.runs"));
+        if p.exists() {
+            ran.push(r.to_string());
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    let _ = std::fs::remove_dir_all(s.prefix());
+    ran
+}
+
+/// B's PATH: a directory of its own with the same tools (symlinks; a wrapper for Debian's hipcc,
+/// which finds its perl half next to the name it was called by), then the system's.
+pub fn other_path(dir: &Path) -> String {
+    std::fs::create_dir_all(dir).unwrap();
+    let system = std::env::var("PATH").unwrap();
+    for tool in rocmforge::key::TOOLS {
+        let Some(real) = std::env::split_paths(&system).map(|d| d.join(tool)).find(|p| p.is_file()) else { continue };
+        if *tool == "hipcc" {
+            use std::os::unix::fs::PermissionsExt;
+            let w = dir.join(tool);
+            std::fs::write(&w, format!("#!/bin/sh\nexec '{}' \"$@\"\n", real.display())).unwrap();
+            std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o755)).unwrap();
+        } else {
+            std::os::unix::fs::symlink(&real, dir.join(tool)).unwrap();
+        }
+    }
+    format!("{}:{system}", dir.display())
+}
+
+fn key_of<'a>(keys: &'a [(String, String)], recipe: &str) -> &'a str {
+    &keys.iter().find(|(n, _)| n == recipe).unwrap().1
+}
+
+/// The one line of `text` about `recipe` holding `what`.
+fn line_with<'a>(text: &'a str, recipe: &str, what: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.contains(&format!("{recipe}: ")) && l.contains(what))
+        .unwrap_or_else(|| panic!("no line about {recipe} with `{what}` in:\n{text}"))
+}
+
+fn setup() -> (ScriptsStack, Nginx) {
+    let s = ScriptsStack::new();
+    // An artifact over nginx's default 1 MiB body limit, random so zstd cannot shrink it.
+    s.edit(
+        "base",
+        "\"mkdir -p {stage}/lib {stage}/include\",",
+        "\"mkdir -p {stage}/lib {stage}/include\",\n  \"head -c 1500000 /dev/urandom > {stage}/lib/libbig.bin\",",
+    );
+    let n = Nginx::start(&s.home.path().join("nginx"));
+    (s, n)
+}
+
+#[test]
+fn a_second_machine_downloads_every_artifact_and_refuses_what_it_must() {
+    let (s, mut nginx) = setup();
+    let system_path = std::env::var("PATH").unwrap();
+
+    // Machine A: uploads, signed with its key, with basic auth.
+    let a = Machine::new(&s, "a", system_path.clone());
+    a.config("");
+    let a_pub = a.keygen(&s, "machine-a");
+    assert!(a_pub.starts_with("machine-a:"), "{a_pub}");
+    let key_file = a.dir.join("state/cache-signing.key");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777, 0o600);
+    a.config(&format!("cache-url = \"{}\"\ncache-user = \"lab\"\ntrusted-keys = [\"{a_pub}\"]\n", nginx.url()));
+    let mut cmd = a.cmd(&s);
+    cmd.env("ROCMFORGE_CACHE_PASSWORD", PASSWORD);
+    let prefix = s.prefix().display().to_string();
+    let out = cmd.args(["build", "top", "-j", "1", "--prefix", prefix.as_str()]).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(!text.contains(PASSWORD), "{text}");
+    for r in ["base", "mid", "tool", "top"] {
+        line_with(&text, r, "uploaded artifact");
+    }
+    assert_eq!(compiled_and_reset(&s), ["base", "mid", "tool", "top"]);
+    let keys = a.keys(&s);
+    let blob_of = |recipe: &str| -> PathBuf {
+        let m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(nginx.file(&format!("ac/{}", key_of(&keys, recipe)))).unwrap())
+                .unwrap();
+        nginx.file(&format!("cas/{}", m["blob"]["sha256"].as_str().unwrap()))
+    };
+    assert!(std::fs::metadata(blob_of("base")).unwrap().len() > 1 << 20, "the fixture's artifact is over 1 MiB");
+    // Without the password, the server refuses uploads (the README's `limit_except`).
+    let put = reqwest::blocking::Client::new().put(format!("{}ac/planted", nginx.url())).body("x").send().unwrap();
+    assert_eq!(put.status().as_u16(), 401);
+
+    // Machine B: its own dirs and PATH, read-only, trusting A.
+    let b_config = format!("cache-url = \"{}\"\ncache-read-only = true\ntrusted-keys = [\"{a_pub}\"]\n", nginx.url());
+    let b_path = other_path(&s.home.path().join("b-bin"));
+    let fresh_b = |name: &str| {
+        let b = Machine::new(&s, name, b_path.clone());
+        b.config(&b_config);
+        b
+    };
+    let b = fresh_b("b1");
+    assert_eq!(b.keys(&s), keys, "B computes A's keys");
+    let (ok, plan) = b.run(&s, &["plan", "top", "--prefix", prefix.as_str()]);
+    assert!(ok, "{plan}");
+    assert_eq!(plan.matches("state:   remote hit (artifact").count(), 4, "{plan}");
+    let text = b.build(&s, &[]);
+    for r in ["base", "mid", "tool", "top"] {
+        line_with(&text, r, "downloaded artifact");
+    }
+    assert!(text.contains("nothing to build: 4 recipe(s) up to date in the cache"), "{text}");
+    assert_eq!(compiled_and_reset(&s), Vec::<String>::new(), "B compiled nothing:\n{text}");
+    assert!(!b.dir.join("work/scripts/base").exists(), "no work dir: nothing was prepared");
+    let (ok, text) = b.run(&s, &["cache", "verify"]);
+    assert!(ok, "{text}");
+
+    // A blob altered on the server (same size), another truncated: B rebuilds those two, saying
+    // why, and downloads the rest.
+    let mid_blob = blob_of("mid");
+    let mut bytes = std::fs::read(&mid_blob).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&mid_blob, &bytes).unwrap();
+    let tool_blob = blob_of("tool");
+    let bytes = std::fs::read(&tool_blob).unwrap();
+    std::fs::write(&tool_blob, &bytes[..bytes.len() / 2]).unwrap();
+    let b = fresh_b("b2");
+    let text = b.build(&s, &[]);
+    line_with(&text, "mid", "not the");
+    line_with(&text, "mid", "altered on the server?");
+    line_with(&text, "tool", "its blob is truncated");
+    line_with(&text, "base", "downloaded artifact");
+    line_with(&text, "top", "downloaded artifact");
+    assert_eq!(compiled_and_reset(&s), ["mid", "tool"]);
+
+    // Trust: base re-uploaded by machine C, whom B does not trust; A's manifest of base copied
+    // to mid's path; tool's manifest altered after signing. Each is refused with its reason and
+    // built locally; top (untouched) still downloads.
+    let ac = |r: &str| nginx.file(&format!("ac/{}", key_of(&keys, r)));
+    let a_base = std::fs::read(ac("base")).unwrap();
+    std::fs::remove_file(ac("base")).unwrap();
+    let c = Machine::new(&s, "c", system_path.clone());
+    c.config("");
+    let c_pub = c.keygen(&s, "machine-c");
+    c.config(&format!("cache-url = \"{}\"\ncache-user = \"lab\"\ntrusted-keys = [\"{c_pub}\"]\n", nginx.url()));
+    let mut cmd = c.cmd(&s);
+    cmd.env("ROCMFORGE_CACHE_PASSWORD", PASSWORD);
+    let out = cmd.args(["build", "base", "--prefix", prefix.as_str()]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("uploaded artifact"));
+    compiled_and_reset(&s);
+    assert!(std::fs::read_to_string(ac("base")).unwrap().contains("machine-c"));
+    std::fs::write(ac("mid"), &a_base).unwrap();
+    let tool_manifest = std::fs::read_to_string(ac("tool")).unwrap();
+    let mut m: serde_json::Value = serde_json::from_str(&tool_manifest).unwrap();
+    m["blob"]["sha256"] = serde_json::Value::from(blob_of("top").file_name().unwrap().to_str().unwrap());
+    m["blob"]["size"] = serde_json::Value::from(std::fs::metadata(blob_of("top")).unwrap().len());
+    std::fs::write(ac("tool"), serde_json::to_vec(&m).unwrap()).unwrap();
+
+    let b = fresh_b("b3");
+    let (ok, plan) = b.run(&s, &["plan", "top", "--prefix", prefix.as_str()]);
+    assert!(ok, "{plan}");
+    assert!(plan.contains("signed by `machine-c`, which is not in `trusted-keys` (machine-a)"), "{plan}");
+    assert_eq!(plan.matches("state:   remote hit").count(), 1, "{plan}");
+    let text = b.build(&s, &[]);
+    eprintln!("--- B with planted, replayed and altered manifests:\n{text}");
+    line_with(&text, "base", "signed by `machine-c`, which is not in `trusted-keys` (machine-a)");
+    line_with(&text, "mid", "copied from another key's path");
+    line_with(&text, "tool", "does not match the manifest (altered after it was signed?)");
+    line_with(&text, "top", "downloaded artifact");
+    assert_eq!(compiled_and_reset(&s), ["base", "mid", "tool"]);
+
+    // The server stopped mid-build: B goes on locally. A's manifests back in place; B pauses
+    // before using mid's artifact (after base's download), the test stops nginx there.
+    std::fs::write(ac("base"), &a_base).unwrap();
+    std::fs::write(ac("tool"), &tool_manifest).unwrap();
+    std::fs::remove_file(ac("mid")).unwrap();
+    let b = fresh_b("b4");
+    let (ok, plan) = b.run(&s, &["plan", "top", "--prefix", prefix.as_str()]);
+    assert!(ok, "{plan}");
+    let pause = s.home.path().join("pause");
+    let child = b
+        .cmd(&s)
+        .args(["build", "top", "-j", "1", "--prefix", prefix.as_str()])
+        .env("ROCMFORGE_FAULT", "pause:reuse:tool")
+        .env("ROCMFORGE_FAULT_PAUSE", &pause)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    while !pause.exists() {
+        assert!(Instant::now() < until, "the build never reached tool");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    nginx.stop();
+    std::fs::remove_file(&pause).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    eprintln!("--- B with the server stopped mid-build:\n{text}");
+    line_with(&text, "base", "downloaded artifact");
+    line_with(&text, "tool", "cannot be reached");
+    line_with(&text, "top", "could not be downloaded now: building it locally");
+    assert_eq!(text.matches("cannot be reached").count(), 1, "one warning:\n{text}");
+    assert_eq!(compiled_and_reset(&s), ["mid", "tool", "top"]);
+}
+
+#[test]
+fn an_unreachable_cache_costs_a_warning_not_the_build() {
+    let s = ScriptsStack::new();
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let m = Machine::new(&s, "m", std::env::var("PATH").unwrap());
+    m.config(&format!("cache-url = \"http://lab:{PASSWORD}@127.0.0.1:{port}/cache/\"\ntrusted-keys = []\n"));
+    let text = m.build(&s, &[]);
+    assert_eq!(text.matches("cannot be reached").count(), 1, "{text}");
+    assert!(text.contains(&format!("http://127.0.0.1:{port}/cache/")), "{text}");
+    assert_eq!(compiled_and_reset(&s), ["base", "mid", "tool", "top"]);
+    // A bad trusted key is an error naming the config file and the entry.
+    m.config(&format!("cache-url = \"http://127.0.0.1:{port}/\"\ntrusted-keys = [\"nokey\"]\n"));
+    let (ok, text) = m.run(&s, &["plan", "top"]);
+    assert!(!ok);
+    assert!(
+        text.contains("trusted-keys entry in") && text.contains("config.toml") && text.contains("`nokey`"),
+        "{text}"
+    );
+}
