@@ -3,6 +3,7 @@
 
 mod build;
 mod cache;
+mod env;
 mod fetch;
 mod graph;
 mod index;
@@ -14,6 +15,7 @@ mod recipes;
 mod report;
 mod source;
 mod status;
+mod verify;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -107,6 +109,10 @@ pub enum Command {
     Log(log::Args),
     /// Print the path of the latest build report (timeline.html, trace.json, report.json).
     Report(report::Args),
+    /// Print the shell lines that activate a stack: prefix, venv, a profile's MIOpen settings.
+    Env(env::Args),
+    /// Run the Conv2d/batchnorm smoke test on the GPU, each case in its own process under a timeout.
+    Verify(verify::Args),
 }
 
 /// The recipes a command works on, and the GPU targets (shared by `build`, `plan`, `fetch`).
@@ -254,6 +260,8 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Status(a) => status::run(&ctx, a),
         Command::Log(a) => log::run(&ctx, a),
         Command::Report(a) => report::run(&ctx, a),
+        Command::Env(a) => env::run(&ctx, a),
+        Command::Verify(a) => verify::run(&ctx, a),
     }
 }
 

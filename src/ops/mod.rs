@@ -1,15 +1,17 @@
 //! Operations: one function per verb (`plan`, `build`, `fetch`, `patch_check`, `patch_diff`,
-//! `source`, `clean`, `cache_*`, `lock`, `index_*`), each taking typed options and returning data. The
+//! `source`, `clean`, `cache_*`, `lock`, `index_*`, `env`, `verify`), each taking typed options and returning data. The
 //! command line (`cli`) parses arguments, calls one operation and prints what it returns.
 
 pub mod build;
 pub mod cache;
+pub mod env;
 pub mod fetch;
 pub mod index;
 pub mod lock;
 pub mod patch;
 pub mod plan;
 pub mod source;
+pub mod verify;
 
 use crate::graph::GraphError;
 use crate::recipe::{Recipe, Stack};

@@ -4,7 +4,9 @@
 mod support;
 
 mod engine;
+mod env;
 mod example;
+mod fallback;
 mod foundation;
 mod index;
 mod keys;
@@ -16,4 +18,5 @@ mod realstack;
 mod report;
 mod schedule;
 mod sources;
+mod verify;
 mod wheels;
