@@ -214,3 +214,17 @@ fn env_refuses_an_unknown_profile_and_a_native_stack_refuses_the_gpu_override() 
         "{err}"
     );
 }
+
+#[test]
+fn without_uv_the_venv_is_made_by_python_and_filled_by_pip() {
+    let e = EnvStack::new();
+    let out = e.cmd().env("ROCMFORGE_VENV_NO_UV", "1").args(["build", "rfenv"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("rfenv-1.0.0-py3-none-any.whl (pip)"), "{}", text(&out));
+    let py = e.venv().join("bin/python");
+    let got = Command::new(&py).args(["-c", "import rfenv; print(rfenv.VALUE)"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&got.stdout), "from the stack's venv\n", "{}", text(&got));
+    // pip itself is in the venv (python -m venv seeds it), so users can add to it.
+    assert!(Command::new(&py).args(["-m", "pip", "--version"]).output().unwrap().status.success());
+}

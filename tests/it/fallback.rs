@@ -142,7 +142,7 @@ fn fallback_stacks_plan_lock_from_the_index_pages_and_publish_into_their_own_ind
         let own = f.index().join(stack);
         for (_, name, bytes) in f.served(stack) {
             let dist = name.split('-').next().unwrap();
-            assert_eq!(published(&own, dist), [name.clone()], "{stack}");
+            assert_eq!(published(&own, dist), std::slice::from_ref(name), "{stack}");
             assert!(std::fs::read(own.join("simple").join(dist).join(name)).unwrap() == *bytes);
             let page = std::fs::read_to_string(own.join("simple").join(dist).join("index.html")).unwrap();
             assert!(page.contains(&format!("#sha256={}", sha256_hex(bytes))), "{page}");
@@ -158,6 +158,21 @@ fn fallback_stacks_plan_lock_from_the_index_pages_and_publish_into_their_own_ind
         published(&f.index().join("rocm-5.7-binary"), "torch"),
         ["torch-2.2.2+rocm5.7-cp310-cp310-linux_x86_64.whl"]
     );
+}
+
+/// A binary fallback's lines: no prefix variables (its wheels carry their own ROCm), the
+/// profile's override and GEMM-only knobs.
+#[test]
+fn env_of_the_rocm_5_7_fallback_sets_its_profile() {
+    let f = Fallbacks::new();
+    let out = f.cmd("rocm-5.7-binary").args(["env", "--shell", "bash"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let lines = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(lines.contains("export HSA_OVERRIDE_GFX_VERSION='10.3.0'"), "{lines}");
+    assert!(!lines.contains("ROCM_PATH"), "{lines}");
+    insta::assert_snapshot!("env_rocm_5_7_binary", lines);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no venv at"), "the missing venv is named: {err}");
 }
 
 #[test]
