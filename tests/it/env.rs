@@ -228,3 +228,26 @@ fn without_uv_the_venv_is_made_by_python_and_filled_by_pip() {
     // pip itself is in the venv (python -m venv seeds it), so users can add to it.
     assert!(Command::new(&py).args(["-m", "pip", "--version"]).output().unwrap().status.success());
 }
+
+#[test]
+fn stack_profile_mistakes_are_reported_with_file_and_line() {
+    let e = EnvStack::new();
+    let st = e.tree.join("recipes/envstack/stack.toml");
+    let t = std::fs::read_to_string(&st).unwrap();
+    let t = t
+        .replace("default-profile = \"native\"", "default-profile = \"natve\"\nindex-path = \"../up\"")
+        .replace("venv-constraints = [\"rfenv<2\"]", "venv-constraints = [\"<2\"]")
+        .replace("known-hangs = [\"conv-16-32-s48-k3-b1\"]", "known-hangs = [\"Conv 16\"]");
+    std::fs::write(&st, t).unwrap();
+    let out = e.cmd().args(["recipes", "check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for (line, msg) in [
+        (9, "`default-profile` names `natve`, which is no `[profile.<name>]` here"),
+        (10, "`index-path` must be one folder name"),
+        (8, "`<2` is not a requirement constraint"),
+        (19, "`Conv 16` is not a verify case id"),
+    ] {
+        assert!(err.contains(&format!("stack.toml:{line}:")) && err.contains(msg), "{line}: {msg}\n{err}");
+    }
+}

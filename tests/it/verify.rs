@@ -206,3 +206,31 @@ fn a_known_hang_alone_passes_and_json_is_the_report() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no case `conv-9-9-s1-k1-b1`"), "{}", text(&out));
 }
+
+/// The real case script under a real Python without torch: it parses its case and fails with
+/// the import error, which the row shows (on a machine with the stack, this is where it runs).
+#[test]
+fn the_case_script_runs_under_a_real_python_and_its_error_is_shown() {
+    let v = Verify::new();
+    let python3 = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join("python3"))
+        .find(|p| p.is_file())
+        .expect("python3 on PATH");
+    let out = rocmforge(v.home.path())
+        .arg("--recipes")
+        .arg(&v.tree)
+        .args(["verify", "--timeout", "60", "--case", "matmul-1024", "--python"])
+        .arg(&python3)
+        .env("PYTHONNOUSERSITE", "1")
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("matmul-1024")
+            && stdout.contains("error: exit status 1: ModuleNotFoundError: No module named 'torch'"),
+        "{}",
+        text(&out)
+    );
+}
