@@ -2,7 +2,8 @@
 # Installs what rocmforge and its tests need on a fresh Debian 12 / Ubuntu machine:
 # compilers and build tools (Debian's HIP 5.2 hipcc, cmake, ninja, ccache), nginx for the
 # remote-cache tests, git (with its daemon), and from PyPI: uv, setuptools, wheel, plus a
-# wheelhouse of setuptools/wheel so tests can build wheels offline.
+# wheelhouse of setuptools/wheel so tests can build wheels offline; zsh and fish, in which
+# the tests source `rocmforge env` output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -14,9 +14,6 @@ use std::process::Command;
 
 use crate::recipe::Stack;
 
-/// Where the wheels sit in the prefix (as deployed by python-wheel and prebuilt-wheel recipes).
-const WHEEL_DIR: &str = "share/rocmforge/wheels";
-
 #[derive(Debug, thiserror::Error)]
 pub enum VenvError {
     #[error("stack `{stack}` names no Python (`python = \"3.x\"` in {file}), so it has no venv to fill")]
@@ -54,7 +51,7 @@ pub struct Filled {
 /// The wheels deployed into `prefix`, as their copies in the stack's index `index` (the
 /// published bytes, verified when published).
 pub fn stack_wheels(prefix: &Path, index: &Path) -> Result<Vec<PathBuf>, VenvError> {
-    let dir = prefix.join(WHEEL_DIR);
+    let dir = prefix.join(crate::engine::systems::WHEEL_DIR);
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
