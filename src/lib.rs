@@ -17,6 +17,8 @@
 //!    (what was built last), `plan` (the resolved build: keys, statuses, reasons).
 //! 5. Doing: `deploy` (artifacts into the prefix), `index` (the local wheel index), `engine`
 //!    (carries out a plan), `report` (status file, build report, trace, timeline).
+//!    After the build: `venv` (the stack's venv, filled with its wheels), `activate` (the shell
+//!    lines of `env`), `verify` (the Conv2d/batchnorm matrix, each case under a timeout).
 //! 6. Verbs and the command line: `ops` (one function per verb, returning data), `cli`
 //!    (parses arguments, calls one op, prints).
 pub mod fault;
@@ -42,5 +44,8 @@ pub mod deploy;
 pub mod index;
 pub mod engine;
 pub mod report;
+pub mod venv;
+pub mod activate;
+pub mod verify;
 pub mod ops;
 pub mod cli;

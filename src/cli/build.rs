@@ -65,6 +65,20 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
             return Err(Failure::failed(e));
         }
     };
+    let venv_line = match run.venv {
+        Some(Ok(v)) => Some(format!(
+            "venv: {} filled with {} ({}); activate it with `eval \"$(rocmforge env)\"`",
+            v.dir.display(),
+            v.wheels.join(", "),
+            v.tool
+        )),
+        Some(Err(e)) => {
+            return Err(Failure::failed(
+                anyhow::Error::new(e).context("the build succeeded, but its venv was not filled"),
+            ))
+        }
+        None => None,
+    };
     if ctx.verbosity == Verbosity::Quiet {
         return Ok(());
     }
@@ -77,6 +91,9 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
         println!("built {} recipe(s): {}; {cached} from the cache; prefix {prefix}", built.len(), built.join(", "));
     }
     if let Some(l) = report_line {
+        println!("{l}");
+    }
+    if let Some(l) = venv_line {
         println!("{l}");
     }
     Ok(())

@@ -1,4 +1,5 @@
-//! `rocmforge lock`: pin the tags of unlocked git recipes to commits in the stack's lock file.
+//! `rocmforge lock`: pin the tags of unlocked git recipes to commits, and url sources to the
+//! sha256 their index gives, in the stack's lock file.
 
 use super::{CliResult, Context, Failure};
 use crate::ops::lock::{self, LockError, LockOptions};
@@ -23,6 +24,15 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
         _ => Failure::failed(e),
     })?;
     let quiet = ctx.verbosity == crate::progress::Verbosity::Quiet;
+    for (old, new) in &report.digests_changed {
+        println!(
+            "{}: the index now gives sha256 {} (was {}) for {}",
+            new.recipe,
+            &new.sha256[..12],
+            &old.sha256[..12],
+            new.url
+        );
+    }
     for m in &report.moved {
         println!("{}: {} moved {} -> {}", m.recipe, m.tag, &m.old[..8.min(m.old.len())], &m.new[..8.min(m.new.len())]);
     }
@@ -32,16 +42,22 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     for p in &report.added {
         println!("{}: {} -> {}", p.recipe, p.tag, &p.rev[..12.min(p.rev.len())]);
     }
+    for d in &report.digests {
+        println!("{}: sha256 {} (from {})", d.recipe, &d.sha256[..12.min(d.sha256.len())], d.page);
+    }
+    for d in &report.pruned_digests {
+        println!("{}: digest of {} dropped (the recipe no longer has this unlocked url)", d.recipe, d.url);
+    }
     for p in &report.pruned {
         println!("{}: pin of {} dropped (the recipe no longer has this unlocked url and tag)", p.recipe, p.tag);
     }
     println!(
         "wrote {}: {} new, {} moved, {} unchanged, {} pruned",
         report.path.display(),
-        report.added.len(),
-        report.moved.len(),
+        report.added.len() + report.digests.len(),
+        report.moved.len() + report.digests_changed.len(),
         report.unchanged,
-        report.pruned.len()
+        report.pruned.len() + report.pruned_digests.len()
     );
     Ok(())
 }

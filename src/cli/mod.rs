@@ -3,6 +3,7 @@
 
 mod build;
 mod cache;
+mod env;
 mod fetch;
 mod graph;
 mod index;
@@ -15,6 +16,7 @@ mod recipes;
 mod report;
 mod source;
 mod status;
+mod verify;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -119,6 +121,10 @@ pub enum Command {
     Report(report::Args),
     /// The GPU targets of the device code in libraries, objects, code objects and wheels.
     Inspect(inspect::Args),
+    /// Print the shell lines that activate a stack: prefix, venv, a profile's MIOpen settings.
+    Env(env::Args),
+    /// Run the Conv2d/batchnorm smoke test on the GPU, each case in its own process under a timeout.
+    Verify(verify::Args),
 }
 
 /// The recipes a command works on, and the GPU targets (shared by `build`, `plan`, `fetch`).
@@ -275,6 +281,8 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Log(a) => log::run(&ctx, a),
         Command::Report(a) => report::run(&ctx, a),
         Command::Inspect(a) => inspect::run(&ctx, a),
+        Command::Env(a) => env::run(&ctx, a),
+        Command::Verify(a) => verify::run(&ctx, a),
     }
 }
 

@@ -4,7 +4,7 @@
 //! the plan: the engine computes no keys and no statuses.
 
 pub mod budget;
-mod host;
+pub mod host;
 mod outputs;
 mod preflight;
 mod recipe_build;

@@ -41,7 +41,7 @@ impl Engine<'_> {
     pub(super) fn check_wheels(&self, r: &Recipe, tree: &Path) -> Result<(), BuildError> {
         let wheels = self.wheels_of(r, tree)?;
         if !wheels.is_empty() {
-            crate::index::check_publishable(&self.cfg.index_dir(), &wheels)
+            crate::index::check_publishable(&crate::index::stack_dir(&self.cfg.index_dir(), self.stack), &wheels)
                 .map_err(|e| BuildError::Publish { recipe: r.name.clone(), source: e })?;
         }
         Ok(())
@@ -82,7 +82,7 @@ impl Engine<'_> {
         if wheels.is_empty() {
             return Ok(());
         }
-        let index = self.cfg.index_dir();
+        let index = crate::index::stack_dir(&self.cfg.index_dir(), self.stack);
         let reports = crate::index::publish_all(&index, &wheels)
             .map_err(|e| BuildError::Publish { recipe: r.name.clone(), source: e })?;
         for rep in reports {

@@ -467,6 +467,16 @@ pub fn list(index_dir: &Path) -> Result<State, IndexError> {
     load_state(index_dir)
 }
 
+/// The index a stack publishes into: `<index-dir>/<index-path>/` for a stack with an
+/// `index-path` (binary fallbacks, whose wheels must never mix with native ones), else the
+/// index directory itself.
+pub fn stack_dir(index_dir: &Path, stack: &crate::recipe::Stack) -> PathBuf {
+    match &stack.index_path {
+        Some(sub) => index_dir.join(sub),
+        None => index_dir.to_path_buf(),
+    }
+}
+
 /// The `file://` URL of the simple index of `index_dir` (an absolute path), with the
 /// characters a URL path cannot hold percent-encoded.
 pub fn file_url(index_dir: &Path) -> String {

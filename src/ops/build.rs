@@ -38,6 +38,9 @@ pub struct BuildRun {
     pub prefix: PathBuf,
     /// The report directory (none for a build that found everything up to date).
     pub report: Option<Result<PathBuf, String>>,
+    /// The stack's venv, filled after a successful build with the wheels it deployed (`None`:
+    /// no wheels, or the venv already holds exactly these).
+    pub venv: Option<Result<crate::venv::Filled, crate::venv::VenvError>>,
 }
 
 /// Builds `req`. `Err` only for a request that names recipes outside the build.
@@ -118,7 +121,32 @@ pub fn build(
         // 130 in a moment; an error and exit 1 from here would misreport the interruption.
         std::thread::sleep(std::time::Duration::from_secs(10));
     }
-    Ok(BuildRun { result, prefix: plan.prefix.clone(), report: recorder.report() })
+    let venv = match &result {
+        Ok(_) => fill_venv(cfg, stack, &plan.prefix),
+        Err(_) => None,
+    };
+    Ok(BuildRun { result, prefix: plan.prefix.clone(), report: recorder.report(), venv })
+}
+
+/// The venv step at the end of a successful build: the stack's wheels deployed in the prefix,
+/// installed from the stack's index into `<state-dir>/venvs/<stack>` (unless it holds them).
+fn fill_venv(
+    cfg: &Config,
+    stack: &Stack,
+    prefix: &std::path::Path,
+) -> Option<Result<crate::venv::Filled, crate::venv::VenvError>> {
+    // A stack without a Python of its own has no venv.
+    stack.python.as_ref()?;
+    let index = crate::index::stack_dir(&cfg.index_dir(), stack);
+    let wheels = match crate::venv::stack_wheels(prefix, &index) {
+        Ok(w) if w.is_empty() => return None,
+        Ok(w) => w,
+        Err(e) => return Some(Err(e)),
+    };
+    if crate::venv::holds(&cfg.state_dir, stack, &wheels) {
+        return None;
+    }
+    crate::venv::fill(&cfg.state_dir, stack, &wheels).transpose()
 }
 
 /// Ctrl-C / SIGTERM: record the build as interrupted (report included), stop every running

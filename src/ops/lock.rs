@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::config::Config;
-use crate::recipe::lockfile::{self, LockFile, LockFileError, Pin};
+use crate::recipe::lockfile::{self, Digest, LockFile, LockFileError, Pin};
 use crate::recipe::{RecipeTree, Stack};
+use crate::source::index_page::IndexPageError;
 use crate::source::GitError;
 
 /// What to lock.
@@ -26,6 +27,8 @@ pub enum LockError {
     UnknownRecipe(String),
     #[error("{recipe}: cannot resolve tag `{tag}`")]
     Resolve { recipe: String, tag: String, source: Box<GitError> },
+    #[error("{recipe}: cannot read the sha256 of `{url}` from its index")]
+    Digest { recipe: String, url: String, source: Box<IndexPageError> },
     #[error(transparent)]
     LockFile(#[from] LockFileError),
 }
@@ -50,6 +53,12 @@ pub struct LockReport {
     pub pruned: Vec<Pin>,
     /// Pins kept as they were.
     pub unchanged: usize,
+    /// Newly recorded digests of url sources, read from their index.
+    pub digests: Vec<Digest>,
+    /// Digests dropped because their recipe no longer has this unlocked url.
+    pub pruned_digests: Vec<Digest>,
+    /// Recorded digests that the index now gives otherwise (`--update`): (old, new).
+    pub digests_changed: Vec<(Digest, Digest)>,
 }
 
 /// Resolves the tags of the stack's unlocked recipes (all, or `opts.recipes`) and rewrites the
@@ -86,8 +95,45 @@ pub fn lock(stack: &Stack, tree: &RecipeTree, cfg: &Config, opts: &LockOptions) 
         }
         pins.insert(name.clone(), pin);
     }
-    lockfile::write(&path, &LockFile { pins: pins.into_values().collect() })?;
+    let digests = lock_digests(stack, cfg, opts, old.digests, &mut report)?;
+    lockfile::write(&path, &LockFile { pins: pins.into_values().collect(), digests })?;
     Ok(report)
+}
+
+/// The digests of the stack's unlocked url sources: kept, or read from each one's index page
+/// (all wanted ones with `--update`).
+fn lock_digests(
+    stack: &Stack,
+    cfg: &Config,
+    opts: &LockOptions,
+    old: Vec<Digest>,
+    report: &mut LockReport,
+) -> Result<Vec<Digest>, LockError> {
+    let (kept, pruned): (Vec<Digest>, Vec<Digest>) = old.into_iter().partition(|d| lockfile::digest_applies(stack, d));
+    report.pruned_digests = pruned;
+    let mut digests: BTreeMap<String, Digest> = kept.into_iter().map(|d| (d.recipe.clone(), d)).collect();
+    for (name, r) in &stack.recipes {
+        let Some((url, index)) = lockfile::unlocked_digest(&r.source) else { continue };
+        let wanted = opts.recipes.is_empty() || opts.recipes.contains(name);
+        let existing = digests.get(name).cloned();
+        if !wanted || (existing.is_some() && !opts.update) {
+            if existing.is_some() {
+                report.unchanged += 1;
+            }
+            continue;
+        }
+        let file = crate::recipe::url_file_name(url);
+        let (sha256, page) = crate::source::index_page::digest_of(cfg, index, &file)
+            .map_err(|e| LockError::Digest { recipe: name.clone(), url: url.to_string(), source: Box::new(e) })?;
+        let d = Digest { recipe: name.clone(), url: url.to_string(), sha256, page };
+        match existing {
+            Some(e) if e.sha256 == d.sha256 => report.unchanged += 1,
+            Some(e) => report.digests_changed.push((e, d.clone())),
+            None => report.digests.push(d.clone()),
+        }
+        digests.insert(name.clone(), d);
+    }
+    Ok(digests.into_values().collect())
 }
 
 /// The commit `tag` of `url` names now.

@@ -1,9 +1,10 @@
 //! Operations: one function per verb (`plan`, `build`, `fetch`, `patch_check`, `patch_diff`,
-//! `source`, `clean`, `cache_*`, `lock`, `index_*`, `inspect`), each taking typed options and returning data. The
+//! `source`, `clean`, `cache_*`, `lock`, `index_*`, `inspect`, `env`, `verify`), each taking typed options and returning data. The
 //! command line (`cli`) parses arguments, calls one operation and prints what it returns.
 
 pub mod build;
 pub mod cache;
+pub mod env;
 pub mod fetch;
 pub mod index;
 pub mod inspect;
@@ -11,6 +12,7 @@ pub mod lock;
 pub mod patch;
 pub mod plan;
 pub mod source;
+pub mod verify;
 
 use crate::graph::GraphError;
 use crate::recipe::{Recipe, Stack};

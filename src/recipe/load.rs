@@ -43,7 +43,13 @@ pub fn load_stack(tree: &RecipeTree, stack: &str) -> Result<Stack, Diagnostics> 
         }
     }
     let recipes = check_stack(stack, &lowered, &unparsed, &mut diags);
-
+    if let Some(h) = &header {
+        if super::is_native(recipes.values()) {
+            for d in &h.override_diags {
+                diags.push(d.clone());
+            }
+        }
+    }
     if !diags.is_empty() {
         diags.sort();
         return Err(diags);
@@ -56,6 +62,11 @@ pub fn load_stack(tree: &RecipeTree, stack: &str) -> Result<Stack, Diagnostics> 
         default_targets: h.default_targets,
         is_default: h.is_default,
         python: h.python,
+        venv_constraints: h.venv_constraints,
+        profiles: h.profiles,
+        default_profile: h.default_profile,
+        index_path: h.index_path,
+        file: h.file,
         recipes,
     })
 }
@@ -86,7 +97,7 @@ fn read_stack_header(tree: &RecipeTree, stack: &str, diags: &mut Diagnostics) ->
     };
     let file = FileText::decode(tree, &rel, bytes, diags)?;
     let raw: RawStackFile = parse(&file, diags)?;
-    Some(lower_stack(&file, stack, raw.stack, diags))
+    Some(lower_stack(&file, stack, raw.stack, raw.profile, diags))
 }
 
 /// Loads every stack of the tree (for `recipes check` and `recipes list`), with all problems.

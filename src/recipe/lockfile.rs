@@ -13,6 +13,18 @@
 //! Loading a stack applies its lock: an unlocked recipe whose (url, tag) is pinned gets that rev.
 //! A pin whose recipe now has a `rev`, or another url or tag, is ignored (and `lock` prunes it).
 //!
+//! A url source without `sha256` but with an `index` (a PEP 503 index that links the file with
+//! `#sha256=`, as download.pytorch.org does) is unlocked too; `lock` reads the digest from the
+//! index page and records it, and loading applies it the same way:
+//!
+//! ```toml
+//! [[digest]]
+//! recipe = "torch"
+//! url = "https://download.pytorch.org/whl/rocm5.2/torch-1.13.1%2Brocm5.2-cp310-cp310-linux_x86_64.whl"
+//! sha256 = "64 hex"
+//! page = "https://download.pytorch.org/whl/rocm5.2/torch/"   # where it was read
+//! ```
+//!
 //! This module is the file's format, reading, writing and applying; resolving tags to commits
 //! (the network) is the `lock` operation, in src/ops/lock.rs.
 
@@ -31,11 +43,24 @@ pub struct Pin {
     pub rev: String,
 }
 
+/// The sha256 of an unlocked url source, as its index's page gave it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Digest {
+    pub recipe: String,
+    pub url: String,
+    pub sha256: String,
+    /// The index page the digest was read from.
+    pub page: String,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LockFile {
     #[serde(default, rename = "pin")]
     pub pins: Vec<Pin>,
+    #[serde(default, rename = "digest", skip_serializing_if = "Vec::is_empty")]
+    pub digests: Vec<Digest>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -73,7 +98,12 @@ pub fn write(path: &Path, lock: &LockFile) -> Result<(), LockFileError> {
     let mut lock = lock.clone();
     lock.pins.sort();
     lock.pins.dedup();
+    lock.digests.sort();
+    lock.digests.dedup();
     let mut text = String::from("# Written by `rocmforge lock`: the commits unlocked git recipes' tags resolved to.\n");
+    if !lock.digests.is_empty() {
+        text.push_str("# Digests: the sha256 of url sources without one, as their index's page links them.\n");
+    }
     text.push_str(&toml::to_string(&lock).expect("lock serialises"));
     crate::fsutil::write_atomic(path, text.as_bytes())
         .map_err(|source| LockFileError::Write { path: path.to_path_buf(), source })
@@ -92,8 +122,31 @@ pub fn pin_applies(stack: &Stack, pin: &Pin) -> bool {
     stack.recipe(&pin.recipe).and_then(|r| unlocked_tag(&r.source)).is_some_and(|(u, t)| u == pin.url && t == pin.tag)
 }
 
-/// Gives every unlocked recipe pinned in `lock` its rev.
+/// The url of a url source whose sha256 `lock` reads from `index`, and that index.
+pub fn unlocked_digest(spec: &SourceSpec) -> Option<(&str, &str)> {
+    match spec {
+        SourceSpec::Url { url, sha256, index: Some(index), .. } if sha256.is_empty() => Some((url, index)),
+        _ => None,
+    }
+}
+
+/// Whether a digest still applies (its recipe is an unlocked url source of the same url).
+pub fn digest_applies(stack: &Stack, d: &Digest) -> bool {
+    stack.recipe(&d.recipe).and_then(|r| unlocked_digest(&r.source)).is_some_and(|(u, _)| u == d.url)
+}
+
+/// Gives every unlocked recipe pinned in `lock` its rev, or its sha256.
 pub fn apply_pins(stack: &mut Stack, lock: &LockFile) {
+    for d in &lock.digests {
+        if !digest_applies(stack, d) {
+            continue;
+        }
+        if let Some(r) = stack.recipes.get_mut(&d.recipe) {
+            if let SourceSpec::Url { sha256, .. } = &mut r.source {
+                *sha256 = d.sha256.clone();
+            }
+        }
+    }
     for pin in &lock.pins {
         if !pin_applies(stack, pin) {
             continue;

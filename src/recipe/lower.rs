@@ -6,12 +6,15 @@ use std::ops::Range;
 
 use toml::Spanned;
 
-use super::raw::{FileText, RawBuild, RawRecipe, RawSource, RawStack, RawTargets};
+use std::collections::BTreeMap;
+
+use super::raw::{FileText, RawBuild, RawProfile, RawRecipe, RawSource, RawStack, RawTargets};
 use super::tree::RecipeTree;
 use super::{
-    url_file_name, BuildSpec, BuildSystem, ExternalSpec, PatchRef, Recipe, SourceSpec, TargetPolicy, WhenUnsupported,
+    url_file_name, BuildSpec, BuildSystem, ExternalSpec, PatchRef, Profile, Recipe, SourceSpec, TargetPolicy,
+    WhenUnsupported, GFX_OVERRIDE_VAR,
 };
-use crate::diagnostic::Diagnostics;
+use crate::diagnostic::{Diagnostic, Diagnostics};
 use crate::target::{GpuTarget, TargetSet};
 
 /// Default memory a compile job of a recipe is assumed to need, when the recipe does not say.
@@ -34,9 +37,22 @@ pub(super) struct StackHeader {
     pub default_targets: TargetSet,
     pub is_default: bool,
     pub python: Option<String>,
+    pub venv_constraints: Vec<String>,
+    pub profiles: BTreeMap<String, Profile>,
+    pub default_profile: Option<String>,
+    pub index_path: Option<String>,
+    pub file: String,
+    /// One per profile that sets the GPU override: an error if the stack turns out native.
+    pub override_diags: Vec<Diagnostic>,
 }
 
-pub(super) fn lower_stack(file: &FileText<'_>, stack: &str, raw: RawStack, diags: &mut Diagnostics) -> StackHeader {
+pub(super) fn lower_stack(
+    file: &FileText<'_>,
+    stack: &str,
+    raw: RawStack,
+    raw_profiles: BTreeMap<String, toml::Spanned<RawProfile>>,
+    diags: &mut Diagnostics,
+) -> StackHeader {
     if raw.name.get_ref() != stack {
         diags.push(file.at(
             raw.name.span(),
@@ -44,6 +60,71 @@ pub(super) fn lower_stack(file: &FileText<'_>, stack: &str, raw: RawStack, diags
         ));
     }
     let default_targets = lower_targets(file, &raw.default_targets, diags);
+    let mut override_diags = Vec::new();
+    let mut profiles = BTreeMap::new();
+    for (name, p) in raw_profiles {
+        let profile = lower_profile(file, &name, p, &mut override_diags, diags);
+        profiles.insert(name, profile);
+    }
+    let default_profile = match raw.default_profile {
+        Some(d) if !profiles.contains_key(d.get_ref()) => {
+            diags.push(
+                file.at(
+                    d.span(),
+                    format!("`default-profile` names `{}`, which is no `[profile.<name>]` here", d.get_ref()),
+                )
+                .with_help(format!(
+                    "profiles: {}",
+                    if profiles.is_empty() {
+                        "none".to_string()
+                    } else {
+                        profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+                    }
+                )),
+            );
+            None
+        }
+        Some(d) => Some(d.into_inner()),
+        None if profiles.len() == 1 => profiles.keys().next().cloned(),
+        None if profiles.is_empty() => None,
+        None => {
+            diags.push(file.whole("the stack has several profiles but no `default-profile`").with_help(
+                "add `default-profile = \"<name>\"` to [stack]: `env` and `verify` use it when no --profile is given",
+            ));
+            None
+        }
+    };
+    let mut venv_constraints = Vec::new();
+    for c in &raw.venv_constraints {
+        let text = c.get_ref().trim();
+        let starts_with_name = text.chars().next().is_some_and(|ch| ch.is_ascii_alphanumeric());
+        if !starts_with_name || text.contains(['\n', ' ']) && !text.contains(';') {
+            diags.push(
+                file.at(c.span(), format!("`{}` is not a requirement constraint", c.get_ref()))
+                    .with_help("write one requirement per string, as pip's `-c` file takes it: `numpy<2`"),
+            );
+        } else {
+            venv_constraints.push(text.to_string());
+        }
+    }
+    let index_path = raw.index_path.and_then(|p| {
+        let name = p.get_ref();
+        let ok = !name.is_empty()
+            && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+            && !name.starts_with(['-', '.']);
+        if ok {
+            Some(p.into_inner())
+        } else {
+            diags.push(file.at(
+                p.span(),
+                format!(
+                    "`index-path` must be one folder name of lowercase letters, digits, `.` and `-`, got `{}`",
+                    p.get_ref()
+                ),
+            ));
+            None
+        }
+    });
     StackHeader {
         name: stack.to_string(),
         rocm_version: raw.rocm_version,
@@ -51,7 +132,59 @@ pub(super) fn lower_stack(file: &FileText<'_>, stack: &str, raw: RawStack, diags
         default_targets,
         is_default: raw.default,
         python: raw.python,
+        venv_constraints,
+        profiles,
+        default_profile,
+        index_path,
+        file: file.display.clone(),
+        override_diags,
     }
+}
+
+/// `[profile.<name>]`: environment variable names, case ids of `verify`'s matrix (checked there:
+/// the matrix is not the recipe layer's) in their spelling.
+fn lower_profile(
+    file: &FileText<'_>,
+    name: &str,
+    raw: toml::Spanned<RawProfile>,
+    override_diags: &mut Vec<Diagnostic>,
+    diags: &mut Diagnostics,
+) -> Profile {
+    let span = raw.span();
+    let raw = raw.into_inner();
+    if !valid_name(name) {
+        diags.push(file.at(span.clone(), format!("profile name `{name}` must be lowercase letters, digits and `-`")));
+    }
+    let mut env = BTreeMap::new();
+    for (k, v) in raw.env {
+        let var = k.get_ref();
+        let valid = var.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            diags.push(file.at(k.span(), format!("`{var}` is not an environment variable name")));
+        }
+        if var == GFX_OVERRIDE_VAR {
+            override_diags.push(
+                file.at(k.span(), format!("profile `{name}` sets `{GFX_OVERRIDE_VAR}`, but this stack is built natively"))
+                    .with_help("a native build carries code for its own GPU; the override makes the runtime load another GPU's code (only binary fallback stacks of prebuilt wheels may set it)"),
+            );
+        }
+        env.insert(var.clone(), v);
+    }
+    let mut known_hangs: Vec<String> = Vec::new();
+    for h in &raw.known_hangs {
+        if !valid_name(h.get_ref()) {
+            diags.push(
+                file.at(h.span(), format!("`{}` is not a verify case id", h.get_ref()))
+                    .with_help("case ids look like `conv-16-32-s48-k3-b1`: see `rocmforge verify --list`"),
+            );
+        } else if known_hangs.contains(h.get_ref()) {
+            diags.push(file.at(h.span(), format!("`{}` is listed twice in `known-hangs`", h.get_ref())));
+        } else {
+            known_hangs.push(h.get_ref().clone());
+        }
+    }
+    Profile { name: name.to_string(), description: raw.description, env, known_hangs }
 }
 
 /// Lowers the recipe file `rel` of `stack`; every problem goes to `diags`, and what can be
@@ -168,7 +301,11 @@ fn lower_source(file: &FileText<'_>, source: &Spanned<RawSource>, diags: &mut Di
 }
 
 fn lower_git(file: &FileText<'_>, git: &Spanned<String>, s: &RawSource, diags: &mut Diagnostics) -> SourceSpec {
-    for (field, present) in [("sha256", s.sha256.is_some()), ("strip-components", s.strip_components.is_some())] {
+    for (field, present) in [
+        ("sha256", s.sha256.is_some()),
+        ("strip-components", s.strip_components.is_some()),
+        ("index", s.index.is_some()),
+    ] {
         if present {
             diags.push(file.at(git.span(), format!("`{field}` belongs to `url` sources, not `git`")));
         }
@@ -201,6 +338,14 @@ fn lower_url(file: &FileText<'_>, url: &Spanned<String>, s: &RawSource, diags: &
             diags.push(file.at(url.span(), format!("`{field}` belongs to `git` sources, not `url`")));
         }
     }
+    if let Some(index) = &s.index {
+        let ok = url::Url::parse(index.get_ref()).is_ok_and(|u| matches!(u.scheme(), "http" | "https" | "file"));
+        if !ok {
+            diags.push(
+                file.at(index.span(), format!("`index` must be an http(s) or file URL, got `{}`", index.get_ref())),
+            );
+        }
+    }
     let sha = match &s.sha256 {
         Some(h) if is_hex(h.get_ref(), 64) => h.get_ref().clone(),
         Some(h) => {
@@ -210,10 +355,12 @@ fn lower_url(file: &FileText<'_>, url: &Spanned<String>, s: &RawSource, diags: &
             );
             String::new()
         }
+        // Unlocked: `rocmforge lock` reads the digest from the index's page for the file.
+        None if s.index.is_some() => String::new(),
         None => {
             diags.push(
                 file.at(url.span(), "url source has no `sha256`")
-                    .with_help("add `sha256 = \"...\"` (`sha256sum FILE`): downloads are always verified"),
+                    .with_help("add `sha256 = \"...\"` (`sha256sum FILE`), or `index = \"<PEP 503 index URL>\"` whose page links the file with `#sha256=` for `rocmforge lock` to read: downloads are always verified"),
             );
             String::new()
         }
@@ -223,6 +370,7 @@ fn lower_url(file: &FileText<'_>, url: &Spanned<String>, s: &RawSource, diags: &
         sha256: sha,
         strip_components: s.strip_components.unwrap_or(1),
         subdir: s.subdir.clone(),
+        index: s.index.as_ref().map(|i| i.get_ref().clone()),
     }
 }
 

@@ -42,8 +42,31 @@ pub struct Stack {
     pub default_targets: TargetSet,
     pub is_default: bool,
     pub python: Option<String>,
+    /// Requirements constraints (`numpy<2`) for the stack's venv (`pip install -c`).
+    pub venv_constraints: Vec<String>,
+    /// Run-time profiles (`[profile.<name>]`), and the one used when none is asked for.
+    pub profiles: BTreeMap<String, Profile>,
+    pub default_profile: Option<String>,
+    /// Publish into `<index-dir>/<index_path>/` (an index of its own) instead of `<index-dir>`.
+    pub index_path: Option<String>,
+    /// Where `stack.toml` is, for messages (`recipes/<stack>/stack.toml` or its full path).
+    pub file: String,
     pub recipes: BTreeMap<String, Recipe>,
 }
+
+/// A run-time profile of a stack: the environment `env` prints and `verify` runs under, and the
+/// `verify` cases known to hang with it (shown as known, not failures).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Profile {
+    pub name: String,
+    pub description: String,
+    pub env: BTreeMap<String, String>,
+    pub known_hangs: Vec<String>,
+}
+
+/// The variable a native build never sets: it makes the HIP runtime load code built for another
+/// GPU (10.3.0: gfx1030) on this one.
+pub const GFX_OVERRIDE_VAR: &str = "HSA_OVERRIDE_GFX_VERSION";
 
 impl Stack {
     /// Warnings about patch files `tree` holds for `recipes` (all when empty) that no series
@@ -67,6 +90,36 @@ impl Stack {
     pub fn recipe(&self, name: &str) -> Option<&Recipe> {
         self.recipes.get(name)
     }
+
+    /// Does the stack build anything from source? A stack of prebuilt wheels only (a binary
+    /// fallback) is not native: its wheels carry code for other GPUs and their own ROCm libraries.
+    pub fn is_native(&self) -> bool {
+        is_native(self.recipes.values())
+    }
+
+    /// The profile `name`, or the default one (`None` when the stack has no profiles).
+    pub fn profile(&self, name: Option<&str>) -> Result<Option<&Profile>, String> {
+        match name.or(self.default_profile.as_deref()) {
+            None => Ok(None),
+            Some(n) => self.profiles.get(n).map(Some).ok_or_else(|| {
+                let known: Vec<&str> = self.profiles.keys().map(String::as_str).collect();
+                format!(
+                    "stack `{}` has no profile `{n}` ({}): see {}",
+                    self.name,
+                    if known.is_empty() {
+                        "it has none".to_string()
+                    } else {
+                        format!("profiles: {}", known.join(", "))
+                    },
+                    self.file
+                )
+            }),
+        }
+    }
+}
+
+fn is_native<'a>(mut recipes: impl Iterator<Item = &'a Recipe>) -> bool {
+    recipes.any(|r| !matches!(r.build.system, BuildSystem::PrebuiltWheel | BuildSystem::SourceOnly))
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -110,8 +163,9 @@ pub type CommitId = String;
 pub enum SourceSpec {
     /// A git repository pinned to a commit; `rev: None` means unlocked (tag only, not yet resolved).
     Git { url: String, tag: Option<String>, rev: Option<CommitId>, submodules: bool, subdir: Option<String> },
-    /// A tarball or file, verified by sha256.
-    Url { url: String, sha256: String, strip_components: u32, subdir: Option<String> },
+    /// A tarball or file, verified by sha256. An empty `sha256` is unlocked: `lock` reads the
+    /// digest from the PEP 503 page of `index` that links the file (`#sha256=`).
+    Url { url: String, sha256: String, strip_components: u32, subdir: Option<String>, index: Option<String> },
     /// The checked-out tree of another recipe (one repository, several recipes).
     From { recipe: String, subdir: Option<String> },
     /// No source (a script that needs none).
@@ -120,7 +174,11 @@ pub enum SourceSpec {
 
 impl SourceSpec {
     pub fn is_unlocked(&self) -> bool {
-        matches!(self, SourceSpec::Git { rev: None, .. })
+        match self {
+            SourceSpec::Git { rev, .. } => rev.is_none(),
+            SourceSpec::Url { sha256, .. } => sha256.is_empty(),
+            _ => false,
+        }
     }
 
     /// One line for people: `https://x.git @ rocm-6.2.4 (0123abcd...)`.
@@ -132,6 +190,9 @@ impl SourceSpec {
                     Some(r) => format!("{url}{tag} ({})", &r[..12]),
                     None => format!("{url}{tag} (unlocked: run `rocmforge lock`)"),
                 }
+            }
+            SourceSpec::Url { url, sha256, .. } if sha256.is_empty() => {
+                format!("{url} (unlocked: run `rocmforge lock` to read its sha256 from the index)")
             }
             SourceSpec::Url { url, sha256, .. } => format!("{url} (sha256 {})", &sha256[..12]),
             SourceSpec::From { recipe, subdir } => match subdir {

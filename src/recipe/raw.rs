@@ -19,6 +19,19 @@ use crate::diagnostic::{Diagnostic, Diagnostics};
 #[serde(deny_unknown_fields)]
 pub(super) struct RawStackFile {
     pub stack: RawStack,
+    /// `[profile.<name>]`: run-time settings `env` prints and `verify` runs under.
+    #[serde(default)]
+    pub profile: BTreeMap<String, Spanned<RawProfile>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawProfile {
+    pub description: String,
+    #[serde(default)]
+    pub env: BTreeMap<Spanned<String>, String>,
+    #[serde(default)]
+    pub known_hangs: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -31,6 +44,10 @@ pub(super) struct RawStack {
     #[serde(default)]
     pub default: bool,
     pub python: Option<String>,
+    #[serde(default)]
+    pub venv_constraints: Vec<Spanned<String>>,
+    pub default_profile: Option<Spanned<String>>,
+    pub index_path: Option<Spanned<String>>,
 }
 
 /// `recipes/<stack>/<name>.toml`.
@@ -70,6 +87,7 @@ pub(super) struct RawSource {
     pub strip_components: Option<u32>,
     pub from: Option<Spanned<String>>,
     pub subdir: Option<String>,
+    pub index: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, Default)]

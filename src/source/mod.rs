@@ -10,6 +10,7 @@
 pub mod archive;
 pub mod download;
 pub mod git;
+pub mod index_page;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -35,7 +36,7 @@ pub enum SourceError {
     Archive(#[from] ArchiveError),
     #[error(transparent)]
     Patch(#[from] PatchError),
-    #[error("recipe `{recipe}` is unlocked (its git source has a tag but no `rev`): run `rocmforge lock` to pin it")]
+    #[error("recipe `{recipe}` is unlocked (a git source with a tag but no `rev`, or a url source without `sha256`): run `rocmforge lock` to pin it")]
     Unlocked { recipe: String },
     #[error("recipe `{recipe}` takes its source from `{from}`: prepare `{from}` and use its tree")]
     FromOther { recipe: String, from: String },
@@ -99,6 +100,9 @@ impl SourceIdentity {
                 SourceIdentity::Git { commit: rev.clone(), submodules: Vec::new() }
             }
             SourceSpec::Git { rev: None, tag, .. } => SourceIdentity::Unlocked { tag: tag.clone().unwrap_or_default() },
+            SourceSpec::Url { url, sha256, .. } if sha256.is_empty() => {
+                SourceIdentity::Unlocked { tag: crate::recipe::url_file_name(url) }
+            }
             SourceSpec::Url { sha256, .. } => SourceIdentity::Sha256 { sha256: sha256.clone() },
             SourceSpec::From { recipe, .. } => SourceIdentity::From { recipe: recipe.clone() },
             SourceSpec::None => SourceIdentity::None,
@@ -161,6 +165,9 @@ pub fn fetch(cfg: &Config, recipe: &Recipe, progress: &dyn Progress) -> Result<F
             let g = git::fetch(cfg, &recipe.name, url, tag.as_deref(), rev, *submodules, progress)?;
             let subs = g.submodules.iter().map(|s| (s.path.clone(), s.commit.clone())).collect();
             (SourceIdentity::Git { commit: g.commit.clone(), submodules: subs }, FetchedKind::Git(g))
+        }
+        SourceSpec::Url { sha256, .. } if sha256.is_empty() => {
+            return Err(SourceError::Unlocked { recipe: recipe.name.clone() })
         }
         SourceSpec::Url { url, sha256, strip_components, .. } => {
             let path = download::fetch(cfg, &recipe.name, url, sha256, progress)?;

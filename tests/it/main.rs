@@ -4,7 +4,9 @@
 mod support;
 
 mod engine;
+mod env;
 mod example;
+mod fallback;
 mod foundation;
 mod index;
 mod inspect;
@@ -19,4 +21,5 @@ mod report;
 mod schedule;
 mod sources;
 mod upstream_edges;
+mod verify;
 mod wheels;

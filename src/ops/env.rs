@@ -1,0 +1,32 @@
+//! `env`: the activation of a stack (its prefix, its venv, a profile's settings), as data for the
+//! command line to render for a shell ([`crate::activate`]).
+
+use std::path::PathBuf;
+
+use super::UsageError;
+use crate::activate::{self, Activation};
+use crate::config::Config;
+use crate::recipe::{Stack, GFX_OVERRIDE_VAR};
+use crate::target::TargetSet;
+
+#[derive(Debug, Clone)]
+pub struct EnvRequest {
+    pub targets: TargetSet,
+    pub prefix: PathBuf,
+    /// A profile of the stack (default: the stack's `default-profile`).
+    pub profile: Option<String>,
+}
+
+/// The lines that activate `stack`, reading the caller's `HSA_OVERRIDE_GFX_VERSION`.
+pub fn env(cfg: &Config, stack: &Stack, req: &EnvRequest) -> Result<Activation, UsageError> {
+    let profile = stack.profile(req.profile.as_deref()).map_err(UsageError)?;
+    let venv = crate::venv::dir(&cfg.state_dir, &stack.name);
+    Ok(activate::activation(&activate::Request {
+        stack,
+        prefix: &req.prefix,
+        venv: &venv,
+        profile,
+        targets: &req.targets,
+        caller_override: std::env::var(GFX_OVERRIDE_VAR).ok(),
+    }))
+}

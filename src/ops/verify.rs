@@ -1,0 +1,140 @@
+//! `verify`: runs the smoke-test matrix ([`crate::verify`]) with the stack's venv Python (or
+//! another), under the activation `env` prints and the profile's settings, one process per
+//! case, and saves the report under `<state-dir>/verify/<stack>/`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::UsageError;
+use crate::config::Config;
+use crate::recipe::{Stack, GFX_OVERRIDE_VAR};
+use crate::target::TargetSet;
+use crate::verify::run::{CaseResult, Runner};
+
+#[derive(Debug, Clone)]
+pub struct VerifyRequest {
+    /// The Python that runs the cases (default: the stack's venv's).
+    pub python: Option<PathBuf>,
+    pub timeout: Duration,
+    pub profile: Option<String>,
+    pub targets: TargetSet,
+    pub prefix: PathBuf,
+    /// Only these cases (default: all).
+    pub cases: Vec<String>,
+}
+
+/// The run, as saved in the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifyReport {
+    pub stack: String,
+    pub profile: Option<String>,
+    pub python: PathBuf,
+    pub timeout_s: f64,
+    pub started: String,
+    /// MIOpen's kernel cache, shared by the cases (and kept between runs).
+    pub miopen_cache: PathBuf,
+    pub results: Vec<CaseResult>,
+    /// Results the profile does not expect (errors, hangs it does not list).
+    pub unexpected: usize,
+    #[serde(skip)]
+    pub saved: Option<PathBuf>,
+}
+
+/// Runs the matrix; `on_case` hears each result as it comes. Fails before any case for a bad
+/// request (unknown case or profile, a profile listing a case the matrix does not have, no
+/// Python).
+pub fn verify(
+    cfg: &Config,
+    stack: &Stack,
+    req: &VerifyRequest,
+    mut on_case: impl FnMut(&CaseResult),
+) -> Result<VerifyReport, anyhow::Error> {
+    let profile = stack.profile(req.profile.as_deref()).map_err(UsageError)?;
+    let matrix = crate::verify::matrix();
+    let ids: Vec<&str> = matrix.iter().map(|c| c.id.as_str()).collect();
+    if let Some(p) = profile {
+        if let Some(h) = p.known_hangs.iter().find(|h| !ids.contains(&h.as_str())) {
+            return Err(UsageError(format!(
+                "{}: profile `{}` lists known hang `{h}`, which is no case of the verify matrix (`rocmforge verify --list`)",
+                stack.file, p.name
+            ))
+            .into());
+        }
+    }
+    if let Some(c) = req.cases.iter().find(|c| !ids.contains(&c.as_str())) {
+        return Err(UsageError(format!("no case `{c}` in the verify matrix (`rocmforge verify --list`)")).into());
+    }
+    let venv = crate::venv::dir(&cfg.state_dir, &stack.name);
+    let python = match &req.python {
+        Some(p) => p.clone(),
+        None => {
+            let p = crate::venv::python(&venv);
+            if !p.is_file() {
+                return Err(UsageError(format!(
+                    "stack `{}` has no venv at {} yet: build it (`rocmforge build`, which fills the venv with the stack's wheels), or pass --python",
+                    stack.name,
+                    venv.display()
+                ))
+                .into());
+            }
+            p
+        }
+    };
+    let activation = crate::activate::activation(&crate::activate::Request {
+        stack,
+        prefix: &req.prefix,
+        venv: &venv,
+        profile,
+        targets: &req.targets,
+        caller_override: std::env::var(GFX_OVERRIDE_VAR).ok(),
+    });
+    let mut env: BTreeMap<String, String> = std::env::vars().collect();
+    // A native build must run its own code, whatever the caller's environment says.
+    if stack.is_native() {
+        env.remove(GFX_OVERRIDE_VAR);
+    }
+    let mut env = crate::activate::apply(&activation, env);
+    let root = cfg.state_dir.join("verify").join(&stack.name);
+    let miopen = root.join("miopen");
+    env.entry("MIOPEN_USER_DB_PATH".into()).or_insert_with(|| miopen.join("db").display().to_string());
+    env.entry("MIOPEN_CUSTOM_CACHE_DIR".into()).or_insert_with(|| miopen.join("cache").display().to_string());
+    let started = crate::report::utc(std::time::SystemTime::now());
+    let runner = Runner {
+        python: python.clone(),
+        timeout: req.timeout,
+        env,
+        dir: root.join("run"),
+        known_hangs: profile.map(|p| p.known_hangs.clone()).unwrap_or_default(),
+    };
+    let script = runner
+        .prepare()
+        .map_err(|e| anyhow::anyhow!("cannot write the case script into {}: {e}", runner.dir.display()))?;
+    let mut results = Vec::new();
+    for case in matrix.iter().filter(|c| req.cases.is_empty() || req.cases.contains(&c.id)) {
+        let r = runner.run(&script, case);
+        on_case(&r);
+        results.push(r);
+    }
+    let unexpected = results.iter().filter(|r| !r.expected).count();
+    let mut report = VerifyReport {
+        stack: stack.name.clone(),
+        profile: profile.map(|p| p.name.clone()),
+        python,
+        timeout_s: req.timeout.as_secs_f64(),
+        started: started.clone(),
+        miopen_cache: miopen,
+        results,
+        unexpected,
+        saved: None,
+    };
+    let json = serde_json::to_string_pretty(&report).expect("the report serialises");
+    let file = root.join("reports").join(format!("{}.json", crate::report::compact_utc(std::time::SystemTime::now())));
+    crate::fsutil::write_atomic(&file, json.as_bytes())
+        .and_then(|()| crate::fsutil::write_atomic(&root.join("latest.json"), json.as_bytes()))
+        .map_err(|e| anyhow::anyhow!("cannot save the verify report {}: {e}", file.display()))?;
+    report.saved = Some(file);
+    Ok(report)
+}

@@ -1,0 +1,197 @@
+//! The stack's venv: a virtual environment of the stack's Python (`python` in stack.toml) at
+//! `<state-dir>/venvs/<stack>`, which `build` fills at its end with the wheels the stack
+//! deployed, each installed as the exact file of the stack's own index (never another build
+//! of the same project from any index), under the stack's `venv-constraints` (`pip -c`).
+//! Their own requirements (torch's typing-extensions, sympy, ...) come from the index pip or uv
+//! is configured with (PyPI, or `PIP_INDEX_URL` / `UV_INDEX_URL`...), bounded by those
+//! constraints. `rocmforge env` activates it; `rocmforge verify` runs its Python.
+//!
+//! uv makes the venv and installs when it is on PATH (it can also find or fetch the stack's
+//! Python version); otherwise `python<version> -m venv` and the venv's pip.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::recipe::Stack;
+
+#[derive(Debug, thiserror::Error)]
+pub enum VenvError {
+    #[error("stack `{stack}` names no Python (`python = \"3.x\"` in {file}), so it has no venv to fill")]
+    NoPython { stack: String, file: String },
+    #[error("no Python {version} found for the venv of stack `{stack}` (looked for python{version} on PATH and in pyenv; set ROCMFORGE_PYTHON, or install uv, which can fetch it)")]
+    PythonNotFound { stack: String, version: String },
+    #[error("wheel `{file}` of the prefix is not in the stack's index `{index}`: run the build again to publish it")]
+    NotPublished { file: String, index: String },
+    #[error("cannot {what} `{}`", path.display())]
+    Io { what: &'static str, path: PathBuf, source: std::io::Error },
+    #[error("filling the venv `{}` failed: `{command}` {status}\n{output}", dir.display())]
+    Command { dir: PathBuf, command: String, status: String, output: String },
+}
+
+/// The venv of `stack`.
+pub fn dir(state_dir: &Path, stack: &str) -> PathBuf {
+    state_dir.join("venvs").join(stack)
+}
+
+/// Its interpreter.
+pub fn python(venv: &Path) -> PathBuf {
+    venv.join("bin").join("python")
+}
+
+/// What `fill` did.
+#[derive(Debug, Clone)]
+pub struct Filled {
+    pub dir: PathBuf,
+    /// The wheel files installed (file names).
+    pub wheels: Vec<String>,
+    /// `uv` or `pip`.
+    pub tool: &'static str,
+}
+
+/// The wheels deployed into `prefix`, as their copies in the stack's index `index` (the
+/// published bytes, verified when published).
+pub fn stack_wheels(prefix: &Path, index: &Path) -> Result<Vec<PathBuf>, VenvError> {
+    let dir = prefix.join(crate::engine::systems::WHEEL_DIR);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(VenvError::Io { what: "read", path: dir, source }),
+    };
+    let mut files: Vec<String> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".whl"))
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let Ok(name) = crate::wheel::WheelName::parse(&f) else { continue };
+        let copy = index.join("simple").join(crate::wheel::normalize_name(&name.distribution)).join(&f);
+        if !copy.is_file() {
+            return Err(VenvError::NotPublished { file: f, index: index.display().to_string() });
+        }
+        out.push(copy);
+    }
+    Ok(out)
+}
+
+fn on_path(exe: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(exe)).find(|p| p.is_file())
+}
+
+/// The record of what the venv was last filled with (wheel paths and constraints).
+fn record_path(state_dir: &Path, stack: &str) -> PathBuf {
+    dir(state_dir, stack).with_extension("filled")
+}
+
+fn record_text(stack: &Stack, wheels: &[PathBuf]) -> String {
+    let mut t = String::new();
+    for w in wheels {
+        t.push_str(&format!("wheel {}\n", w.display()));
+    }
+    for c in &stack.venv_constraints {
+        t.push_str(&format!("constraint {c}\n"));
+    }
+    t
+}
+
+/// Does the venv hold exactly `wheels` (filled by an earlier build, and still there)?
+pub fn holds(state_dir: &Path, stack: &Stack, wheels: &[PathBuf]) -> bool {
+    python(&dir(state_dir, &stack.name)).is_file()
+        && std::fs::read_to_string(record_path(state_dir, &stack.name)).is_ok_and(|t| t == record_text(stack, wheels))
+}
+
+/// Makes (if needed) and fills the venv of `stack` with `wheels` (see [`stack_wheels`]).
+/// Returns `None` when there is nothing to install.
+pub fn fill(state_dir: &Path, stack: &Stack, wheels: &[PathBuf]) -> Result<Option<Filled>, VenvError> {
+    if wheels.is_empty() {
+        return Ok(None);
+    }
+    let version = stack
+        .python
+        .clone()
+        .ok_or_else(|| VenvError::NoPython { stack: stack.name.clone(), file: stack.file.clone() })?;
+    let venv = dir(state_dir, &stack.name);
+    let host = crate::engine::host::find_python(&version);
+    let uv = on_path("uv").filter(|_| std::env::var_os("ROCMFORGE_VENV_NO_UV").is_none());
+    let constraints = venv.with_extension("constraints.txt");
+    if let Some(parent) = venv.parent() {
+        std::fs::create_dir_all(parent).map_err(|source| VenvError::Io {
+            what: "create",
+            path: parent.to_path_buf(),
+            source,
+        })?;
+    }
+    let mut text = String::from("# venv-constraints of the stack (stack.toml)\n");
+    for c in &stack.venv_constraints {
+        text.push_str(c);
+        text.push('\n');
+    }
+    crate::fsutil::write_atomic(&constraints, text.as_bytes()).map_err(|source| VenvError::Io {
+        what: "write",
+        path: constraints.clone(),
+        source,
+    })?;
+    let tool = if uv.is_some() { "uv" } else { "pip" };
+    if !python(&venv).is_file() {
+        let mut make = match (&uv, &host) {
+            (Some(uv), host) => {
+                let mut c = Command::new(uv);
+                let py = host.as_ref().map(|h| h.display().to_string()).unwrap_or_else(|| version.clone());
+                c.args(["venv", "--quiet", "--python"]).arg(py).arg(&venv);
+                c
+            }
+            (None, Some(host)) => {
+                let mut c = Command::new(host);
+                c.args(["-m", "venv"]).arg(&venv);
+                c
+            }
+            (None, None) => return Err(VenvError::PythonNotFound { stack: stack.name.clone(), version }),
+        };
+        run(&venv, &mut make)?;
+    }
+    let mut install = match &uv {
+        Some(uv) => {
+            let mut c = Command::new(uv);
+            c.args(["pip", "install", "--quiet", "--python"]).arg(python(&venv));
+            c
+        }
+        None => {
+            let mut c = Command::new(python(&venv));
+            c.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-input"]);
+            c
+        }
+    };
+    install.arg("--constraint").arg(&constraints).args(wheels);
+    run(&venv, &mut install)?;
+    let record = record_path(state_dir, &stack.name);
+    crate::fsutil::write_atomic(&record, record_text(stack, wheels).as_bytes()).map_err(|source| VenvError::Io {
+        what: "write",
+        path: record,
+        source,
+    })?;
+    let names = wheels.iter().filter_map(|w| w.file_name().map(|n| n.to_string_lossy().into_owned())).collect();
+    Ok(Some(Filled { dir: venv, wheels: names, tool }))
+}
+
+fn run(venv: &Path, cmd: &mut Command) -> Result<(), VenvError> {
+    let shown = format!(
+        "{} {}",
+        cmd.get_program().to_string_lossy(),
+        cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ")
+    );
+    let out = cmd.stdin(std::process::Stdio::null()).output().map_err(|source| VenvError::Io {
+        what: "run",
+        path: PathBuf::from(cmd.get_program()),
+        source,
+    })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let mut output = String::from_utf8_lossy(&out.stdout).into_owned();
+    output.push_str(&String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = output.lines().collect();
+    let tail = lines[lines.len().saturating_sub(30)..].join("\n");
+    Err(VenvError::Command { dir: venv.to_path_buf(), command: shown, status: out.status.to_string(), output: tail })
+}

@@ -1,0 +1,206 @@
+//! The binary fallback stacks as shipped (recipes/rocm-5.2-binary, recipes/rocm-5.7-binary):
+//! their recipes name download.pytorch.org's wheels and index without a sha256; a stand-in for
+//! that index runs on 127.0.0.1 (the test HTTP server, serving PEP 503 pages whose links carry
+//! `#sha256=`, and small real wheels under the same file names), reached through a URL rewrite.
+//! `plan` shows them unlocked, `lock` reads the digests from the pages into the lock file,
+//! `build` verifies each wheel against them and publishes it into the stack's own index.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use crate::support::http::HttpServer;
+use crate::support::wheel::{make, sha256_hex};
+use crate::support::{copy_tree, repo_root, rocmforge};
+
+const TAG: &str = "cp310-cp310-linux_x86_64";
+
+fn text(o: &Output) -> String {
+    format!(
+        "[status] {}\n[stdout]\n{}\n[stderr]\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+struct Fallbacks {
+    home: tempfile::TempDir,
+    tree: PathBuf,
+    http: HttpServer,
+    config: PathBuf,
+    /// (stack, file name, bytes) of every served wheel.
+    wheels: Vec<(String, String, Vec<u8>)>,
+}
+
+impl Fallbacks {
+    fn new() -> Fallbacks {
+        let home = tempfile::tempdir().unwrap();
+        let tree = home.path().join("tree");
+        for stack in ["rocm-5.2-binary", "rocm-5.7-binary"] {
+            let dst = tree.join("recipes").join(stack);
+            copy_tree(&repo_root().join("recipes").join(stack), &dst);
+            // The venv needs the stack's Python 3.10, which CI machines lack; the venv step is
+            // tested on its own (env.rs). Everything else is the shipped stack.
+            let st = dst.join("stack.toml");
+            let t = std::fs::read_to_string(&st).unwrap();
+            assert!(t.contains("python = \"3.10\"\n"));
+            std::fs::write(&st, t.replace("python = \"3.10\"\n", "")).unwrap();
+        }
+        let http = HttpServer::start();
+        let mut wheels = Vec::new();
+        for (stack, rocm, torch, vision) in
+            [("rocm-5.2-binary", "rocm5.2", "1.13.1", "0.14.1"), ("rocm-5.7-binary", "rocm5.7", "2.2.2", "0.17.2")]
+        {
+            for (dist, version) in [("torch", torch), ("torchvision", vision)] {
+                let (name, bytes) = make(dist, &format!("{version}+{rocm}"), TAG, dist, &format!("{dist} {rocm}"));
+                let served = name.replace('+', "%2B");
+                http.add(&format!("whl/{rocm}/{served}"), bytes.clone());
+                // As download.pytorch.org writes its pages: absolute links, `#sha256=`.
+                let page = format!(
+                    "<!DOCTYPE html>\n<html><body><h1>Links for {dist}</h1>\n<a href=\"/whl/{rocm}/{served}#sha256={}\">{name}</a><br/>\n</body></html>\n",
+                    sha256_hex(&bytes)
+                );
+                http.add(&format!("whl/{rocm}/{dist}/"), page.into_bytes());
+                wheels.push((stack.to_string(), name, bytes));
+            }
+        }
+        let config = home.path().join("config.toml");
+        std::fs::write(&config, format!("[url-rewrite]\n\"https://download.pytorch.org/\" = \"{}\"\n", http.url("")))
+            .unwrap();
+        Fallbacks { home, tree, http, config, wheels }
+    }
+
+    fn cmd(&self, stack: &str) -> assert_cmd::Command {
+        let mut c = rocmforge(self.home.path());
+        c.env("ROCMFORGE_CONFIG", &self.config)
+            .env("ROCMFORGE_RETRIES", "1")
+            .env("ROCMFORGE_RETRY_BASE_MS", "10")
+            .env("ROCMFORGE_HTTP_TIMEOUT_SECS", "5")
+            .timeout(std::time::Duration::from_secs(60))
+            .arg("--recipes")
+            .arg(&self.tree)
+            .arg("--stack")
+            .arg(stack);
+        c
+    }
+
+    fn ok(&self, stack: &str, args: &[&str]) -> String {
+        let out = self.cmd(stack).args(args).output().unwrap();
+        assert!(out.status.success(), "rocmforge --stack {stack} {}: {}", args.join(" "), text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn index(&self) -> PathBuf {
+        self.home.path().join("state/rocmforge/index")
+    }
+
+    fn served(&self, stack: &str) -> Vec<&(String, String, Vec<u8>)> {
+        self.wheels.iter().filter(|w| w.0 == stack).collect()
+    }
+}
+
+fn published(index: &Path, project: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(index.join("simple").join(project))
+        .map(|d| d.filter_map(Result::ok).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    v.retain(|n| n.ends_with(".whl"));
+    v.sort();
+    v
+}
+
+#[test]
+fn fallback_stacks_plan_lock_from_the_index_pages_and_publish_into_their_own_index() {
+    let f = Fallbacks::new();
+    for stack in ["rocm-5.2-binary", "rocm-5.7-binary"] {
+        // Before the lock: the wheels have no digest, so they cannot be built.
+        let plan = f.ok(stack, &["plan", "torchvision"]);
+        assert!(plan.contains("unlocked"), "{plan}");
+        let out = f.cmd(stack).args(["build", "torchvision"]).output().unwrap();
+        assert!(!out.status.success(), "an unverified wheel must not be built: {}", text(&out));
+        assert!(published(&f.index().join(stack), "torch").is_empty());
+
+        let lock = f.ok(stack, &["lock"]);
+        let lock_file = std::fs::read_to_string(f.tree.join("recipes").join(stack).join("rocmforge.lock")).unwrap();
+        for (_, name, bytes) in f.served(stack) {
+            let digest = sha256_hex(bytes);
+            let dist = name.split('-').next().unwrap();
+            assert!(lock.contains(&format!("{dist}: sha256 {}", &digest[..12])), "{lock}");
+            assert!(lock_file.contains(&format!("sha256 = \"{digest}\"")), "{lock_file}");
+            let rocm = if stack == "rocm-5.2-binary" { "rocm5.2" } else { "rocm5.7" };
+            assert!(
+                lock_file.contains(&format!("page = \"https://download.pytorch.org/whl/{rocm}/{dist}/\"")),
+                "the lock names the page as the recipe does: {lock_file}"
+            );
+        }
+
+        let plan = f.ok(stack, &["plan", "torchvision"]);
+        assert!(!plan.contains("unlocked"), "{plan}");
+        let out = f.ok(stack, &["build", "torchvision"]);
+        assert!(out.contains("built 2 recipe(s)"), "{out}");
+
+        // Published byte for byte into the stack's own index, with the recorded digests.
+        let own = f.index().join(stack);
+        for (_, name, bytes) in f.served(stack) {
+            let dist = name.split('-').next().unwrap();
+            assert_eq!(published(&own, dist), std::slice::from_ref(name), "{stack}");
+            assert!(std::fs::read(own.join("simple").join(dist).join(name)).unwrap() == *bytes);
+            let page = std::fs::read_to_string(own.join("simple").join(dist).join("index.html")).unwrap();
+            assert!(page.contains(&format!("#sha256={}", sha256_hex(bytes))), "{page}");
+        }
+    }
+    // Never mixed: the shared index holds none of them, and each stack's index only its own.
+    assert!(published(&f.index(), "torch").is_empty());
+    assert_eq!(
+        published(&f.index().join("rocm-5.2-binary"), "torch"),
+        ["torch-1.13.1+rocm5.2-cp310-cp310-linux_x86_64.whl"]
+    );
+    assert_eq!(
+        published(&f.index().join("rocm-5.7-binary"), "torch"),
+        ["torch-2.2.2+rocm5.7-cp310-cp310-linux_x86_64.whl"]
+    );
+}
+
+/// A binary fallback's lines: no prefix variables (its wheels carry their own ROCm), the
+/// profile's override and GEMM-only knobs.
+#[test]
+fn env_of_the_rocm_5_7_fallback_sets_its_profile() {
+    let f = Fallbacks::new();
+    let out = f.cmd("rocm-5.7-binary").args(["env", "--shell", "bash"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let lines = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(lines.contains("export HSA_OVERRIDE_GFX_VERSION='10.3.0'"), "{lines}");
+    assert!(!lines.contains("ROCM_PATH"), "{lines}");
+    insta::assert_snapshot!("env_rocm_5_7_binary", lines);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no venv at"), "the missing venv is named: {err}");
+}
+
+#[test]
+fn a_wheel_that_differs_from_its_index_digest_is_refused() {
+    let f = Fallbacks::new();
+    let stack = "rocm-5.7-binary";
+    f.ok(stack, &["lock"]);
+    // The server now hands out other bytes under the locked file name.
+    let (_, name, _) = f.served(stack).into_iter().find(|w| w.1.starts_with("torch-")).unwrap().clone();
+    f.http.add(&format!("whl/rocm5.7/{}", name.replace('+', "%2B")), b"not the wheel the page promised".to_vec());
+    let out = f.cmd(stack).args(["build", "torch"]).output().unwrap();
+    assert!(!out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("sha256"), "the failure names the digest: {}", text(&out));
+    assert!(published(&f.index().join(stack), "torch").is_empty(), "nothing published");
+}
+
+#[test]
+fn lock_names_the_page_when_the_index_does_not_link_the_file() {
+    let f = Fallbacks::new();
+    f.http.add(
+        "whl/rocm5.2/torch/",
+        b"<html><body><a href=\"/whl/rocm5.2/torch-1.0-py3-none-any.whl\">x</a></body></html>".to_vec(),
+    );
+    let out = f.cmd("rocm-5.2-binary").arg("lock").output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("https://download.pytorch.org/whl/rocm5.2/torch/"), "{err}");
+    assert!(err.contains("has no link to `torch-1.13.1+rocm5.2-cp310-cp310-linux_x86_64.whl`"), "{err}");
+    assert!(err.contains("torch-1.0-py3-none-any.whl"), "the links it has are listed: {err}");
+}

@@ -1,0 +1,61 @@
+//! Small real wheels made in Rust (a zip with a module, METADATA, WHEEL and RECORD), with any
+//! name, version and tags: pip and uv install them, the index publishes them.
+
+use std::io::Write;
+
+use sha2::Digest;
+
+/// `(file name, bytes)` of a wheel of `dist` `version` with tag `tag` (`py3-none-any`), holding
+/// the module `module` with `VALUE = value`.
+pub fn make(dist: &str, version: &str, tag: &str, module: &str, value: &str) -> (String, Vec<u8>) {
+    let stem = format!("{}-{version}", dist.replace('-', "_"));
+    let info = format!("{stem}.dist-info");
+    let files: Vec<(String, String)> = vec![
+        (format!("{module}/__init__.py"), format!("VALUE = {value:?}\n")),
+        (
+            format!("{info}/METADATA"),
+            format!("Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\nSummary: test wheel\n"),
+        ),
+        (
+            format!("{info}/WHEEL"),
+            format!("Wheel-Version: 1.0\nGenerator: rocmforge-tests\nRoot-Is-Purelib: true\nTag: {tag}\n"),
+        ),
+    ];
+    let mut record = String::new();
+    for (name, text) in &files {
+        let digest = sha2::Sha256::digest(text.as_bytes());
+        let b64 = base64_urlsafe_nopad(&digest);
+        record.push_str(&format!("{name},sha256={b64},{}\n", text.len()));
+    }
+    record.push_str(&format!("{info}/RECORD,,\n"));
+    let mut buf = std::io::Cursor::new(Vec::new());
+    {
+        let mut z = zip::ZipWriter::new(&mut buf);
+        let opts = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated)
+            .last_modified_time(zip::DateTime::default());
+        for (name, text) in files.iter().chain(std::iter::once(&(format!("{info}/RECORD"), record))) {
+            z.start_file(name.as_str(), opts).unwrap();
+            z.write_all(text.as_bytes()).unwrap();
+        }
+        z.finish().unwrap();
+    }
+    (format!("{stem}-{tag}.whl"), buf.into_inner())
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+fn base64_urlsafe_nopad(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
+        let chars = chunk.len() + 1;
+        for i in 0..chars {
+            out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
