@@ -4,7 +4,6 @@
 //! the plan: the engine computes no keys and no statuses.
 
 pub mod budget;
-mod host;
 mod outputs;
 mod preflight;
 mod recipe_build;
@@ -23,7 +22,7 @@ use crate::plan::{Plan, PlanEntry, Status};
 use crate::progress::Progress;
 use crate::recipe::{RecipeTree, Stack};
 
-pub use host::find_python;
+pub use crate::host::python::find_python;
 use step::StepError;
 
 #[derive(Debug, thiserror::Error)]
@@ -58,7 +57,7 @@ pub enum BuildError {
     AmbiguousDependencyWheel { recipe: String, name: String, wheels: Vec<String> },
     #[error("{recipe}: requirement `{requirement}` names `{project}`, a project its dependency `{dep}` builds ({file}): from `requirements`, pip may install another build of it from an index; list it in `install-wheels` instead")]
     RequirementIsDependencyWheel { recipe: String, requirement: String, project: String, dep: String, file: String },
-    #[error("stack `{stack}` wants Python {version}, which was not found: install it (e.g. `pyenv install {version}`) or set ROCMFORGE_PYTHON to an interpreter")]
+    #[error("stack `{stack}` wants Python {version}, which was not found on PATH, in pyenv or by uv: install it with `{}` (or set ROCMFORGE_PYTHON to an interpreter)", crate::host::python::install_hint(.version))]
     NoPython { stack: String, version: String },
     #[error("{} of the {checked} source(s) this build would prepare cannot be used; nothing was built:{}", failures.len(), failures.iter().map(|(r, e)| format!("\n  - {r}: {}", e.replace('\n', "\n    "))).collect::<String>())]
     Preflight { failures: Vec<(String, String)>, checked: usize },

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::host::find_python;
+use crate::host::python::find_python;
 use super::step::{self, StepError};
 use super::systems::{self, Vars};
 use super::{io_err, BuildError, Engine, Outcome};

@@ -56,6 +56,7 @@ pub fn load_stack(tree: &RecipeTree, stack: &str) -> Result<Stack, Diagnostics> 
         default_targets: h.default_targets,
         is_default: h.is_default,
         python: h.python,
+        disk_gb: h.disk_gb,
         recipes,
     })
 }

@@ -34,6 +34,7 @@ pub(super) struct StackHeader {
     pub default_targets: TargetSet,
     pub is_default: bool,
     pub python: Option<String>,
+    pub disk_gb: Option<f64>,
 }
 
 pub(super) fn lower_stack(file: &FileText<'_>, stack: &str, raw: RawStack, diags: &mut Diagnostics) -> StackHeader {
@@ -51,6 +52,7 @@ pub(super) fn lower_stack(file: &FileText<'_>, stack: &str, raw: RawStack, diags
         default_targets,
         is_default: raw.default,
         python: raw.python,
+        disk_gb: raw.disk_gb,
     }
 }
 
@@ -76,6 +78,7 @@ pub(super) fn lower_recipe<'a>(
         check_prebuilt_wheel(&file, &raw, &source, diags);
     }
     let targets = lower_target_policy(&file, raw.targets, diags);
+    let host = super::host::lower_host(&file, raw.host, raw.build.requirements.as_ref(), diags);
     let build = lower_build(&file, raw.build, !raw.dependencies.build.is_empty(), diags);
 
     let deps = raw.dependencies.build.iter().map(name_and_span).chain(source_deps.iter().cloned()).collect();
@@ -97,17 +100,22 @@ pub(super) fn lower_recipe<'a>(
         build,
         targets,
         external: raw.external.map(|e| ExternalSpec { cmake_package: e.cmake_package, files: e.files }),
+        host,
         canonical: canonical(file.text),
     };
     Lowered { recipe, name_span: raw.package.name.span(), deps, file }
 }
 
 /// The recipe's content serialised canonically (keys sorted), immune to comments, whitespace
-/// and key order, and to `build.estimate-minutes` (a guess of how long it takes changes nothing
-/// built).
+/// and key order, to `build.estimate-minutes` (a guess of how long it takes changes nothing
+/// built) and to `[host]` (what the machine must have is checked before a build, not built; the
+/// host's tools are in the key through their identities).
 fn canonical(text: &str) -> String {
     toml::from_str::<toml::Value>(text)
         .map(|mut v| {
+            if let Some(t) = v.as_table_mut() {
+                t.remove("host");
+            }
             if let Some(build) = v.get_mut("build").and_then(|b| b.as_table_mut()) {
                 build.remove("estimate-minutes");
             }

@@ -31,6 +31,7 @@ pub(super) struct RawStack {
     #[serde(default)]
     pub default: bool,
     pub python: Option<String>,
+    pub disk_gb: Option<f64>,
 }
 
 /// `recipes/<stack>/<name>.toml`.
@@ -47,6 +48,8 @@ pub(super) struct RawRecipe {
     #[serde(default)]
     pub targets: RawTargets,
     pub external: Option<RawExternal>,
+    #[serde(default)]
+    pub host: RawHost,
 }
 
 #[derive(Deserialize)]
@@ -121,6 +124,21 @@ pub(super) struct RawExternal {
     pub cmake_package: Option<String>,
     #[serde(default)]
     pub files: Vec<String>,
+}
+
+/// `[host]`: what the recipe needs from the machine that builds it.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawHost {
+    #[serde(default)]
+    pub packages: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub commands: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub pkg_config: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub headers: Vec<Spanned<String>>,
+    pub cmake: Option<Spanned<String>>,
 }
 
 /// One file's text plus where it is, for diagnostics.
