@@ -61,6 +61,8 @@ pub enum BuildError {
     NoPython { stack: String, version: String },
     #[error("{} of the {checked} source(s) this build would prepare cannot be used; nothing was built:{}", failures.len(), failures.iter().map(|(r, e)| format!("\n  - {r}: {}", e.replace('\n', "\n    "))).collect::<String>())]
     Preflight { failures: Vec<(String, String)>, checked: usize },
+    #[error("this host lacks what the recipes to build need; nothing was fetched or built (`rocmforge doctor` shows the whole host):{problems}")]
+    Host { problems: String },
     #[error("{recipe}: artifact {key} is not in the cache at {store} right after it was stored; is another process cleaning the cache (`rocmforge cache gc`)? Build again")]
     Vanished { recipe: String, key: String, store: String },
 }
@@ -157,7 +159,7 @@ impl<'a> Engine<'a> {
             ),
             _ => 1,
         };
-        let result = self.preflight().and_then(|()| {
+        let result = self.host_preflight().and_then(|()| self.preflight()).and_then(|()| {
             let prefix = Prefix::new(&self.plan.prefix, self.cfg.link_mode);
             std::fs::create_dir_all(&self.plan.prefix).map_err(io_err("cannot create prefix", &self.plan.prefix))?;
             schedule::run(entries, self.opts.jobs, self.opts.keep_going, &want, &|e, jobs| {

@@ -136,6 +136,17 @@ pub fn single_rdna1_target(gpus: &[Gpu]) -> Option<(GpuTarget, &Gpu)> {
     rdna1.iter().all(|g| g.gfx == first.gfx).then(|| (first.target.expect("RDNA1 means a known target"), first))
 }
 
+/// The targets a build chooses without `--target`: the host's RDNA1 card's when it has one kind,
+/// else the stack's `default-targets`; with the reason.
+pub fn default_targets(stack: &crate::recipe::Stack, gpus: &[Gpu]) -> (crate::target::TargetSet, String) {
+    match single_rdna1_target(gpus) {
+        Some((t, g)) => {
+            (crate::target::TargetSet::from_targets([t]), format!("the GPU this host has, {}", g.describe()))
+        }
+        None => (stack.default_targets.clone(), format!("stack `{}`'s default-targets", stack.name)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -72,7 +72,7 @@ pub fn memory(root: &HostRoot) -> Option<Memory> {
 /// systems: `video`), and ROCm's install guide adds users to both.
 pub const GPU_GROUPS: &[&str] = &["render", "video"];
 
-/// The user this process runs as, and the groups of [`GPU_GROUPS`] it is a member of
+/// The user who builds (`$USER`, else the passwd entry of this process's uid), and the groups of [`GPU_GROUPS`] it is a member of
 /// (`/etc/passwd` primary group or `/etc/group` member list).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Account {
@@ -83,16 +83,18 @@ pub struct Account {
 }
 
 pub fn account(root: &HostRoot) -> Account {
-    let uid = rustix::process::getuid().as_raw();
+    let real_uid = rustix::process::getuid().as_raw();
     let passwd = root.read("/etc/passwd").unwrap_or_default();
-    let entry =
-        passwd.lines().map(|l| l.split(':').collect::<Vec<_>>()).find(|f| f.len() > 3 && f[2] == uid.to_string());
-    let user = entry
-        .as_ref()
-        .map(|f| f[0].to_string())
-        .or_else(|| std::env::var("USER").ok())
-        .unwrap_or_else(|| format!("uid {uid}"));
-    let primary_gid = entry.as_ref().map(|f| f[3].to_string());
+    let entries: Vec<Vec<&str>> =
+        passwd.lines().map(|l| l.split(':').collect::<Vec<_>>()).filter(|f| f.len() > 3).collect();
+    let env_user = std::env::var("USER").ok().filter(|u| !u.is_empty());
+    let entry = env_user
+        .as_deref()
+        .and_then(|u| entries.iter().find(|f| f[0] == u))
+        .or_else(|| entries.iter().find(|f| f[2] == real_uid.to_string()));
+    let uid = entry.and_then(|f| f[2].parse().ok()).unwrap_or(real_uid);
+    let user = entry.map(|f| f[0].to_string()).or(env_user).unwrap_or_else(|| format!("uid {uid}"));
+    let primary_gid = entry.map(|f| f[3].to_string());
     let group = root.read("/etc/group").unwrap_or_default();
     let groups = GPU_GROUPS
         .iter()

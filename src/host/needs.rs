@@ -157,6 +157,12 @@ pub fn check(root: &HostRoot, recipes: &[&Recipe], python: Option<(&str, &str)>)
         }
     }
 
+    for list in
+        packages.values_mut().chain(commands.values_mut()).chain(modules.values_mut()).chain(headers.values_mut())
+    {
+        list.sort();
+        list.dedup();
+    }
     let mut needs = Vec::new();
     let mut notes = Vec::new();
     let mut to_install: Vec<PackageNeed> = Vec::new();
@@ -200,12 +206,17 @@ pub fn check(root: &HostRoot, recipes: &[&Recipe], python: Option<(&str, &str)>)
     }
     let mut fixes = Vec::new();
     if !cmake.is_empty() {
-        let range = VersionReq::all_of(cmake.iter().map(|(r, _)| *r)).expect("at least one range");
-        let mut rs: Vec<String> = cmake.iter().map(|(_, n)| n.to_string()).collect();
-        rs.dedup();
         if let Some(path) = super::which("cmake") {
             let version = super::tool_version(&path).and_then(|l| super::version_in(&l));
-            let ok = version.as_deref().is_some_and(|v| range.matches(v));
+            // The recipes whose range this CMake is outside of, else all of them.
+            let refusing: Vec<&(&VersionReq, &str)> =
+                cmake.iter().filter(|(r, _)| !version.as_deref().is_some_and(|v| r.matches(v))).collect();
+            let ok = refusing.is_empty();
+            let shown: Vec<&(&VersionReq, &str)> = if ok { cmake.iter().collect() } else { refusing };
+            let range = VersionReq::all_of(shown.iter().map(|(r, _)| *r)).expect("at least one range");
+            let mut rs: Vec<String> = shown.iter().map(|(_, n)| n.to_string()).collect();
+            rs.sort();
+            rs.dedup();
             if !ok {
                 fixes.push(format!(
                     "uv tool install \"cmake{}\"   # then put ~/.local/bin first on PATH",

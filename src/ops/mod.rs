@@ -1,9 +1,10 @@
-//! Operations: one function per verb (`plan`, `build`, `fetch`, `patch_check`, `patch_diff`,
+//! Operations: one function per verb (`plan`, `build`, `doctor`, `fetch`, `patch_check`, `patch_diff`,
 //! `source`, `clean`, `cache_*`, `lock`, `index_*`), each taking typed options and returning data. The
 //! command line (`cli`) parses arguments, calls one operation and prints what it returns.
 
 pub mod build;
 pub mod cache;
+pub mod doctor;
 pub mod fetch;
 pub mod index;
 pub mod lock;

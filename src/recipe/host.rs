@@ -4,7 +4,7 @@
 //! `CMakeLists.txt` accepts. The stack's Python is the stack's (`stack.toml` `python`).
 //!
 //! Checked here: what one file can get wrong (names, duplicates, the CMake range, and a build
-//! venv's pip `cmake` pin outside that range). Whether a host has them is `crate::host`'s.
+//! venv's pip `cmake` pin outside that range). Whether a host has them is checked by the `host` module (downstream).
 
 use std::fmt;
 
