@@ -11,6 +11,7 @@ need_apt=()
 for cmd in hipcc:hipcc cmake:cmake ninja:ninja-build ccache:ccache nginx:nginx git:git \
            pkg-config:pkg-config roc-obj-ls:hipcc cc:build-essential chromium:chromium \
            zsh:zsh fish:fish; do
+           pkg-config:pkg-config roc-obj-ls:hipcc cc:build-essential chromium:chromium man:man-db; do
   command -v "${cmd%%:*}" >/dev/null 2>&1 || need_apt+=("${cmd##*:}")
 done
 [ -f /usr/include/openssl/ssl.h ] || need_apt+=(libssl-dev)

@@ -11,7 +11,9 @@
 //!    `config` (user settings), `progress` (the reporting trait; indicatif lives only there),
 //!    `layout` (where everything lives on disk), `wheel` (wheel names and versions).
 //! 2. The model: `recipe` (TOML -> typed, validated recipes and stacks), `graph` (closure,
-//!    order, waves), `external` (an installed ROCm providing recipes).
+//!    order, waves), `external` (an installed ROCm providing recipes), `host` (the machine:
+//!    OS, packages, tools, the stack's Python, GPUs, read through a root; recipes' `[host]`
+//!    needs checked against it).
 //! 3. Inputs: `patch` (parse, apply, diff), `source` (fetch, verify, check out, patch).
 //! 4. Decisions: `key` (what a cache key hashes), `cache` (the `Store` of artifacts), `history`
 //!    (what was built last), `plan` (the resolved build: keys, statuses, reasons).
@@ -34,6 +36,7 @@ pub mod wheel;
 pub mod recipe;
 pub mod graph;
 pub mod external;
+pub mod host;
 pub mod patch;
 pub mod source;
 pub mod key;

@@ -113,7 +113,7 @@ pub fn fill(state_dir: &Path, stack: &Stack, wheels: &[PathBuf]) -> Result<Optio
         .clone()
         .ok_or_else(|| VenvError::NoPython { stack: stack.name.clone(), file: stack.file.clone() })?;
     let venv = dir(state_dir, &stack.name);
-    let host = crate::engine::host::find_python(&version);
+    let host = crate::host::python::find_python(&version);
     let uv = on_path("uv").filter(|_| std::env::var_os("ROCMFORGE_VENV_NO_UV").is_none());
     let constraints = venv.with_extension("constraints.txt");
     if let Some(parent) = venv.parent() {

@@ -4,6 +4,8 @@
 mod build;
 mod cache;
 mod env;
+mod completions;
+mod doctor;
 mod fetch;
 mod graph;
 mod index;
@@ -97,6 +99,13 @@ pub enum Command {
     Clean(cache::CleanArgs),
     /// Show what would be built, in order, from what, for which targets, and why.
     Plan(plan::Args),
+    /// Is this host ready? OS, compilers, CMake, Python, the recipes' host needs (with the
+    /// command that installs what is missing), disk, RAM, GPUs, groups, a leftover override.
+    Doctor(doctor::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::Args),
+    /// Print the man page (roff): `rocmforge man > rocmforge.1`.
+    Man(completions::ManArgs),
     /// Print the dependency graph of recipes (dot or json).
     Graph(graph::Args),
     /// List, show and check recipes.
@@ -238,11 +247,21 @@ impl Context {
         std::path::absolute(&p).unwrap_or(p)
     }
 
-    /// `--target` if given, else the stack's default targets.
+    /// `--target` if given, else the host's RDNA1 card's target (said on stderr), else the
+    /// stack's default targets.
     pub fn targets(&self, stack: &Stack, spec: Option<&str>) -> Result<TargetSet, Failure> {
         match spec {
             Some(s) => TargetSet::parse(s).map_err(Failure::usage),
-            None => Ok(stack.default_targets.clone()),
+            None => {
+                let gpus = crate::host::gpu::detect(&crate::host::HostRoot::from_env());
+                let (targets, from) = crate::host::gpu::default_targets(stack, &gpus);
+                if crate::host::gpu::single_rdna1_target(&gpus).is_some()
+                    && self.verbosity != crate::progress::Verbosity::Quiet
+                {
+                    eprintln!("note: no --target given: building for {targets}, from {from}");
+                }
+                Ok(targets)
+            }
         }
     }
 }
@@ -268,6 +287,9 @@ pub fn run(cli: Cli) -> CliResult {
     match cli.command {
         Command::Build(a) => build::run(&ctx, a),
         Command::Plan(a) => plan::run(&ctx, a),
+        Command::Doctor(a) => doctor::run(&ctx, a),
+        Command::Completions(a) => completions::run(a),
+        Command::Man(a) => completions::man(a),
         Command::Cache(c) => cache::run(&ctx, c),
         Command::Clean(a) => cache::clean(&ctx, a),
         Command::Graph(a) => graph::run(&ctx, a),

@@ -4,7 +4,6 @@
 //! the plan: the engine computes no keys and no statuses.
 
 pub mod budget;
-pub mod host;
 mod outputs;
 mod preflight;
 mod recipe_build;
@@ -23,7 +22,7 @@ use crate::plan::{Plan, PlanEntry, Status};
 use crate::progress::Progress;
 use crate::recipe::{RecipeTree, Stack};
 
-pub use host::find_python;
+pub use crate::host::python::find_python;
 use step::StepError;
 
 #[derive(Debug, thiserror::Error)]
@@ -58,12 +57,14 @@ pub enum BuildError {
     AmbiguousDependencyWheel { recipe: String, name: String, wheels: Vec<String> },
     #[error("{recipe}: requirement `{requirement}` names `{project}`, a project its dependency `{dep}` builds ({file}): from `requirements`, pip may install another build of it from an index; list it in `install-wheels` instead")]
     RequirementIsDependencyWheel { recipe: String, requirement: String, project: String, dep: String, file: String },
-    #[error("stack `{stack}` wants Python {version}, which was not found: install it (e.g. `pyenv install {version}`) or set ROCMFORGE_PYTHON to an interpreter")]
+    #[error("stack `{stack}` wants Python {version}, which was not found on PATH, in pyenv or by uv: install it with `{}` (or set ROCMFORGE_PYTHON to an interpreter)", crate::host::python::install_hint(.version))]
     NoPython { stack: String, version: String },
     #[error("{} of the {checked} source(s) this build would prepare cannot be used; nothing was built:{}", failures.len(), failures.iter().map(|(r, e)| format!("\n  - {r}: {}", e.replace('\n', "\n    "))).collect::<String>())]
     Preflight { failures: Vec<(String, String)>, checked: usize },
     #[error("{recipe}: its installed files do not carry what `[targets]` in {file} declares; nothing was stored:{}\nCheck that the build compiles for every target (the recipe passes {{targets}} to it) and that the declared paths are where it installs", problems.iter().map(|p| format!("\n  - {p}")).collect::<String>())]
     Coverage { recipe: String, file: String, problems: Vec<String> },
+    #[error("this host lacks what the recipes to build need; nothing was fetched or built (`rocmforge doctor` shows the whole host):{problems}")]
+    Host { problems: String },
     #[error("{recipe}: artifact {key} is not in the cache at {store} right after it was stored; is another process cleaning the cache (`rocmforge cache gc`)? Build again")]
     Vanished { recipe: String, key: String, store: String },
 }
@@ -160,7 +161,7 @@ impl<'a> Engine<'a> {
             ),
             _ => 1,
         };
-        let result = self.preflight().and_then(|()| {
+        let result = self.host_preflight().and_then(|()| self.preflight()).and_then(|()| {
             let prefix = Prefix::new(&self.plan.prefix, self.cfg.link_mode);
             std::fs::create_dir_all(&self.plan.prefix).map_err(io_err("cannot create prefix", &self.plan.prefix))?;
             schedule::run(entries, self.opts.jobs, self.opts.keep_going, &want, &|e, jobs| {

@@ -29,6 +29,32 @@ impl Engine<'_> {
             .collect()
     }
 
+    /// The `[host]` needs of every recipe the plan builds (and the stack's Python), checked
+    /// before anything is fetched: every missing one listed at once, with the command that
+    /// installs them (the checks `doctor` prints).
+    pub(super) fn host_preflight(&self) -> Result<(), BuildError> {
+        let building: Vec<&Recipe> = self
+            .plan
+            .recipes
+            .iter()
+            .filter(|e| e.builds())
+            .map(|e| &self.stack.recipes[&e.name])
+            .filter(|r| !r.is_source_only())
+            .collect();
+        if building.is_empty() {
+            return Ok(());
+        }
+        let python = self.stack.python.as_deref().map(|v| (v, self.stack.name.as_str()));
+        let check = crate::host::needs::check(&crate::host::HostRoot::from_env(), &building, python);
+        if check.is_ok() {
+            for note in &check.notes {
+                self.progress.warn("host", note);
+            }
+            return Ok(());
+        }
+        Err(BuildError::Host { problems: check.problems() })
+    }
+
     /// Checks every source to prepare whose work tree is not already prepared; all failures in
     /// one error.
     pub(super) fn preflight(&self) -> Result<(), BuildError> {

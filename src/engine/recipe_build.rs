@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::host::find_python;
 use super::step::{self, StepError};
 use super::systems::{self, Vars};
 use super::{io_err, BuildError, Engine, Outcome};
 use crate::deploy::{DeployOutcome, Prefix};
+use crate::host::python::find_python;
 use crate::layout::{WorkDir, WorkState};
 use crate::plan::{PlanEntry, Status};
 use crate::recipe::{BuildSystem, Recipe, SourceSpec};

@@ -1,10 +1,11 @@
-//! Operations: one function per verb (`plan`, `build`, `fetch`, `patch_check`, `patch_diff`,
+//! Operations: one function per verb (`plan`, `build`, `doctor`, `fetch`, `patch_check`, `patch_diff`,
 //! `source`, `clean`, `cache_*`, `lock`, `index_*`, `inspect`, `env`, `verify`), each taking typed options and returning data. The
 //! command line (`cli`) parses arguments, calls one operation and prints what it returns.
 
 pub mod build;
 pub mod cache;
 pub mod env;
+pub mod doctor;
 pub mod fetch;
 pub mod index;
 pub mod inspect;

@@ -67,6 +67,7 @@ pub fn load_stack(tree: &RecipeTree, stack: &str) -> Result<Stack, Diagnostics> 
         default_profile: h.default_profile,
         index_path: h.index_path,
         file: h.file,
+        disk_gb: h.disk_gb,
         recipes,
     })
 }

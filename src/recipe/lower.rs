@@ -44,6 +44,7 @@ pub(super) struct StackHeader {
     pub file: String,
     /// One per profile that sets the GPU override: an error if the stack turns out native.
     pub override_diags: Vec<Diagnostic>,
+    pub disk_gb: Option<f64>,
 }
 
 pub(super) fn lower_stack(
@@ -138,6 +139,7 @@ pub(super) fn lower_stack(
         index_path,
         file: file.display.clone(),
         override_diags,
+        disk_gb: raw.disk_gb,
     }
 }
 
@@ -209,6 +211,7 @@ pub(super) fn lower_recipe<'a>(
         check_prebuilt_wheel(&file, &raw, &source, diags);
     }
     let targets = lower_target_policy(&file, raw.targets, diags);
+    let host = super::host::lower_host(&file, raw.host, raw.build.requirements.as_ref(), diags);
     let build = lower_build(&file, raw.build, !raw.dependencies.build.is_empty(), diags);
 
     let deps = raw.dependencies.build.iter().map(name_and_span).chain(source_deps.iter().cloned()).collect();
@@ -230,17 +233,22 @@ pub(super) fn lower_recipe<'a>(
         build,
         targets,
         external: raw.external.map(|e| ExternalSpec { cmake_package: e.cmake_package, files: e.files }),
+        host,
         canonical: canonical(file.text),
     };
     Lowered { recipe, name_span: raw.package.name.span(), deps, file }
 }
 
 /// The recipe's content serialised canonically (keys sorted), immune to comments, whitespace
-/// and key order, and to `build.estimate-minutes` (a guess of how long it takes changes nothing
-/// built).
+/// and key order, to `build.estimate-minutes` (a guess of how long it takes changes nothing
+/// built) and to `[host]` (what the machine must have is checked before a build, not built; the
+/// host's tools are in the key through their identities).
 fn canonical(text: &str) -> String {
     toml::from_str::<toml::Value>(text)
         .map(|mut v| {
+            if let Some(t) = v.as_table_mut() {
+                t.remove("host");
+            }
             if let Some(build) = v.get_mut("build").and_then(|b| b.as_table_mut()) {
                 build.remove("estimate-minutes");
             }

@@ -7,12 +7,14 @@
 //! - `load`: reads a tree's files through these stages ([`load_stack`], [`load_all`],
 //!   [`pick_stack`]).
 //!
+//! [`host`] is the `[host]` table: what a recipe needs from the machine that builds it.
 //! [`lockfile`] pins unlocked git recipes to commits. The recipe layer depends on nothing
 //! downstream (graph, plan, source, index, ...): only on `diagnostic`, `fsutil`, `target`,
 //! `offload` (to check coverage patterns) and `wheel`.
 
 mod cycles;
 pub mod edit;
+pub mod host;
 mod load;
 pub mod lockfile;
 mod lower;
@@ -23,6 +25,7 @@ pub mod tree;
 mod validate;
 
 pub use cycles::find_cycles;
+pub use host::{HostNeeds, PackageNeed, VersionReq};
 pub use load::{load_all, load_stack, pick_stack, pick_valid_stack, StackError};
 pub use tree::{Origin, RecipeTree};
 pub use validate::closest as load_closest;
@@ -51,6 +54,8 @@ pub struct Stack {
     pub index_path: Option<String>,
     /// Where `stack.toml` is, for messages (`recipes/<stack>/stack.toml` or its full path).
     pub file: String,
+    /// How much disk a whole build of the stack takes (`disk-gb`), for `doctor`.
+    pub disk_gb: Option<f64>,
     pub recipes: BTreeMap<String, Recipe>,
 }
 
@@ -138,6 +143,9 @@ pub struct Recipe {
     pub build: BuildSpec,
     pub targets: TargetPolicy,
     pub external: Option<ExternalSpec>,
+    /// `[host]`: what the build needs from the machine (packages, commands, CMake versions).
+    #[serde(skip_serializing_if = "HostNeeds::is_empty")]
+    pub host: HostNeeds,
     /// The recipe's parsed content, serialised canonically (keys sorted): the cache key's input,
     /// immune to comments, whitespace and key order.
     #[serde(skip)]

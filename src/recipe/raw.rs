@@ -48,6 +48,7 @@ pub(super) struct RawStack {
     pub venv_constraints: Vec<Spanned<String>>,
     pub default_profile: Option<Spanned<String>>,
     pub index_path: Option<Spanned<String>>,
+    pub disk_gb: Option<f64>,
 }
 
 /// `recipes/<stack>/<name>.toml`.
@@ -64,6 +65,8 @@ pub(super) struct RawRecipe {
     #[serde(default)]
     pub targets: RawTargets,
     pub external: Option<RawExternal>,
+    #[serde(default)]
+    pub host: RawHost,
 }
 
 #[derive(Deserialize)]
@@ -141,6 +144,21 @@ pub(super) struct RawExternal {
     pub cmake_package: Option<String>,
     #[serde(default)]
     pub files: Vec<String>,
+}
+
+/// `[host]`: what the recipe needs from the machine that builds it.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawHost {
+    #[serde(default)]
+    pub packages: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub commands: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub pkg_config: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub headers: Vec<Spanned<String>>,
+    pub cmake: Option<Spanned<String>>,
 }
 
 /// One file's text plus where it is, for diagnostics.

@@ -3,6 +3,8 @@
 
 mod support;
 
+mod completions;
+mod doctor;
 mod engine;
 mod env;
 mod example;

@@ -8,6 +8,7 @@ use assert_cmd::Command;
 
 pub mod archive;
 pub mod git;
+pub mod host;
 pub mod http;
 pub mod wheel;
 

@@ -1,0 +1,160 @@
+//! `rocmforge doctor`: is this host ready for the night? Exit 1 when a need of the recipes is
+//! missing (a build would refuse to start), 0 otherwise; warnings do not change it.
+
+use super::{CliResult, Context, Failure};
+use crate::engine::budget;
+use crate::fsutil::human_size;
+use crate::host::needs::State;
+use crate::ops::doctor::{doctor, Doctor, DoctorRequest};
+use crate::target::TargetSet;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Recipes whose closure is checked (default: every recipe of the stack).
+    #[arg(value_name = "RECIPE")]
+    pub recipes: Vec<String>,
+    /// GPU targets the build is for (default: the host's RDNA1 card, else the stack's).
+    #[arg(long, short = 't', value_name = "TARGETS")]
+    pub target: Option<String>,
+    /// The job budget RAM is checked against (default: number of cores).
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(ctx: &Context, args: Args) -> CliResult {
+    let tree = ctx.tree()?;
+    let stack = ctx.stack(&tree)?;
+    let cfg = ctx.config()?;
+    let req = DoctorRequest {
+        recipes: args.recipes,
+        targets: args.target.as_deref().map(TargetSet::parse).transpose().map_err(Failure::usage)?,
+        jobs: args.jobs.unwrap_or_else(budget::default_jobs).max(1),
+    };
+    let d = doctor(&cfg, &stack, &req).map_err(Failure::usage)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&d).map_err(Failure::failed)?);
+    } else {
+        print!("{}", render(&d));
+    }
+    if d.has_problems() {
+        let n = d.check.missing().count();
+        return Err(Failure::failed(anyhow::anyhow!("{n} host need(s) missing: a build would refuse to start")));
+    }
+    Ok(())
+}
+
+fn render(d: &Doctor) -> String {
+    let mut s = String::new();
+    let mut line = |k: &str, v: String| s.push_str(&format!("{k:<10} {v}\n"));
+    let os = &d.check.os;
+    let pm = if os.is_debian_like() {
+        " (dpkg, apt-get)"
+    } else {
+        " (no package names known: recipes name Debian/Ubuntu packages)"
+    };
+    line("os", format!("{}{pm}", os.describe()));
+    for t in &d.tools {
+        let v = match (&t.path, &t.version) {
+            (Some(p), Some(v)) => format!("{v} ({})", p.display()),
+            (Some(p), None) => format!("{} (no --version)", p.display()),
+            (None, _) => "not on PATH".to_string(),
+        };
+        line(&t.name, v);
+    }
+    match &d.memory {
+        Some(m) => line(
+            "memory",
+            format!(
+                "{} total, {} available; {}",
+                human_size(m.memory.total),
+                human_size(m.memory.available),
+                match &m.heaviest {
+                    Some((r, gb)) =>
+                        format!("{r} needs {gb} GB per job: {} of {} jobs at once", m.jobs_that_fit, m.jobs),
+                    None => format!("{} jobs", m.jobs),
+                }
+            ),
+        ),
+        None => line("memory", "unknown (no /proc/meminfo)".into()),
+    }
+    match &d.disk {
+        Some(disk) => line(
+            "disk",
+            format!(
+                "{} free at {}{}",
+                human_size(disk.free),
+                disk.path.display(),
+                disk.estimate
+                    .map(|e| format!(" (a whole build of the stack: about {})", human_size(e)))
+                    .unwrap_or_default()
+            ),
+        ),
+        None => line("disk", "unknown".into()),
+    }
+    if d.gpus.is_empty() {
+        line("gpu", "none seen".into());
+    }
+    for g in &d.gpus {
+        line("gpu", g.describe());
+    }
+    line("targets", format!("{} (from {})", d.targets, d.targets_from));
+    let groups: Vec<String> = d
+        .account
+        .groups
+        .iter()
+        .map(|(g, exists, member)| match (exists, member) {
+            (false, _) => format!("{g}: no such group"),
+            (true, true) => format!("{g}: member"),
+            (true, false) => format!("{g}: not a member"),
+        })
+        .collect();
+    line(
+        "groups",
+        format!("{} ({}){}", d.account.user, groups.join(", "), if d.account.uid == 0 { " [root]" } else { "" }),
+    );
+    line(
+        "override",
+        d.hsa_override
+            .as_ref()
+            .map(|v| format!("HSA_OVERRIDE_GFX_VERSION={v}"))
+            .unwrap_or_else(|| "HSA_OVERRIDE_GFX_VERSION not set".into()),
+    );
+
+    let count = |st: State| d.check.needs.iter().filter(|n| n.state == st).count();
+    let (ok, missing, unchecked) = (count(State::Ok), count(State::Missing), count(State::Unchecked));
+    s.push_str(&format!(
+        "\nhost needs of {} recipe(s) of stack `{}`: {ok} met, {missing} missing{}\n",
+        d.recipes,
+        d.stack,
+        if unchecked > 0 { format!(", {unchecked} not checked") } else { String::new() }
+    ));
+    for n in &d.check.needs {
+        let mark = match n.state {
+            State::Ok => "ok     ",
+            State::Missing => "MISSING",
+            State::Unchecked => "?      ",
+        };
+        let found = n.found.as_deref().map(|f| format!(" [{f}]")).unwrap_or_default();
+        let recipes = match n.recipes.len() {
+            0..=4 => n.recipes.join(", "),
+            k => format!("{} and {} more", n.recipes[..3].join(", "), k - 3),
+        };
+        s.push_str(&format!("  {mark} {:<10} {}{found}  ({recipes})\n", n.kind, n.name));
+    }
+    if !d.check.fixes.is_empty() {
+        s.push_str("install what is missing (apt-get as root):\n");
+        for f in &d.check.fixes {
+            s.push_str(&format!("  {f}\n"));
+        }
+    }
+    for n in &d.check.notes {
+        s.push_str(&format!("note: {n}\n"));
+    }
+    for w in &d.warnings {
+        s.push_str(&format!("warning: {w}\n"));
+    }
+    s
+}

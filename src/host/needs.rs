@@ -1,0 +1,316 @@
+//! Recipes' `[host]` needs checked against a host: every package (dpkg), command (`PATH`),
+//! pkg-config module, header and CMake version they state, plus what their build systems imply
+//! (`cmake` and `ninja` for cmake recipes, unless a build venv brings them) and the stack's
+//! Python. `doctor` prints the result; `build` refuses to start while a need is missing and
+//! lists all of them with the command that installs them.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::dpkg::Installed;
+use super::os::Os;
+use super::{python, HostRoot};
+use crate::recipe::{BuildSystem, PackageNeed, Recipe, VersionReq};
+
+/// Debian packages of the commands builds commonly run, for the install command when a command
+/// itself is what is missing.
+const COMMAND_PACKAGES: &[(&str, &str)] = &[
+    ("cmake", "cmake"),
+    ("ninja", "ninja-build"),
+    ("perl", "perl"),
+    ("pkg-config", "pkg-config"),
+    ("g++", "g++"),
+    ("c++", "g++"),
+    ("gcc", "gcc"),
+    ("cc", "gcc"),
+    ("git", "git"),
+    ("patch", "patch"),
+    ("make", "make"),
+    ("python3", "python3"),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum State {
+    Ok,
+    Missing,
+    /// Not checkable here (package names on a host without dpkg).
+    Unchecked,
+}
+
+/// One need and what the host has for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NeedCheck {
+    /// `package`, `command`, `pkg-config`, `header`, `cmake`, `python`.
+    pub kind: &'static str,
+    /// `libnuma-dev`, `libmsgpack-cxx-dev | libmsgpack-dev`, `perl`, `>=3.25.2, <4`, `3.11`.
+    pub name: String,
+    /// The recipes that need it (or the stack, for its Python).
+    pub recipes: Vec<String>,
+    pub state: State,
+    /// What satisfies it, or what was found instead (a too-old CMake).
+    pub found: Option<String>,
+}
+
+impl NeedCheck {
+    pub fn describe(&self) -> String {
+        let what = match self.kind {
+            "cmake" => format!("CMake {}", self.name),
+            "python" => format!("Python {}", self.name),
+            k => format!("{k} {}", self.name),
+        };
+        let found = match (&self.found, self.state) {
+            (Some(f), State::Missing) => format!(": found {f}"),
+            _ => String::new(),
+        };
+        format!("{what}{found} (for {})", self.recipes.join(", "))
+    }
+}
+
+/// Every need of some recipes, checked.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostCheck {
+    pub os: Os,
+    pub needs: Vec<NeedCheck>,
+    /// The commands that install what is missing: packages (one command for the distribution),
+    /// the stack's Python, a CMake in range.
+    pub fixes: Vec<String>,
+    /// Why packages were not checked, or that missing headers and modules come from packages.
+    pub notes: Vec<String>,
+}
+
+impl HostCheck {
+    pub fn missing(&self) -> impl Iterator<Item = &NeedCheck> {
+        self.needs.iter().filter(|n| n.state == State::Missing)
+    }
+
+    pub fn is_ok(&self) -> bool {
+        self.missing().next().is_none()
+    }
+
+    /// Every missing need, then the commands that install them.
+    pub fn problems(&self) -> String {
+        let mut s = String::new();
+        for n in self.missing() {
+            s.push_str(&format!("\n  - {}", n.describe()));
+        }
+        if !self.fixes.is_empty() {
+            s.push_str("\ninstall them (as root for apt-get):");
+            for f in &self.fixes {
+                s.push_str(&format!("\n  {f}"));
+            }
+        }
+        for n in &self.notes {
+            s.push_str(&format!("\nnote: {n}"));
+        }
+        s
+    }
+}
+
+fn provides(r: &Recipe, project: &str) -> bool {
+    r.build.requirements.iter().any(|q| {
+        let n = q.find(|c: char| !(c.is_ascii_alphanumeric() || "._-".contains(c))).unwrap_or(q.len());
+        q[..n].eq_ignore_ascii_case(project)
+    })
+}
+
+/// Checks the needs of `recipes` (the ones that will build) and, when `python` is given, the
+/// stack's Python, against the host under `root` and `PATH`.
+pub fn check(root: &HostRoot, recipes: &[&Recipe], python: Option<(&str, &str)>) -> HostCheck {
+    let os = Os::read(root);
+    let dpkg = Installed::read(root);
+    let mut packages: BTreeMap<PackageNeed, Vec<String>> = BTreeMap::new();
+    let mut commands: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut modules: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut headers: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut cmake: Vec<(&VersionReq, &str)> = Vec::new();
+    let add = |m: &mut BTreeMap<String, Vec<String>>, k: &str, r: &str| {
+        m.entry(k.to_string()).or_default().push(r.to_string())
+    };
+    for r in recipes {
+        let h = &r.host;
+        for p in &h.packages {
+            packages.entry(p.clone()).or_default().push(r.name.clone());
+        }
+        for c in &h.commands {
+            add(&mut commands, c, &r.name);
+        }
+        if r.build.system == BuildSystem::Cmake {
+            for (tool, project) in [("cmake", "cmake"), ("ninja", "ninja")] {
+                if !provides(r, project) {
+                    add(&mut commands, tool, &r.name);
+                }
+            }
+        }
+        for m in &h.pkg_config {
+            add(&mut modules, m, &r.name);
+        }
+        for i in &h.headers {
+            add(&mut headers, i, &r.name);
+        }
+        if let Some(range) = &h.cmake {
+            if !provides(r, "cmake") {
+                cmake.push((range, &r.name));
+            }
+        }
+    }
+
+    for list in
+        packages.values_mut().chain(commands.values_mut()).chain(modules.values_mut()).chain(headers.values_mut())
+    {
+        list.sort();
+        list.dedup();
+    }
+    let mut needs = Vec::new();
+    let mut notes = Vec::new();
+    let mut to_install: Vec<PackageNeed> = Vec::new();
+    for (p, rs) in &packages {
+        let (state, found) = match &dpkg {
+            Some(i) => match i.satisfying(p) {
+                Some(a) => (State::Ok, Some(a.to_string())),
+                None => (State::Missing, None),
+            },
+            None => (State::Unchecked, None),
+        };
+        if state == State::Missing {
+            to_install.push(p.clone());
+        }
+        needs.push(NeedCheck { kind: "package", name: p.to_string(), recipes: rs.clone(), state, found });
+    }
+    if dpkg.is_none() && !packages.is_empty() {
+        notes.push(format!(
+            "packages were not checked: no dpkg database ({}) on this host ({}); recipes name Debian/Ubuntu packages: install what provides them here",
+            super::dpkg::STATUS,
+            os.describe()
+        ));
+    }
+    for (c, rs) in &commands {
+        let found = super::which(c);
+        if found.is_none() {
+            if let Some((_, pkg)) = COMMAND_PACKAGES.iter().find(|(cmd, _)| cmd == c) {
+                let need = PackageNeed(vec![pkg.to_string()]);
+                if !to_install.contains(&need) {
+                    to_install.push(need);
+                }
+            }
+        }
+        needs.push(NeedCheck {
+            kind: "command",
+            name: c.clone(),
+            recipes: rs.clone(),
+            state: if found.is_some() { State::Ok } else { State::Missing },
+            found: found.map(|p| p.display().to_string()),
+        });
+    }
+    let mut fixes = Vec::new();
+    if !cmake.is_empty() {
+        if let Some(path) = super::which("cmake") {
+            let version = super::tool_version(&path).and_then(|l| super::version_in(&l));
+            // The recipes whose range this CMake is outside of, else all of them.
+            let refusing: Vec<&(&VersionReq, &str)> =
+                cmake.iter().filter(|(r, _)| !version.as_deref().is_some_and(|v| r.matches(v))).collect();
+            let ok = refusing.is_empty();
+            let shown: Vec<&(&VersionReq, &str)> = if ok { cmake.iter().collect() } else { refusing };
+            let range = VersionReq::all_of(shown.iter().map(|(r, _)| *r)).expect("at least one range");
+            let mut rs: Vec<String> = shown.iter().map(|(_, n)| n.to_string()).collect();
+            rs.sort();
+            rs.dedup();
+            if !ok {
+                fixes.push(format!(
+                    "uv tool install \"cmake{}\"   # then put ~/.local/bin first on PATH",
+                    range.to_string().replace(' ', "")
+                ));
+            }
+            needs.push(NeedCheck {
+                kind: "cmake",
+                name: range.to_string(),
+                recipes: rs,
+                state: if ok { State::Ok } else { State::Missing },
+                found: Some(format!("{} at {}", version.as_deref().unwrap_or("an unknown version"), path.display())),
+            });
+        }
+    }
+    for (kind, list, find) in
+        [("pkg-config", &modules, find_pc as fn(&HostRoot, &str) -> Option<PathBuf>), ("header", &headers, find_header)]
+    {
+        for (name, rs) in list {
+            let found = find(root, name);
+            needs.push(NeedCheck {
+                kind,
+                name: name.clone(),
+                recipes: rs.clone(),
+                state: if found.is_some() { State::Ok } else { State::Missing },
+                found: found.map(|p| p.display().to_string()),
+            });
+        }
+    }
+    if needs.iter().any(|n| n.state == State::Missing && (n.kind == "header" || n.kind == "pkg-config")) {
+        notes
+            .push("headers and pkg-config modules come with -dev packages: `apt-file search <name>` says which".into());
+    }
+    if let Some((version, stack)) = python {
+        let found = python::locate_python(version);
+        if found.is_none() {
+            fixes.push(python::install_hint(version));
+        }
+        needs.push(NeedCheck {
+            kind: "python",
+            name: version.to_string(),
+            recipes: vec![format!("stack {stack}")],
+            state: if found.is_some() { State::Ok } else { State::Missing },
+            found: found.map(|f| format!("{} ({})", f.path.display(), f.via)),
+        });
+    }
+    let refs: Vec<&PackageNeed> = to_install.iter().collect();
+    match os.install_command(&refs) {
+        Some(cmd) => fixes.insert(0, cmd),
+        None if !to_install.is_empty() => notes.push(format!(
+            "rocmforge knows no package names for {}: install the equivalents of the Debian packages {}",
+            os.describe(),
+            refs.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ")
+        )),
+        None => {}
+    }
+    HostCheck { os, needs, fixes, notes }
+}
+
+/// Where pkg-config looks by default on Debian/Ubuntu, plus `PKG_CONFIG_PATH`.
+fn find_pc(root: &HostRoot, module: &str) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PKG_CONFIG_PATH")
+        .map(|v| std::env::split_paths(&v).map(|p| root.path(p)).collect())
+        .unwrap_or_default();
+    for d in [
+        "/usr/local/lib/pkgconfig",
+        "/usr/local/share/pkgconfig",
+        "/usr/lib/pkgconfig",
+        "/usr/share/pkgconfig",
+        "/usr/lib64/pkgconfig",
+    ] {
+        dirs.push(root.path(d));
+    }
+    dirs.extend(multiarch(root, "/usr/lib").into_iter().map(|d| d.join("pkgconfig")));
+    let file = format!("{module}.pc");
+    dirs.into_iter().map(|d| d.join(&file)).find(|p| p.is_file())
+}
+
+/// Where the compiler looks for `#include <...>` on Debian/Ubuntu.
+fn find_header(root: &HostRoot, header: &str) -> Option<PathBuf> {
+    let mut dirs = vec![root.path("/usr/local/include"), root.path("/usr/include")];
+    dirs.extend(multiarch(root, "/usr/include"));
+    dirs.into_iter().map(|d| d.join(header)).find(|p| p.is_file())
+}
+
+/// `<dir>/<triplet>` folders (`/usr/lib/x86_64-linux-gnu`).
+fn multiarch(root: &HostRoot, dir: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(root.path(dir))
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains("-linux-"))
+        .map(|e| e.path())
+        .collect();
+    v.sort();
+    v
+}

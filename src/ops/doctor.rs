@@ -1,0 +1,197 @@
+//! `doctor`: is this host ready to build a closure tonight? The OS, compilers, CMake, the
+//! stack's Python, every `[host]` need of the recipes (with the command that installs what is
+//! missing), disk against the stack's estimate, RAM against the jobs, the GPUs the kernel sees,
+//! membership of the GPU groups, and a leftover `HSA_OVERRIDE_GFX_VERSION`. The host is read
+//! through [`HostRoot`] (`ROCMFORGE_HOST_ROOT`), commands on `PATH`.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::engine::budget;
+use crate::graph::{BuildGraph, GraphError};
+use crate::host::gpu::{self, Gpu};
+use crate::host::needs::{self, HostCheck};
+use crate::host::{self, Account, HostRoot, Memory};
+use crate::recipe::{Recipe, Stack};
+use crate::target::TargetSet;
+
+#[derive(Debug, Clone)]
+pub struct DoctorRequest {
+    /// Recipes whose closure is checked; empty: every recipe of the stack.
+    pub recipes: Vec<String>,
+    /// `--target`; `None`: what `build` would choose (the host's RDNA1 card, else the stack's).
+    pub targets: Option<TargetSet>,
+    pub jobs: usize,
+}
+
+/// A tool on `PATH` and the first line of its `--version`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Tool {
+    pub name: String,
+    pub path: Option<PathBuf>,
+    pub version: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Disk {
+    /// The directory measured (the work dir: sources and build trees).
+    pub path: PathBuf,
+    pub free: u64,
+    /// The stack's `disk-gb`, in bytes.
+    pub estimate: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryFit {
+    pub memory: Memory,
+    pub jobs: usize,
+    /// The recipe that needs the most memory per job, and that figure.
+    pub heaviest: Option<(String, f64)>,
+    /// How many jobs that recipe gets at once with this memory.
+    pub jobs_that_fit: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Doctor {
+    pub stack: String,
+    pub recipes: usize,
+    pub tools: Vec<Tool>,
+    pub check: HostCheck,
+    pub disk: Option<Disk>,
+    pub memory: Option<MemoryFit>,
+    pub gpus: Vec<Gpu>,
+    pub targets: TargetSet,
+    /// Why those targets (asked, from the GPU, the stack's default).
+    pub targets_from: String,
+    pub account: Account,
+    pub hsa_override: Option<String>,
+    /// What may go wrong but does not stop a build.
+    pub warnings: Vec<String>,
+}
+
+impl Doctor {
+    /// A build would refuse to start (a need is missing).
+    pub fn has_problems(&self) -> bool {
+        !self.check.is_ok()
+    }
+}
+
+const TOOLS: &[&str] = &["cc", "c++", "hipcc", "cmake", "ninja", "git", "python3"];
+
+pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor, GraphError> {
+    let root = HostRoot::from_env();
+    let recipes: Vec<&Recipe> = if req.recipes.is_empty() {
+        stack.recipes.values().collect()
+    } else {
+        let g = BuildGraph::closure(stack, &req.recipes)?;
+        stack.recipes.values().filter(|r| g.contains(&r.name)).collect()
+    };
+    let building: Vec<&Recipe> = recipes.iter().copied().filter(|r| !r.is_source_only()).collect();
+    let check = needs::check(&root, &building, stack.python.as_deref().map(|v| (v, stack.name.as_str())));
+    let tools = TOOLS
+        .iter()
+        .map(|t| {
+            let path = host::which(t);
+            Tool { name: t.to_string(), version: path.as_deref().and_then(host::tool_version), path }
+        })
+        .collect();
+    let mut warnings = Vec::new();
+
+    let disk = crate::fsutil::disk_space(&cfg.work_dir).map(|d| Disk {
+        path: cfg.work_dir.clone(),
+        free: d.free,
+        estimate: stack.disk_gb.map(|g| (g * (1u64 << 30) as f64) as u64),
+    });
+    if let Some(Disk { free, estimate: Some(e), path }) = &disk {
+        if free < e {
+            warnings.push(format!(
+                "{} free at {} (work-dir), and a whole build of stack `{}` takes about {}: free space there, or set `work-dir` (and `cache-dir`) in the config to a larger disk",
+                crate::fsutil::human_size(*free),
+                path.display(),
+                stack.name,
+                crate::fsutil::human_size(*e)
+            ));
+        }
+    }
+
+    let memory = host::memory(&root).map(|m| {
+        let heaviest = building
+            .iter()
+            .filter(|r| !matches!(r.build.system, crate::recipe::BuildSystem::PrebuiltWheel))
+            .max_by(|a, b| a.build.memory_per_job_gb.total_cmp(&b.build.memory_per_job_gb))
+            .map(|r| (r.name.clone(), r.build.memory_per_job_gb));
+        let per_job = heaviest.as_ref().map(|h| h.1).unwrap_or(0.0);
+        MemoryFit {
+            memory: m,
+            jobs: req.jobs,
+            jobs_that_fit: budget::jobs_for(req.jobs, per_job, Some(m.available)),
+            heaviest,
+        }
+    });
+    if let Some(MemoryFit { jobs, jobs_that_fit, heaviest: Some((name, gb)), memory }) = &memory {
+        if jobs_that_fit < jobs {
+            warnings.push(format!(
+                "{name} needs about {gb} GB per job: with {} available it runs {jobs_that_fit} of the {jobs} jobs at once (the build caps it; it is slower, not broken)",
+                crate::fsutil::human_size(memory.available)
+            ));
+        }
+    }
+
+    let gpus = gpu::detect(&root);
+    let (targets, targets_from) = match &req.targets {
+        Some(t) => (t.clone(), "--target".to_string()),
+        None => gpu::default_targets(stack, &gpus),
+    };
+    if gpus.is_empty() {
+        warnings.push(format!(
+            "no GPU seen (no KFD node under {}, no RDNA1 card on PCI): a build works without one, but nothing can be run or verified here",
+            root.path("/sys/class/kfd").display()
+        ));
+    } else if !gpus.iter().any(|g| g.target.is_some_and(|t| targets.contains(t))) {
+        warnings.push(format!(
+            "this host's GPU(s) ({}) are not among the targets ({targets}): what is built will not run here",
+            gpus.iter().map(|g| g.gfx.as_str()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+
+    let account = host::account(&root);
+    if !gpus.is_empty() && account.uid != 0 {
+        let missing: Vec<&str> = account
+            .groups
+            .iter()
+            .filter(|(_, exists, member)| *exists && !member)
+            .map(|(g, _, _)| g.as_str())
+            .collect();
+        if !missing.is_empty() {
+            warnings.push(format!(
+                "user {} is not in the group(s) {} that may open /dev/kfd and /dev/dri: `usermod -aG {} {}` (as root), then log in again",
+                account.user,
+                missing.join(", "),
+                missing.join(","),
+                account.user
+            ));
+        }
+    }
+    let hsa_override = std::env::var("HSA_OVERRIDE_GFX_VERSION").ok().filter(|v| !v.is_empty());
+    if let Some(v) = &hsa_override {
+        warnings.push(format!(
+            "HSA_OVERRIDE_GFX_VERSION={v} is set: a native build for {targets} must run without it (it makes ROCm load code for another GPU, the crashes and hangs this build avoids): `unset HSA_OVERRIDE_GFX_VERSION`, and remove it from your shell's startup files"
+        ));
+    }
+    Ok(Doctor {
+        stack: stack.name.clone(),
+        recipes: recipes.len(),
+        tools,
+        check,
+        disk,
+        memory,
+        gpus,
+        targets,
+        targets_from,
+        account,
+        hsa_override,
+        warnings,
+    })
+}

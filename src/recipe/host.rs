@@ -1,0 +1,385 @@
+//! `[host]`: what a recipe needs from the machine that builds it, as the recipe states it:
+//! Debian/Ubuntu packages (dpkg-style `a | b` alternatives where a name differs between
+//! releases), commands on `PATH`, pkg-config modules, headers, and the CMake versions its
+//! `CMakeLists.txt` accepts. The stack's Python is the stack's (`stack.toml` `python`).
+//!
+//! Checked here: what one file can get wrong (names, duplicates, the CMake range, and a build
+//! venv's pip `cmake` pin outside that range). Whether a host has them is checked by the `host` module (downstream).
+
+use std::fmt;
+
+use serde::Serialize;
+use toml::Spanned;
+
+use super::raw::{FileText, RawHost};
+use crate::diagnostic::Diagnostics;
+
+/// What a recipe needs from the host. Not part of the cache key: a need is checked, not built.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HostNeeds {
+    pub packages: Vec<PackageNeed>,
+    pub commands: Vec<String>,
+    pub pkg_config: Vec<String>,
+    pub headers: Vec<String>,
+    /// The CMake versions the project accepts (`>=3.25.2, <4`).
+    pub cmake: Option<VersionReq>,
+}
+
+impl HostNeeds {
+    pub fn is_empty(&self) -> bool {
+        self == &HostNeeds::default()
+    }
+}
+
+/// One package need: any of its alternatives installed satisfies it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(into = "String")]
+pub struct PackageNeed(pub Vec<String>);
+
+impl PackageNeed {
+    pub fn alternatives(&self) -> &[String] {
+        &self.0
+    }
+}
+
+impl fmt::Display for PackageNeed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.join(" | "))
+    }
+}
+
+impl From<PackageNeed> for String {
+    fn from(p: PackageNeed) -> String {
+        p.to_string()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Op {
+    Ge,
+    Gt,
+    Le,
+    Lt,
+    Eq,
+}
+
+/// A version requirement: comma-separated clauses (`>=3.25.2, <4`), all of which must hold.
+/// Versions compare numerically, component by component, missing ones being 0 (`4` = `4.0.0`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(into = "String")]
+pub struct VersionReq {
+    clauses: Vec<(Op, Vec<u64>)>,
+}
+
+impl From<VersionReq> for String {
+    fn from(v: VersionReq) -> String {
+        v.to_string()
+    }
+}
+
+/// The numeric components of `3.25.1` (`3.31.4-rc1` -> 3, 31, 4); `None` if the first is not a
+/// number.
+pub fn version_numbers(v: &str) -> Option<Vec<u64>> {
+    let mut out = Vec::new();
+    for part in v.trim().split('.') {
+        let digits: String = part.chars().take_while(char::is_ascii_digit).collect();
+        if digits.is_empty() {
+            break;
+        }
+        out.push(digits.parse().ok()?);
+        if digits.len() != part.len() {
+            break;
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+fn compare(a: &[u64], b: &[u64]) -> std::cmp::Ordering {
+    let n = a.len().max(b.len());
+    (0..n)
+        .map(|i| a.get(i).unwrap_or(&0).cmp(b.get(i).unwrap_or(&0)))
+        .find(|o| o.is_ne())
+        .unwrap_or(std::cmp::Ordering::Equal)
+}
+
+impl VersionReq {
+    pub fn parse(text: &str) -> Result<VersionReq, String> {
+        let mut clauses = Vec::new();
+        for c in text.split(',').map(str::trim) {
+            let (op, rest) = [(">=", Op::Ge), ("<=", Op::Le), ("==", Op::Eq), (">", Op::Gt), ("<", Op::Lt)]
+                .iter()
+                .find_map(|(p, op)| c.strip_prefix(p).map(|r| (*op, r.trim())))
+                .ok_or_else(|| format!("`{c}` is not a version clause (`>=3.25.2`, `<4`)"))?;
+            let v = version_numbers(rest)
+                .filter(|_| rest.chars().all(|ch| ch.is_ascii_digit() || ch == '.'))
+                .ok_or_else(|| format!("`{rest}` is not a version (digits and dots, like `3.25.2`)"))?;
+            clauses.push((op, v));
+        }
+        Ok(VersionReq { clauses })
+    }
+
+    /// Whether `version` (`3.25.1`, as `cmake --version` prints it) satisfies every clause.
+    pub fn matches(&self, version: &str) -> bool {
+        let Some(v) = version_numbers(version) else { return false };
+        self.clauses.iter().all(|(op, want)| {
+            let o = compare(&v, want);
+            match op {
+                Op::Ge => o.is_ge(),
+                Op::Gt => o.is_gt(),
+                Op::Le => o.is_le(),
+                Op::Lt => o.is_lt(),
+                Op::Eq => o.is_eq(),
+            }
+        })
+    }
+
+    /// Whether some clause bounds the version from above.
+    pub fn has_upper_bound(&self) -> bool {
+        self.clauses.iter().any(|(op, _)| matches!(op, Op::Lt | Op::Le | Op::Eq))
+    }
+
+    /// The requirement every one of `reqs` makes at once (their clauses together).
+    pub fn all_of<'a>(reqs: impl IntoIterator<Item = &'a VersionReq>) -> Option<VersionReq> {
+        let clauses: Vec<(Op, Vec<u64>)> = reqs.into_iter().flat_map(|r| r.clauses.iter().cloned()).collect();
+        if clauses.is_empty() {
+            return None;
+        }
+        // Keep only the tightest lower and upper bounds, so the text stays short.
+        let lower = clauses
+            .iter()
+            .filter(|(op, _)| matches!(op, Op::Ge | Op::Gt))
+            .max_by(|a, b| compare(&a.1, &b.1).then((a.0 == Op::Gt).cmp(&(b.0 == Op::Gt))));
+        let upper = clauses
+            .iter()
+            .filter(|(op, _)| matches!(op, Op::Lt | Op::Le))
+            .min_by(|a, b| compare(&a.1, &b.1).then((a.0 == Op::Le).cmp(&(b.0 == Op::Le))));
+        let exact = clauses.iter().filter(|(op, _)| *op == Op::Eq);
+        let kept = lower.into_iter().chain(exact).chain(upper).cloned().collect();
+        Some(VersionReq { clauses: kept })
+    }
+}
+
+impl fmt::Display for VersionReq {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self
+            .clauses
+            .iter()
+            .map(|(op, v)| {
+                let op = match op {
+                    Op::Ge => ">=",
+                    Op::Gt => ">",
+                    Op::Le => "<=",
+                    Op::Lt => "<",
+                    Op::Eq => "==",
+                };
+                format!("{op}{}", v.iter().map(u64::to_string).collect::<Vec<_>>().join("."))
+            })
+            .collect();
+        f.write_str(&parts.join(", "))
+    }
+}
+
+/// A Debian package name (Debian policy 5.6.1): lowercase letters, digits, `+`, `-`, `.`,
+/// starting with a letter or digit, at least two characters.
+fn is_debian_package(s: &str) -> bool {
+    s.len() >= 2
+        && s.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-.".contains(c))
+}
+
+/// Lowers `[host]`; `requirements` is `[build] requirements`, whose pip `cmake` (a build venv's,
+/// first on `PATH`) must stay inside the `cmake` range.
+pub(super) fn lower_host(
+    file: &FileText<'_>,
+    raw: RawHost,
+    requirements: Option<&Spanned<Vec<String>>>,
+    diags: &mut Diagnostics,
+) -> HostNeeds {
+    let mut packages: Vec<PackageNeed> = Vec::new();
+    for p in &raw.packages {
+        let alts: Vec<String> = p.get_ref().split('|').map(|a| a.trim().to_string()).collect();
+        if let Some(bad) = alts.iter().find(|a| !is_debian_package(a)) {
+            diags.push(
+                file.at(p.span(), format!("`{bad}` is not a Debian package name"))
+                    .with_help("lowercase letters, digits, `+`, `-` and `.` (`libnuma-dev`); separate alternatives with `|` (`libmsgpack-cxx-dev | libmsgpack-dev`)"),
+            );
+            continue;
+        }
+        let need = PackageNeed(alts);
+        if packages.contains(&need) {
+            diags.push(file.at(p.span(), format!("package `{need}` is listed twice in `[host] packages`")));
+        } else {
+            packages.push(need);
+        }
+    }
+    let commands = names(file, "commands", &raw.commands, diags, |s| {
+        (!s.is_empty() && !s.contains('/') && !s.chars().any(char::is_whitespace))
+            .then_some(())
+            .ok_or("a command is a name looked up on PATH (`perl`), without `/` or spaces")
+    });
+    let pkg_config = names(file, "pkg-config", &raw.pkg_config, diags, |s| {
+        (!s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "_.+-".contains(c)))
+            .then_some(())
+            .ok_or("a pkg-config module name (`libdrm`), as `pkg-config --exists` takes it")
+    });
+    let headers = names(file, "headers", &raw.headers, diags, |s| {
+        (!s.is_empty()
+            && !s.starts_with('/')
+            && !s.split('/').any(|c| c == ".." || c.is_empty())
+            && !s.chars().any(char::is_whitespace))
+        .then_some(())
+        .ok_or("a header as `#include <...>` names it (`numa.h`, `gelf.h`, `nlohmann/json.hpp`)")
+    });
+    let cmake = raw.cmake.as_ref().and_then(|c| match VersionReq::parse(c.get_ref()) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            diags
+                .push(file.at(c.span(), format!("`cmake = \"{}\"`: {e}", c.get_ref())).with_help(
+                    "write the range the project's CMakeLists.txt accepts, e.g. `cmake = \">=3.25.2, <4\"`",
+                ));
+            None
+        }
+    });
+    if let (Some(range), Some(reqs)) = (&cmake, requirements) {
+        check_pip_cmake(file, range, reqs, diags);
+    }
+    HostNeeds { packages, commands, pkg_config, headers, cmake }
+}
+
+/// Plain names of one list, each checked by `valid`, once each.
+fn names(
+    file: &FileText<'_>,
+    field: &str,
+    list: &[Spanned<String>],
+    diags: &mut Diagnostics,
+    valid: impl Fn(&str) -> Result<(), &'static str>,
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for item in list {
+        let s = item.get_ref();
+        if let Err(help) = valid(s) {
+            diags.push(file.at(item.span(), format!("`{s}` is not valid in `[host] {field}`")).with_help(help));
+        } else if out.contains(s) {
+            diags.push(file.at(item.span(), format!("`{s}` is listed twice in `[host] {field}`")));
+        } else {
+            out.push(s.clone());
+        }
+    }
+    out
+}
+
+/// A build venv's `cmake` from PyPI comes first on `PATH`: its pin must satisfy `range` (an
+/// unpinned one is whatever PyPI has newest, CMake 4 today).
+fn check_pip_cmake(file: &FileText<'_>, range: &VersionReq, reqs: &Spanned<Vec<String>>, diags: &mut Diagnostics) {
+    for r in reqs.get_ref() {
+        let name_len = r.find(|c: char| !(c.is_ascii_alphanumeric() || "._-".contains(c))).unwrap_or(r.len());
+        if !r[..name_len].eq_ignore_ascii_case("cmake") {
+            continue;
+        }
+        let spec = r[name_len..].split(';').next().unwrap_or("").trim();
+        let pinned = spec.strip_prefix("==").map(str::trim);
+        let problem = match pinned {
+            Some(v) if !range.matches(v) => Some(format!(
+                "requirement `{r}` installs CMake {v}, outside this recipe's `[host] cmake` range `{range}`"
+            )),
+            Some(_) => None,
+            None if range.has_upper_bound() => Some(format!(
+                "requirement `{r}` does not pin CMake, and this recipe needs `{range}`: pip would install the newest"
+            )),
+            None => None,
+        };
+        if let Some(msg) = problem {
+            diags.push(
+                file.at(reqs.span(), msg)
+                    .with_help("pin a CMake inside the range (`cmake==3.31.4`); CMake 4 refuses projects declaring `cmake_minimum_required` below 3.5"),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_ranges() {
+        let r = VersionReq::parse(">=3.25.2, <4").unwrap();
+        assert!(r.matches("3.25.2") && r.matches("3.31.4") && r.matches("3.28.3"));
+        assert!(!r.matches("3.25.1") && !r.matches("4.0.0") && !r.matches("4") && !r.matches("junk"));
+        assert!(r.matches("3.30.0-rc1"));
+        assert_eq!(r.to_string(), ">=3.25.2, <4");
+        assert!(r.has_upper_bound() && !VersionReq::parse(">=3").unwrap().has_upper_bound());
+        assert!(VersionReq::parse("3.25").is_err());
+        assert!(VersionReq::parse(">=3.x").is_err());
+        let a = VersionReq::parse(">=3.16, <4").unwrap();
+        let b = VersionReq::parse(">=3.25.2").unwrap();
+        assert_eq!(VersionReq::all_of([&a, &b]).unwrap().to_string(), ">=3.25.2, <4");
+        assert!(VersionReq::all_of([]).is_none());
+    }
+
+    #[test]
+    fn package_names() {
+        assert!(
+            is_debian_package("g++")
+                && is_debian_package("libmsgpack-cxx-dev")
+                && is_debian_package("nlohmann-json3-dev")
+        );
+        assert!(
+            !is_debian_package("Libfoo")
+                && !is_debian_package("a")
+                && !is_debian_package("-x")
+                && !is_debian_package("a b")
+        );
+        assert_eq!(PackageNeed(vec!["a1".into(), "b2".into()]).to_string(), "a1 | b2");
+    }
+
+    fn load(recipe: &str) -> Result<crate::recipe::Stack, String> {
+        let files = std::collections::BTreeMap::from([
+            (
+                "recipes/t/stack.toml".to_string(),
+                b"[stack]\nname = \"t\"\nrocm-version = \"6.2.4\"\nsummary = \"t\"\ndefault-targets = [\"gfx1010\"]\n"
+                    .to_vec(),
+            ),
+            (
+                "recipes/t/a.toml".to_string(),
+                format!(
+                    "[package]\nname = \"a\"\nversion = \"1\"\nsummary = \"a\"\n[build]\nsystem = \"cmake\"\n{recipe}"
+                )
+                .into_bytes(),
+            ),
+        ]);
+        let tree = crate::recipe::RecipeTree::from_files(crate::recipe::Origin::Embedded, files);
+        crate::recipe::load_stack(&tree, "t").map_err(|d| d.to_string())
+    }
+
+    #[test]
+    fn host_table_is_lowered_and_checked_with_positions() {
+        let s = load("requirements = [\"cmake==3.31.4\"]\n[host]\npackages = [\"libnuma-dev\", \"libmsgpack-cxx-dev | libmsgpack-dev\"]\ncommands = [\"perl\"]\npkg-config = [\"libdrm\"]\nheaders = [\"nlohmann/json.hpp\"]\ncmake = \">=3.25.2, <4\"\n").unwrap();
+        let h = &s.recipes["a"].host;
+        assert_eq!(h.packages[1].alternatives(), ["libmsgpack-cxx-dev", "libmsgpack-dev"]);
+        assert_eq!(
+            (h.commands.as_slice(), h.pkg_config.as_slice(), h.headers.as_slice()),
+            (&["perl".to_string()][..], &["libdrm".to_string()][..], &["nlohmann/json.hpp".to_string()][..])
+        );
+        assert_eq!(h.cmake.as_ref().unwrap().to_string(), ">=3.25.2, <4");
+        // [host] is not in the cache key's canonical content.
+        let plain = load("requirements = [\"cmake==3.31.4\"]\n").unwrap();
+        assert_eq!(s.recipes["a"].canonical, plain.recipes["a"].canonical);
+
+        let e = load("[host]\npackages = [\"libNuma\", \"g++\", \"g++\"]\ncommands = [\"/usr/bin/perl\"]\nheaders = [\"../x.h\"]\ncmake = \"3.25\"\n").unwrap_err();
+        for want in [
+            "`libNuma` is not a Debian package name",
+            "--> <embedded>/recipes/t/a.toml:8:13",
+            "package `g++` is listed twice",
+            "`/usr/bin/perl` is not valid in `[host] commands`",
+            "`../x.h` is not valid in `[host] headers`",
+            "`cmake = \"3.25\"`: `3.25` is not a version clause",
+        ] {
+            assert!(e.contains(want), "{want}\n{e}");
+        }
+        let e = load("requirements = [\"cmake==4.0.2\"]\n[host]\ncmake = \">=3.16, <4\"\n").unwrap_err();
+        assert!(e.contains("requirement `cmake==4.0.2` installs CMake 4.0.2, outside this recipe's `[host] cmake` range `>=3.16, <4`") && e.contains("a.toml:7:16"), "{e}");
+        let e = load("requirements = [\"cmake\"]\n[host]\ncmake = \">=3.16, <4\"\n").unwrap_err();
+        assert!(e.contains("does not pin CMake"), "{e}");
+    }
+}

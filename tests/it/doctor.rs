@@ -1,0 +1,269 @@
+//! `doctor` and `build`'s host check on fake hosts (a folder given as the host's root with
+//! `ROCMFORGE_HOST_ROOT`, its own `PATH`): an RX 5700 host with `HSA_OVERRIDE_GFX_VERSION` set, a
+//! host without the needs, a host without a GPU (and without dpkg); the stack's Python found
+//! through pyenv and through uv; no `--target` on a host with one RDNA1 card.
+
+use std::path::Path;
+
+use crate::support::host::{build_tools, real_python, real_uv, FakeHost};
+
+/// A small stack whose recipes state host needs; default target gfx1030, so a target taken
+/// from the host's card shows.
+fn tree(dir: &Path) -> std::path::PathBuf {
+    let t = dir.join("tree");
+    let r = t.join("recipes/hosty");
+    std::fs::create_dir_all(&r).unwrap();
+    std::fs::create_dir_all(t.join("patches")).unwrap();
+    std::fs::write(
+        r.join("stack.toml"),
+        "[stack]\nname = \"hosty\"\nrocm-version = \"6.2.4\"\nsummary = \"host needs\"\ndefault-targets = [\"gfx1030\"]\ndefault = true\npython = \"3.11\"\ndisk-gb = 1\n",
+    )
+    .unwrap();
+    std::fs::write(
+        r.join("runtime.toml"),
+        "[package]\nname = \"runtime\"\nversion = \"1\"\nsummary = \"r\"\n[build]\nsystem = \"cmake\"\nmemory-per-job-gb = 4\n[targets]\ngpu = false\n\
+         [host]\npackages = [\"g++\", \"libnuma-dev\", \"libmsgpack-cxx-dev | libmsgpack-dev\"]\ncommands = [\"perl\"]\npkg-config = [\"libdrm\"]\nheaders = [\"numa.h\"]\ncmake = \">=3.16, <4\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        r.join("kernels.toml"),
+        "[package]\nname = \"kernels\"\nversion = \"1\"\nsummary = \"k\"\n[dependencies]\nbuild = [\"runtime\"]\n[build]\nsystem = \"cmake\"\nargs = [\"-DGPU_TARGETS={targets}\"]\n\
+         [host]\npackages = [\"libpng-dev\"]\ncmake = \">=3.25.2, <4\"\n",
+    )
+    .unwrap();
+    t
+}
+
+/// Every need of the stack met, files and packages included.
+fn provide_needs(h: &FakeHost) {
+    h.dpkg(&["g++", "libnuma-dev", "libmsgpack-cxx-dev", "libpng-dev", "cmake", "ninja-build"])
+        .file("/usr/include/numa.h", "")
+        .file("/usr/lib/x86_64-linux-gnu/pkgconfig/libdrm.pc", "");
+}
+
+/// The text users read, with the host's paths and the machine's real free disk scrubbed.
+fn scrubbed(h: &FakeHost, home: &Path, out: &std::process::Output) -> String {
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = h.scrub(&text).replace(&home.display().to_string(), "[HOME]");
+    text.lines()
+        .map(|l| if l.starts_with("disk ") || l.contains(" free at [HOME]") { "[disk line]" } else { l })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn rx5700_with_override() -> FakeHost {
+    let h = FakeHost::new();
+    h.os("PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nNAME=\"Debian GNU/Linux\"\nVERSION_ID=\"12\"\nID=debian\n")
+        .meminfo(16, 12)
+        .users(true, false)
+        .kfd_node(0, "cpu_cores_count 8\nsimd_count 0\ngfx_target_version 0\nvendor_id 0\ndevice_id 0\n")
+        .kfd_node(1, "cpu_cores_count 0\nsimd_count 80\ngfx_target_version 100100\nvendor_id 4098\ndevice_id 29471\n");
+    build_tools(&h);
+    provide_needs(&h);
+    h
+}
+
+#[test]
+fn doctor_on_an_rx5700_host_with_the_override_set() {
+    let home = tempfile::tempdir().unwrap();
+    let h = rx5700_with_override();
+    let t = tree(home.path());
+    let out = h
+        .rocmforge(home.path())
+        .args(["--recipes", t.to_str().unwrap(), "doctor", "-j", "4"])
+        .env("HSA_OVERRIDE_GFX_VERSION", "10.3.0")
+        .output()
+        .unwrap();
+    let text = scrubbed(&h, home.path(), &out);
+    assert!(out.status.success(), "{text}");
+    insta::assert_snapshot!("doctor_rx5700_override", text);
+    // The same in JSON: the card, its target, the override.
+    let out = h
+        .rocmforge(home.path())
+        .args(["--recipes", t.to_str().unwrap(), "doctor", "-j", "4", "--json"])
+        .env("HSA_OVERRIDE_GFX_VERSION", "10.3.0")
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["gpus"][0]["gfx"], "gfx1010");
+    assert_eq!(v["gpus"][0]["pci_id"], "1002:731f");
+    assert_eq!(v["targets"], serde_json::json!(["gfx1010"]));
+    assert_eq!(v["hsa_override"], "10.3.0");
+    assert_eq!(v["memory"]["jobs_that_fit"], 3);
+}
+
+#[test]
+fn doctor_on_a_host_without_the_needs_and_build_lists_them_all_before_anything() {
+    let home = tempfile::tempdir().unwrap();
+    let h = FakeHost::new();
+    h.os("PRETTY_NAME=\"Ubuntu 24.04.1 LTS\"\nNAME=\"Ubuntu\"\nVERSION_ID=\"24.04\"\nID=ubuntu\nID_LIKE=debian\n")
+        .meminfo(8, 6)
+        .users(true, true)
+        .dpkg(&["cmake"])
+        .tool("cc", "cc (Ubuntu 13.2.0-23ubuntu4) 13.2.0")
+        .tool("c++", "c++ (Ubuntu 13.2.0-23ubuntu4) 13.2.0")
+        .tool("cmake", "cmake version 4.0.2")
+        .tool("python3", "Python 3.12.3");
+    let t = tree(home.path());
+    let doctor = |extra: &[&str]| {
+        h.rocmforge(home.path())
+            .args(["--recipes", t.to_str().unwrap(), "doctor", "-j", "2"])
+            .args(extra)
+            .env("PYENV_ROOT", home.path().join("no-pyenv"))
+            .output()
+            .unwrap()
+    };
+    let out = doctor(&[]);
+    let text = scrubbed(&h, home.path(), &out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    insta::assert_snapshot!("doctor_without_needs", text);
+    // Only the closure asked for: kernels' own needs and runtime's (its dependency).
+    let out = doctor(&["runtime"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("host needs of 1 recipe(s)") && !text.contains("libpng-dev"), "{text}");
+
+    // build: every missing need at once, with the install command, before anything is fetched.
+    let out = h
+        .rocmforge(home.path())
+        .args(["--recipes", t.to_str().unwrap(), "build", "kernels", "--target", "gfx1010"])
+        .env("PYENV_ROOT", home.path().join("no-pyenv"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    for want in [
+        "this host lacks what the recipes to build need; nothing was fetched or built",
+        "package g++ (for runtime)",
+        "package libmsgpack-cxx-dev | libmsgpack-dev (for runtime)",
+        "package libpng-dev (for kernels)",
+        "command ninja (for kernels, runtime)",
+        "command perl (for runtime)",
+        "CMake >=3.25.2, <4: found 4.0.2 at",
+        "header numa.h (for runtime)",
+        "pkg-config libdrm (for runtime)",
+        "Python 3.11 (for stack hosty)",
+        "apt-get satisfy -y g++ \"libmsgpack-cxx-dev | libmsgpack-dev\" libnuma-dev libpng-dev ninja-build perl",
+        "python3 -m pip install --user uv && uv python install 3.11",
+        "uv tool install \"cmake>=3.25.2,<4\"",
+    ] {
+        assert!(err.contains(want), "missing `{want}` in:\n{err}");
+    }
+    assert!(!home.path().join("cache/rocmforge/work/runtime").exists(), "nothing may be prepared");
+}
+
+#[test]
+fn doctor_on_a_host_without_a_gpu_or_dpkg() {
+    let home = tempfile::tempdir().unwrap();
+    let h = FakeHost::new();
+    h.os("NAME=\"Fedora Linux\"\nVERSION_ID=41\nID=fedora\nPRETTY_NAME=\"Fedora Linux 41 (Workstation Edition)\"\n")
+        .meminfo(32, 30)
+        .users(false, false);
+    build_tools(&h);
+    h.file("/usr/include/numa.h", "").file("/usr/lib64/pkgconfig/libdrm.pc", "");
+    let t = tree(home.path());
+    let out = h.rocmforge(home.path()).args(["--recipes", t.to_str().unwrap(), "doctor", "-j", "8"]).output().unwrap();
+    let text = scrubbed(&h, home.path(), &out);
+    // Packages cannot be checked here, and nothing else is missing: not a failure.
+    assert!(out.status.success(), "{text}");
+    insta::assert_snapshot!("doctor_no_gpu_no_dpkg", text);
+}
+
+#[test]
+fn without_target_a_host_with_one_rdna1_card_builds_for_it() {
+    let home = tempfile::tempdir().unwrap();
+    let t = tree(home.path());
+    // An RX 5500 seen on PCI only (no KFD node): gfx1012.
+    let h = FakeHost::new();
+    h.os("ID=debian\nVERSION_ID=12\n").pci("0000:03:00.0", "0x1002", "0x7340", "0x030000").pci(
+        "0000:00:02.0",
+        "0x8086",
+        "0x3e92",
+        "0x030000",
+    );
+    build_tools(&h);
+    let out = h
+        .rocmforge(home.path())
+        .args(["--recipes", t.to_str().unwrap(), "plan", "kernels", "--json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("note: no --target given: building for gfx1012, from the GPU this host has, gfx1012 (Navi 14 (RX 5500)): PCI 0000:03:00.0"), "{err}");
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kernels = plan["recipes"].as_array().unwrap().iter().find(|e| e["name"] == "kernels").unwrap().clone();
+    assert!(kernels.to_string().contains("gfx1012") && !kernels.to_string().contains("gfx1030"), "{kernels}");
+    // --target wins, and a host without an RDNA1 card keeps the stack's default (no note).
+    let out = h
+        .rocmforge(home.path())
+        .args(["--recipes", t.to_str().unwrap(), "plan", "kernels", "--target", "gfx1010"])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("note:"));
+    let bare = FakeHost::new();
+    build_tools(&bare);
+    let out = bare
+        .rocmforge(home.path())
+        .args(["--recipes", t.to_str().unwrap(), "plan", "kernels", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("gfx1030"));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("note:"));
+}
+
+#[test]
+fn stack_python_is_found_through_pyenv_and_through_uv() {
+    let home = tempfile::tempdir().unwrap();
+    let t = tree(home.path());
+    let python = real_python("3.11");
+    let python_json = |h: &FakeHost, envs: &[(&str, &Path)]| {
+        let mut c = h.rocmforge(home.path());
+        c.args(["--recipes", t.to_str().unwrap(), "doctor", "--json"]);
+        for (k, v) in envs {
+            c.env(k, v);
+        }
+        let out = c.output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["check"]["needs"].as_array().unwrap().iter().find(|n| n["kind"] == "python").unwrap().clone()
+    };
+
+    // pyenv: $PYENV_ROOT/versions/3.11.x/bin/python3.11, nothing on PATH; the newest 3.11 wins.
+    let h = FakeHost::new();
+    let pyenv = h.dir.path().join("pyenv");
+    for v in ["3.11.4", "3.11.10", "3.12.1"] {
+        let bin = pyenv.join(format!("versions/{v}/bin"));
+        std::fs::create_dir_all(&bin).unwrap();
+        std::os::unix::fs::symlink(&python, bin.join(format!("python{}", &v[..4]))).unwrap();
+    }
+    let need = python_json(&h, &[("PYENV_ROOT", &pyenv)]);
+    assert_eq!(need["state"], "ok", "{need}");
+    let found = pyenv.join("versions/3.11.10/bin/python3.11");
+    assert_eq!(need["found"], format!("{} (pyenv)", found.display()));
+    // It is a real interpreter.
+    let out = std::process::Command::new(&found).arg("--version").output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("Python 3.11"));
+
+    // uv: a uv-managed install (`uv python install` lays them out so), found by `uv python find`.
+    let h = FakeHost::new();
+    h.link("uv", &real_uv());
+    let managed = h.dir.path().join("uv-python");
+    let bin = managed.join("cpython-3.11.9-linux-x86_64-gnu/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(&python, bin.join("python3.11")).unwrap();
+    let need = python_json(&h, &[("PYENV_ROOT", &h.dir.path().join("none")), ("UV_PYTHON_INSTALL_DIR", &managed)]);
+    assert_eq!(need["state"], "ok", "{need}");
+    assert_eq!(need["found"], format!("{} (uv)", bin.join("python3.11").display()));
+
+    // Neither: missing, with the one command that gets it (uv is on PATH here).
+    let empty = h.dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = h
+        .rocmforge(home.path())
+        .args(["--recipes", t.to_str().unwrap(), "doctor"])
+        .env("PYENV_ROOT", h.dir.path().join("none"))
+        .env("UV_PYTHON_INSTALL_DIR", &empty)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("MISSING python     3.11") && text.contains("\n  uv python install 3.11\n"), "{text}");
+}

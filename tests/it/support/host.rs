@@ -1,0 +1,139 @@
+//! Fake hosts for `doctor` and `build`'s host checks: a folder laid out like a machine's `/`
+//! (os-release, dpkg status, KFD topology, PCI devices, /proc/meminfo, /etc/passwd and group,
+//! headers, pkg-config files), given to rocmforge with `ROCMFORGE_HOST_ROOT`, and a `bin/` of
+//! tools that answer `--version` like the real ones, used as the whole `PATH`.
+
+use std::path::{Path, PathBuf};
+
+pub struct FakeHost {
+    pub dir: tempfile::TempDir,
+}
+
+impl FakeHost {
+    pub fn new() -> FakeHost {
+        let h = FakeHost { dir: tempfile::tempdir().unwrap() };
+        std::fs::create_dir_all(h.bin()).unwrap();
+        h
+    }
+
+    pub fn root(&self) -> PathBuf {
+        self.dir.path().join("root")
+    }
+
+    /// The `PATH` of this host (only what was put there).
+    pub fn bin(&self) -> PathBuf {
+        self.dir.path().join("bin")
+    }
+
+    pub fn file(&self, abs: &str, text: &str) -> &FakeHost {
+        let p = self.root().join(abs.trim_start_matches('/'));
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+        self
+    }
+
+    pub fn os(&self, text: &str) -> &FakeHost {
+        self.file("/etc/os-release", text)
+    }
+
+    /// dpkg's status with these packages installed.
+    pub fn dpkg(&self, packages: &[&str]) -> &FakeHost {
+        let text: String =
+            packages.iter().map(|p| format!("Package: {p}\nStatus: install ok installed\nVersion: 1.0\n\n")).collect();
+        self.file("/var/lib/dpkg/status", &text)
+    }
+
+    pub fn meminfo(&self, total_gb: u64, available_gb: u64) -> &FakeHost {
+        self.file(
+            "/proc/meminfo",
+            &format!("MemTotal: {} kB\nMemFree: 1000 kB\nMemAvailable: {} kB\n", total_gb << 20, available_gb << 20),
+        )
+    }
+
+    /// KFD node `n` with these properties (`gfx_target_version 100100`...).
+    pub fn kfd_node(&self, n: u32, props: &str) -> &FakeHost {
+        self.file(&format!("/sys/class/kfd/kfd/topology/nodes/{n}/properties"), props)
+    }
+
+    pub fn pci(&self, slot: &str, vendor: &str, device: &str, class: &str) -> &FakeHost {
+        let d = format!("/sys/bus/pci/devices/{slot}");
+        self.file(&format!("{d}/vendor"), &format!("{vendor}\n"));
+        self.file(&format!("{d}/device"), &format!("{device}\n"));
+        self.file(&format!("{d}/class"), &format!("{class}\n"))
+    }
+
+    /// User alice (uid 1000) and the groups, `render` with alice in it when `in_render`.
+    pub fn users(&self, in_render: bool, in_video: bool) -> &FakeHost {
+        self.file("/etc/passwd", "root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000:Alice:/home/alice:/bin/bash\n");
+        self.file(
+            "/etc/group",
+            &format!(
+                "root:x:0:\nvideo:x:44:{}\nrender:x:105:{}\nalice:x:1000:\n",
+                if in_video { "alice" } else { "" },
+                if in_render { "bob,alice" } else { "bob" }
+            ),
+        )
+    }
+
+    /// A tool on this host's PATH printing `version` for `--version`.
+    pub fn tool(&self, name: &str, version: &str) -> &FakeHost {
+        let p = self.bin().join(name);
+        std::fs::write(&p, format!("#!/bin/sh\necho '{version}'\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        self
+    }
+
+    /// A real executable of the machine running the tests, linked into this host's PATH.
+    pub fn link(&self, name: &str, real: &Path) -> &FakeHost {
+        std::os::unix::fs::symlink(real, self.bin().join(name)).unwrap();
+        self
+    }
+
+    /// `rocmforge` (clean environment, dirs in `home`) on this host.
+    pub fn rocmforge(&self, home: &Path) -> assert_cmd::Command {
+        let mut c = super::rocmforge(home);
+        c.env("PATH", self.bin()).env("ROCMFORGE_HOST_ROOT", self.root()).env("USER", "alice");
+        c
+    }
+
+    /// Replaces this host's paths in `text` with `[HOST]`.
+    pub fn scrub(&self, text: &str) -> String {
+        text.replace(&self.dir.path().display().to_string(), "[HOST]")
+    }
+}
+
+/// The usual tools of a build host (CMake as Ubuntu 24.04 has it).
+pub fn build_tools(h: &FakeHost) {
+    h.tool("cc", "cc (Debian 12.2.0-14) 12.2.0")
+        .tool("c++", "c++ (Debian 12.2.0-14) 12.2.0")
+        .tool("cmake", "cmake version 3.28.3")
+        .tool("ninja", "1.11.1")
+        .tool("git", "git version 2.39.5")
+        .tool("perl", "This is perl 5, version 36, subversion 0 (v5.36.0)")
+        .tool("python3", "Python 3.11.2")
+        .tool("python3.11", "Python 3.11.2");
+}
+
+/// The real executable `cmd` resolves to on the test machine (`python3.11`: its
+/// `sys.executable`), failing loudly when there is none.
+pub fn real_python(version: &str) -> PathBuf {
+    let out = std::process::Command::new(format!("python{version}"))
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .unwrap_or_else(|e| panic!("python{version} is needed for this test (ci/setup.sh): {e}"));
+    assert!(out.status.success(), "python{version} failed: {}", String::from_utf8_lossy(&out.stderr));
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// The real uv binary (from the `uv` package on PyPI, which ci/setup.sh installs).
+pub fn real_uv() -> PathBuf {
+    let out =
+        std::process::Command::new("python3").args(["-c", "import uv; print(uv.find_uv_bin())"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "uv (PyPI) is needed for this test (ci/setup.sh): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
