@@ -16,4 +16,5 @@ mod realstack;
 mod report;
 mod schedule;
 mod sources;
+mod undeclared;
 mod wheels;
