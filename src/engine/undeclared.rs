@@ -30,9 +30,10 @@
 //!      (the deploy manifests, `<prefix>/.rocmforge/manifests/`, say who installed each file):
 //!      `find_library`, `find_path`, `pkg_check_modules` results, a `-D` argument.
 //!
-//!   Which recipe provides a package: its `[external] cmake-package` (known before it is ever
-//!   built, which is what makes "not found" attributable), and every `<Name>Config.cmake` /
-//!   `<name>-config.cmake` the manifests list. Artifacts and keys do not change.
+//!   Which recipe provides a package: its `[package] cmake-packages` and `[external]
+//!   cmake-package` (known before it is ever built, which is what makes "not found"
+//!   attributable), and every `<Name>Config.cmake` / `<name>-config.cmake` the manifests list.
+//!   Artifacts and keys do not change.
 //!
 //! The fix is the edge (`[dependencies] build`), or keeping the build from looking: the
 //! project's option, or CMake's own `-DCMAKE_DISABLE_FIND_PACKAGE_<Pkg>=ON`, which makes
@@ -40,7 +41,7 @@
 //!
 //! Not checked (so still possible): a package of the stack whose name no recipe declares and
 //! whose provider has not been deployed yet (not found, and nothing says whose it would be:
-//! declare `[external] cmake-package`); a `find_library`/`find_path` that found nothing (the
+//! declare `[package] cmake-packages`); a `find_library`/`find_path` that found nothing (the
 //! cache does not say what it looked for); tools run by name from `PATH` (`{prefix}/bin`) and
 //! headers or libraries reached by a literal path (`-I{prefix}/include`, a setup.py reading
 //! `ROCM_PATH`) without a cache entry; files of recipes that are not in the stack.
@@ -195,7 +196,8 @@ impl<'s> Provided<'s> {
     fn of(stack: &'s Stack, manifests: &'s [Manifest]) -> Provided<'s> {
         let mut packages: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
         for r in stack.recipes.values() {
-            if let Some(p) = r.external.as_ref().and_then(|e| e.cmake_package.as_deref()) {
+            let external = r.external.as_ref().and_then(|e| e.cmake_package.as_ref());
+            for p in r.cmake_packages.iter().chain(external) {
                 packages.entry(p.to_lowercase()).or_default().insert(&r.name);
             }
         }
@@ -329,10 +331,11 @@ mod tests {
             } else {
                 format!("[external]\ncmake-package = \"{package}\"\nfiles = []\n")
             };
+            let packages = if name == "tool" { "cmake-packages = [\"Tool\", \"ToolExtra\"]\n" } else { "" };
             (
                 format!("recipes/t/{name}.toml"),
                 format!(
-                    "[package]\nname = \"{name}\"\nversion = \"1\"\nsummary = \"s\"\n[dependencies]\nbuild = [{deps}]\n[build]\nsystem = \"cmake\"\n[targets]\ngpu = false\n{external}"
+                    "[package]\nname = \"{name}\"\nversion = \"1\"\nsummary = \"s\"\n{packages}[dependencies]\nbuild = [{deps}]\n[build]\nsystem = \"cmake\"\n[targets]\ngpu = false\n{external}"
                 )
                 .into_bytes(),
             )
@@ -428,14 +431,22 @@ mod tests {
     #[test]
     fn a_path_into_the_prefix_is_traced_to_the_recipe_that_installed_it() {
         let s = stack();
-        let ms = [manifest("tool", &["lib/libtool.so", "lib/cmake/Tool/ToolConfig.cmake", "include/tool/tool.h"])];
-        let text = format!("{HEAD}TOOL_LIB:FILEPATH=/p/lib/libtool.so\nTOOL_INC:PATH=/p/include/tool\nTool_DIR:PATH=/p/lib/cmake/Tool\nOTHER:FILEPATH=/p/lib/libother.so\n");
+        let ms = [manifest("tool", &["lib/libtool.so", "lib/cmake/Gadget/GadgetConfig.cmake", "include/tool/tool.h"])];
+        let text = format!("{HEAD}TOOL_LIB:FILEPATH=/p/lib/libtool.so\nTOOL_INC:PATH=/p/include/tool\nGadget_DIR:PATH=/p/lib/cmake/Gadget\nOTHER:FILEPATH=/p/lib/libother.so\n");
         let f = findings(&text, "rocblas", &s, "/p".as_ref(), &ms);
         let got: Vec<(&str, Option<&str>)> = f.iter().map(|f| (f.entry.as_str(), f.package.as_deref())).collect();
-        // Tool is known by its config file once tool is deployed; a file nobody installed is
-        // nobody's.
-        assert_eq!(got, [("TOOL_LIB", None), ("TOOL_INC", None), ("Tool_DIR", Some("Tool"))]);
+        // Gadget, which no recipe declares, is known by its config file once tool is deployed;
+        // a file nobody installed is nobody's.
+        assert_eq!(got, [("TOOL_LIB", None), ("TOOL_INC", None), ("Gadget_DIR", Some("Gadget"))]);
         assert!(f.iter().all(|f| f.providers == ["tool"]));
+        // Before it is deployed, only the names it declares are known.
+        let text = format!("{HEAD}Gadget_DIR:PATH=Gadget_DIR-NOTFOUND\ntoolextra_DIR:PATH=toolextra_DIR-NOTFOUND\n");
+        let f = findings(&text, "rocblas", &s, "/p".as_ref(), &[]);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(
+            (f[0].entry.as_str(), &f[0].found, f[0].providers.as_slice()),
+            ("toolextra_DIR", &Found::NotFound, &["tool".to_string()][..])
+        );
     }
 
     #[test]

@@ -97,6 +97,7 @@ pub(super) fn lower_recipe<'a>(
         build,
         targets,
         external: raw.external.map(|e| ExternalSpec { cmake_package: e.cmake_package, files: e.files }),
+        cmake_packages: raw.package.cmake_packages,
         canonical: canonical(file.text),
     };
     Lowered { recipe, name_span: raw.package.name.span(), deps, file }

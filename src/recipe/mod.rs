@@ -85,6 +85,9 @@ pub struct Recipe {
     pub build: BuildSpec,
     pub targets: TargetPolicy,
     pub external: Option<ExternalSpec>,
+    /// CMake packages it installs (`[package] cmake-packages`), known before it is built: a
+    /// build looking for one without depending on this recipe fails (`engine::undeclared`).
+    pub cmake_packages: Vec<String>,
     /// The recipe's parsed content, serialised canonically (keys sorted): the cache key's input,
     /// immune to comments, whitespace and key order.
     #[serde(skip)]

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use crate::support::archive::{gz, tar_of};
 use crate::support::{rocmforge, tree_bytes};
 
-/// `y` installs a real CMake package `Y` (`lib/cmake/Y/YConfig.cmake`). Every `x*` recipe
+/// `y` installs a real CMake package `Y` (`lib/cmake/Y/YConfig.cmake`) and says so
+/// (`[package] cmake-packages`). Every `x*` recipe
 /// builds one project that runs `find_package(Y ${Y_MODE})` and installs which Y it saw:
 /// `x` QUIET and `xr` REQUIRED without depending on `y`; `xd` QUIET depending on `y`; `xo`
 /// QUIET without the edge but with `-DCMAKE_DISABLE_FIND_PACKAGE_Y=ON`.
@@ -77,14 +78,13 @@ impl Stack {
         recipe("xr", &x, "", "\"-DY_MODE=REQUIRED\", \"-DOUT=xr\"", "");
         recipe("xd", &x, "\"y\"", "\"-DY_MODE=QUIET\", \"-DOUT=xd\"", "");
         recipe("xo", &x, "", "\"-DY_MODE=QUIET\", \"-DOUT=xo\", \"-DCMAKE_DISABLE_FIND_PACKAGE_Y=ON\"", "");
-        // The installed-ROCm spec names a file an old copy of Y lacks: y is built, not external.
-        recipe(
-            "y",
-            &y,
-            "",
-            "",
-            "\n[external]\ncmake-package = \"Y\"\nfiles = [\"lib/cmake/Y/YConfig.cmake\", \"share/y/y.txt\"]\n",
-        );
+        // y says it installs CMake package Y, so a search for Y is known to be y's even before y
+        // is built. Its installed-ROCm spec names a file an old copy of Y lacks: y is built.
+        recipe("y", &y, "", "", "\n[external]\nfiles = [\"lib/cmake/Y/YConfig.cmake\", \"share/y/y.txt\"]\n");
+        let y_toml = recipes.join("y.toml");
+        let text = std::fs::read_to_string(&y_toml).unwrap();
+        std::fs::write(&y_toml, text.replacen("summary = \"s\"\n", "summary = \"s\"\ncmake-packages = [\"Y\"]\n", 1))
+            .unwrap();
         Stack { dir }
     }
 
