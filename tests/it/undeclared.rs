@@ -1,8 +1,8 @@
 //! A result never depends on timing: recipes whose CMake looks for a package another recipe of
 //! the stack installs, built in both forced orders (`ROCMFORGE_SCHEDULE=name` starts `x*`
-//! before `y`, `reverse-name` starts `y` first) with real cmake/ninja. Undeclared: the same
-//! failure naming the missing edge in both orders; declared, or kept from looking: the same
-//! artifacts, byte for byte.
+//! before `y`, `reverse-name` starts `y` first) with real cmake/ninja, in cmake recipes and in
+//! a script recipe running CMake itself. Undeclared: the same failure naming the missing edge in
+//! both orders; declared, or kept from looking: the same artifacts, byte for byte.
 
 use std::path::{Path, PathBuf};
 
@@ -10,10 +10,10 @@ use crate::support::archive::{gz, tar_of};
 use crate::support::{rocmforge, tree_bytes};
 
 /// `y` installs a real CMake package `Y` (`lib/cmake/Y/YConfig.cmake`) and says so
-/// (`[package] cmake-packages`). Every `x*` recipe
-/// builds one project that runs `find_package(Y ${Y_MODE})` and installs which Y it saw:
-/// `x` QUIET and `xr` REQUIRED without depending on `y`; `xd` QUIET depending on `y`; `xo`
-/// QUIET without the edge but with `-DCMAKE_DISABLE_FIND_PACKAGE_Y=ON`.
+/// (`[package] cmake-packages`). Every `x*` recipe builds one project that runs
+/// `find_package(Y ${Y_MODE})` and installs which Y it saw: `x` QUIET and `xr` REQUIRED without
+/// depending on `y`; `xd` QUIET depending on `y`; `xo` QUIET without the edge but with
+/// `-DCMAKE_DISABLE_FIND_PACKAGE_Y=ON`; `xs`, a script recipe, QUIET from its own steps.
 struct Stack {
     dir: tempfile::TempDir,
 }
@@ -78,6 +78,16 @@ impl Stack {
         recipe("xr", &x, "", "\"-DY_MODE=REQUIRED\", \"-DOUT=xr\"", "");
         recipe("xd", &x, "\"y\"", "\"-DY_MODE=QUIET\", \"-DOUT=xd\"", "");
         recipe("xo", &x, "", "\"-DY_MODE=QUIET\", \"-DOUT=xo\", \"-DCMAKE_DISABLE_FIND_PACKAGE_Y=ON\"", "");
+        // A script recipe whose steps run CMake (as PyTorch's setup.py does): its cache is
+        // checked after the steps.
+        std::fs::write(
+            recipes.join("xs.toml"),
+            format!(
+                "[package]\nname = \"xs\"\nversion = \"1.0\"\nsummary = \"s\"\n\n[source]\nurl = \"{}\"\nsha256 = \"{}\"\n\n[build]\nsystem = \"script\"\nsteps = [\"cmake -G Ninja -S {{src}} -B {{build}}/cmake -DY_MODE=QUIET -DOUT=xs\", \"cmake --build {{build}}/cmake\", \"cmake --install {{build}}/cmake --prefix {{stage}}\"]\n\n[targets]\ngpu = false\n",
+                x.0, x.1
+            ),
+        )
+        .unwrap();
         // y says it installs CMake package Y, so a search for Y is known to be y's even before y
         // is built. Its installed-ROCm spec names a file an old copy of Y lacks: y is built.
         recipe("y", &y, "", "", "\n[external]\nfiles = [\"lib/cmake/Y/YConfig.cmake\", \"share/y/y.txt\"]\n");
@@ -130,7 +140,7 @@ fn failure(stderr: &str, what: &str) -> String {
 #[test]
 fn an_undeclared_package_fails_the_same_in_both_orders_and_declared_ones_build_the_same_bytes() {
     let s = Stack::new();
-    let all = ["x", "xd", "xo", "xr", "y"];
+    let all = ["x", "xd", "xo", "xr", "xs", "y"];
     let mut results = Vec::new();
     for order in ["name", "reverse-name"] {
         let (code, err) = s.build(order, &all, &[]);
@@ -141,11 +151,11 @@ fn an_undeclared_package_fails_the_same_in_both_orders_and_declared_ones_build_t
             err.contains(&format!("  - CMake package `Y`, which recipe `y` installs ({how}; CMakeCache.txt: Y_DIR=")),
             "{order}:\n{err}"
         );
-        let report = failure(&err, "2 recipe(s) failed: x, xr");
-        for r in ["x", "xr"] {
+        let report = failure(&err, "3 recipe(s) failed: x, xr, xs");
+        for (r, cache) in [("x", "x/build"), ("xr", "xr/build"), ("xs", "xs/build/cmake")] {
             assert!(
                 report.contains(&format!(
-                    "{r}: its build looks for what other recipes of the stack install without depending on them: whether it finds them would depend on which recipe happened to finish first, and so would what it builds:\n  - CMake package `Y`, which recipe `y` installs\nfix: add \"y\" to [dependencies] build in recipes/undeclared/{r}.toml; or, if {r} must do without: turn off the option that looks for it, or add \"-DCMAKE_DISABLE_FIND_PACKAGE_Y=ON\" to its [build] args\n(read from `[HOME]/cache/rocmforge/work/undeclared/{r}/build/CMakeCache.txt`)"
+                    "{r}: its build looks for what other recipes of the stack install without depending on them: whether it finds them would depend on which recipe happened to finish first, and so would what it builds:\n  - CMake package `Y`, which recipe `y` installs\nfix: add \"y\" to [dependencies] build in recipes/undeclared/{r}.toml; or, if {r} must do without: turn off the option that looks for it, or add \"-DCMAKE_DISABLE_FIND_PACKAGE_Y=ON\" to its [build] args\n(read from `[HOME]/cache/rocmforge/work/undeclared/{cache}/CMakeCache.txt`)"
                 )),
                 "{order}:\n{report}"
             );
