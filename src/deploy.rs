@@ -116,6 +116,19 @@ impl Prefix {
         serde_json::from_slice(&fs::read(self.manifest_path(recipe)).ok()?).ok()
     }
 
+    /// Every recipe's manifest in the prefix (complete or not: a deploy under way lists its
+    /// files before it lays them), by recipe name.
+    pub fn manifests(&self) -> Vec<Manifest> {
+        let Ok(dir) = fs::read_dir(self.root.join(".rocmforge/manifests")) else { return Vec::new() };
+        let mut all: Vec<Manifest> = dir
+            .filter_map(Result::ok)
+            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+            .filter_map(|e| serde_json::from_slice(&fs::read(e.path()).ok()?).ok())
+            .collect();
+        all.sort_by(|a, b| a.recipe.cmp(&b.recipe));
+        all
+    }
+
     fn write_manifest(&self, m: &Manifest) -> Result<(), DeployError> {
         let p = self.manifest_path(&m.recipe);
         fsutil::write_atomic(&p, &serde_json::to_vec_pretty(m).expect("serialises")).map_err(|source| DeployError::Io {

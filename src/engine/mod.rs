@@ -1,7 +1,8 @@
 //! The build engine: carries out a plan. Each recipe starts once its dependencies are done
 //! (`schedule`), then reuses its cached artifact or builds it (`recipe_build`: source, steps,
-//! store, deploy); its wheels go to the local index (`outputs`). Everything it does was decided by
-//! the plan: the engine computes no keys and no statuses.
+//! store, deploy); its wheels go to the local index (`outputs`). A build that finds what a recipe
+//! it does not depend on installed fails (`undeclared`), so no result depends on timing.
+//! Everything it does was decided by the plan: the engine computes no keys and no statuses.
 
 pub mod budget;
 mod outputs;
@@ -11,6 +12,7 @@ mod schedule;
 pub mod reap;
 pub mod step;
 pub mod systems;
+pub mod undeclared;
 
 use std::path::{Path, PathBuf};
 
@@ -41,6 +43,8 @@ pub enum BuildError {
     Several { failed: Vec<(String, BuildError)>, not_built: Vec<String> },
     #[error(transparent)]
     Expand(#[from] systems::ExpandError),
+    #[error(transparent)]
+    Undeclared(#[from] undeclared::UndeclaredError),
     #[error(transparent)]
     Cache(#[from] crate::cache::CacheError),
     #[error(transparent)]

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::step::{self, StepError};
 use super::systems::{self, Vars};
+use super::undeclared;
 use super::{io_err, BuildError, Engine, Outcome};
 use crate::deploy::{DeployOutcome, Prefix};
 use crate::host::python::find_python;
@@ -243,6 +244,21 @@ impl Engine<'_> {
             self.progress.step_started(&r.name, &s.name, &wd.step_log(&s.name));
             let result = step::run(&r.name, i, s, wd, Some(&client));
             self.progress.step_finished(&r.name, &s.name, result.is_ok());
+            // CMake has searched by now (configure; build, which may configure again): its
+            // cache says whether it found what the recipe does not depend on. A configure that
+            // failed may have failed for want of such a package, which had not finished yet.
+            let searched = r.build.system == BuildSystem::Cmake && matches!(s.name.as_str(), "configure" | "build");
+            if searched && (result.is_ok() || s.name == "configure") {
+                if let Err(u) = self.check_undeclared(r, &wd.build().join("CMakeCache.txt"), prefix) {
+                    if let Err(StepError::Failed(f)) = &result {
+                        self.progress.warn(
+                            &r.name,
+                            &format!("step `{}` failed ({}; log: {})", f.step, f.status, f.log.display()),
+                        );
+                    }
+                    return Err(u);
+                }
+            }
             match result {
                 Ok(()) => crate::fault::point(&format!("step:{}", steps[i].name), &r.name),
                 // Killed for memory: once, with half the jobs.
@@ -272,7 +288,25 @@ impl Engine<'_> {
             wd.save(state).map_err(io_err("cannot record step in", &wd.root))?;
             i += 1;
         }
+        // A CMake run inside other systems' steps (PyTorch's setup.py) leaves its cache below
+        // the source or build dir.
+        if matches!(r.build.system, BuildSystem::PythonWheel | BuildSystem::Script) {
+            let mut caches = undeclared::caches_below(&wd.build());
+            if vars.src != wd.build() {
+                caches.extend(undeclared::caches_below(&vars.src));
+            }
+            for cache in caches {
+                self.check_undeclared(r, &cache, prefix)?;
+            }
+        }
         Ok(produced)
+    }
+
+    /// Fails when the CMake cache at `cache` shows the build using what recipes outside its
+    /// declared closure installed (see `undeclared`).
+    fn check_undeclared(&self, r: &Recipe, cache: &Path, prefix: &Prefix) -> Result<(), BuildError> {
+        undeclared::check(cache, r, self.stack, &prefix.root, &prefix.manifests())?;
+        Ok(())
     }
 
     fn vars(&self, r: &Recipe, d: &PlanEntry, wd: &WorkDir, src: PathBuf, jobs: usize) -> Result<Vars, BuildError> {

@@ -84,6 +84,9 @@ pub(super) fn run(
     let not_built: Vec<String> =
         waiting.keys().chain(ready.iter().map(|(_, j)| j)).map(|j| entries[*j].name.clone()).collect();
     done.sort_by_key(|(i, _)| *i);
+    // In plan order, not in the order they happened to fail.
+    let index_of = |n: &str| entries.iter().position(|e| e.name == n);
+    failures.sort_by_key(|(n, _)| index_of(n));
     let outcomes = done.into_iter().map(|(i, o)| (entries[i].name.clone(), o)).collect();
     match failures.len() {
         0 => Ok(outcomes),

@@ -234,6 +234,7 @@ pub(super) fn lower_recipe<'a>(
         targets,
         external: raw.external.map(|e| ExternalSpec { cmake_package: e.cmake_package, files: e.files }),
         host,
+        cmake_packages: raw.package.cmake_packages,
         canonical: canonical(file.text),
     };
     Lowered { recipe, name_span: raw.package.name.span(), deps, file }

@@ -146,6 +146,9 @@ pub struct Recipe {
     /// `[host]`: what the build needs from the machine (packages, commands, CMake versions).
     #[serde(skip_serializing_if = "HostNeeds::is_empty")]
     pub host: HostNeeds,
+    /// CMake packages it installs (`[package] cmake-packages`), known before it is built: a
+    /// build looking for one without depending on this recipe fails (`engine::undeclared`).
+    pub cmake_packages: Vec<String>,
     /// The recipe's parsed content, serialised canonically (keys sorted): the cache key's input,
     /// immune to comments, whitespace and key order.
     #[serde(skip)]

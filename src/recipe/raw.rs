@@ -75,6 +75,8 @@ pub(super) struct RawPackage {
     pub name: Spanned<String>,
     pub version: String,
     pub summary: String,
+    #[serde(default, rename = "cmake-packages")]
+    pub cmake_packages: Vec<String>,
 }
 
 #[derive(Deserialize)]

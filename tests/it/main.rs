@@ -22,6 +22,7 @@ mod realstack;
 mod report;
 mod schedule;
 mod sources;
+mod undeclared;
 mod upstream_edges;
 mod verify;
 mod wheels;
