@@ -10,8 +10,7 @@ cd "$(dirname "$0")/.."
 need_apt=()
 for cmd in hipcc:hipcc cmake:cmake ninja:ninja-build ccache:ccache nginx:nginx git:git \
            pkg-config:pkg-config roc-obj-ls:hipcc cc:build-essential chromium:chromium \
-           zsh:zsh fish:fish; do
-           pkg-config:pkg-config roc-obj-ls:hipcc cc:build-essential chromium:chromium man:man-db; do
+           zsh:zsh fish:fish man:man-db; do
   command -v "${cmd%%:*}" >/dev/null 2>&1 || need_apt+=("${cmd##*:}")
 done
 [ -f /usr/include/openssl/ssl.h ] || need_apt+=(libssl-dev)
