@@ -23,6 +23,11 @@ pub struct WorkState {
     pub key: String,
     pub steps_done: Vec<String>,
     pub stored: bool,
+    /// When the build of this key began here (Unix seconds): the build serial of the wheels it
+    /// makes (`crate::index::local_version`), kept across resumed runs so every step sees the
+    /// same version.
+    #[serde(default)]
+    pub started: u64,
 }
 
 /// A recipe's work dir: `src/` (the patched tree), `build/`, `stage/`, `steps/`, `logs/`.
@@ -111,14 +116,20 @@ impl WorkDir {
     /// Makes the dir ready for `key`: a dir built for another key is wiped (its build dir would
     /// mix old and new inputs); a dir for the same key is kept, so ninja continues where it was.
     pub fn begin(&self, key: &str) -> std::io::Result<WorkState> {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(1);
         match self.state() {
-            Some(s) if s.key == key => Ok(s),
+            Some(s) if s.key == key && s.started != 0 => Ok(s),
+            Some(mut s) if s.key == key => {
+                s.started = now;
+                self.save(&s)?;
+                Ok(s)
+            }
             _ => {
                 for d in [self.build(), self.stage(), self.steps(), self.logs()] {
                     fsutil::remove_dir_all_if_exists(&d)?;
                 }
                 fs::create_dir_all(&self.root)?;
-                let s = WorkState { key: key.to_string(), ..Default::default() };
+                let s = WorkState { key: key.to_string(), started: now, ..Default::default() };
                 self.save(&s)?;
                 Ok(s)
             }

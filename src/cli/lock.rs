@@ -1,4 +1,5 @@
-//! `rocmforge lock`: pin the tags of unlocked git recipes to commits in the stack's lock file.
+//! `rocmforge lock`: pin unpinned recipes (git tags to commits, downloads to their sha256) in the
+//! stack's lock file.
 
 use super::{CliResult, Context, Failure};
 use crate::ops::lock::{self, LockError, LockOptions};
@@ -18,7 +19,7 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     let stack = ctx.stack_unlocked(&tree)?;
     let cfg = ctx.config()?;
     let opts = LockOptions { recipes: args.recipes, update: args.update };
-    let report = lock::lock(&stack, &tree, &cfg, &opts).map_err(|e| match e {
+    let report = lock::lock(&stack, &tree, &cfg, &opts, &crate::progress::Lines::new()).map_err(|e| match e {
         LockError::Offline | LockError::UnknownRecipe(_) => Failure::usage(e),
         _ => Failure::failed(e),
     })?;
@@ -30,10 +31,14 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
         return Ok(());
     }
     for p in &report.added {
-        println!("{}: {} -> {}", p.recipe, p.tag, &p.rev[..12.min(p.rev.len())]);
+        println!("{}: {}", p.recipe, p.describe());
     }
     for p in &report.pruned {
-        println!("{}: pin of {} dropped (the recipe no longer has this unlocked url and tag)", p.recipe, p.tag);
+        println!(
+            "{}: pin {} dropped (the recipe is pinned itself now, or has another url or tag)",
+            p.recipe,
+            p.describe()
+        );
     }
     println!(
         "wrote {}: {} new, {} moved, {} unchanged, {} pruned",

@@ -178,7 +178,7 @@ impl Engine<'_> {
         // make-style tools in this recipe's steps share its slice of the budget (GNU make
         // jobserver); ninja and others get `-j`/MAX_JOBS of the same size.
         let client = jobserver::Client::new(jobs).map_err(io_err("cannot create a jobserver", Path::new("(pipe)")))?;
-        let mut vars = self.vars(r, d, wd, src, jobs)?;
+        let mut vars = self.vars(r, d, wd, src, jobs, state.started)?;
         if r.build.system == BuildSystem::PythonWheel {
             (vars.find_links, vars.install_wheels) =
                 self.dependency_wheels(r, prefix, &wd.build().join("dependency-wheels"))?;
@@ -242,7 +242,17 @@ impl Engine<'_> {
         Ok(produced)
     }
 
-    fn vars(&self, r: &Recipe, d: &PlanEntry, wd: &WorkDir, src: PathBuf, jobs: usize) -> Result<Vars, BuildError> {
+    /// `serial`: when this key's build began (the wheels' build serial, see
+    /// [`crate::index::local_version`]).
+    fn vars(
+        &self,
+        r: &Recipe,
+        d: &PlanEntry,
+        wd: &WorkDir,
+        src: PathBuf,
+        jobs: usize,
+        serial: u64,
+    ) -> Result<Vars, BuildError> {
         let host_python = match &self.stack.python {
             Some(v) => Some(
                 find_python(v)
@@ -269,6 +279,7 @@ impl Engine<'_> {
                 &r.version,
                 &self.stack.rocm_version,
                 &d.targets.targets().map(|t| t.names()).unwrap_or_default(),
+                serial,
                 d.key.as_str(),
             ),
             source_trees,

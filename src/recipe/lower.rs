@@ -9,7 +9,8 @@ use toml::Spanned;
 use super::raw::{FileText, RawBuild, RawRecipe, RawSource, RawStack, RawTargets};
 use super::tree::RecipeTree;
 use super::{
-    url_file_name, BuildSpec, BuildSystem, ExternalSpec, PatchRef, Recipe, SourceSpec, TargetPolicy, WhenUnsupported,
+    url_file_name, BuildSpec, BuildSystem, ExternalSpec, PatchRef, PinFrom, Recipe, SourceSpec, TargetPolicy,
+    WhenUnsupported,
 };
 use crate::diagnostic::Diagnostics;
 use crate::target::{GpuTarget, TargetSet};
@@ -90,13 +91,15 @@ pub(super) fn lower_recipe<'a>(
         version: raw.package.version,
         summary: raw.package.summary,
         file: rel.to_string(),
-        source,
+        source: source.clone(),
         patches,
         build_deps: raw.dependencies.build.iter().map(|d| d.get_ref().clone()).collect(),
         source_deps: source_dep_names,
         build,
         targets,
         external: raw.external.map(|e| ExternalSpec { cmake_package: e.cmake_package, files: e.files }),
+        pin_from: (!source.is_unlocked() && source.pin().is_some()).then_some(PinFrom::Recipe),
+        witness: raw.source.as_ref().and_then(|s| s.get_ref().witness.clone()),
         canonical: canonical(file.text),
     };
     Lowered { recipe, name_span: raw.package.name.span(), deps, file }
@@ -104,12 +107,15 @@ pub(super) fn lower_recipe<'a>(
 
 /// The recipe's content serialised canonically (keys sorted), immune to comments, whitespace
 /// and key order, and to `build.estimate-minutes` (a guess of how long it takes changes nothing
-/// built).
+/// built) and `source.witness` (who else states the pin changes nothing built).
 fn canonical(text: &str) -> String {
     toml::from_str::<toml::Value>(text)
         .map(|mut v| {
             if let Some(build) = v.get_mut("build").and_then(|b| b.as_table_mut()) {
                 build.remove("estimate-minutes");
+            }
+            if let Some(source) = v.get_mut("source").and_then(|b| b.as_table_mut()) {
+                source.remove("witness");
             }
             serde_json::to_string(&v).unwrap_or_default()
         })
@@ -201,22 +207,18 @@ fn lower_url(file: &FileText<'_>, url: &Spanned<String>, s: &RawSource, diags: &
             diags.push(file.at(url.span(), format!("`{field}` belongs to `git` sources, not `url`")));
         }
     }
+    // Without `sha256` the source is unpinned: the first `build` (or `lock`) downloads it and
+    // records its digest in the lock file; `--locked` refuses it.
     let sha = match &s.sha256 {
-        Some(h) if is_hex(h.get_ref(), 64) => h.get_ref().clone(),
+        Some(h) if is_hex(h.get_ref(), 64) => Some(h.get_ref().clone()),
         Some(h) => {
             diags.push(
                 file.at(h.span(), format!("`sha256` must be 64 lowercase hex characters, got `{}`", h.get_ref()))
                     .with_help("compute it with `sha256sum FILE`"),
             );
-            String::new()
+            Some("0".repeat(64))
         }
-        None => {
-            diags.push(
-                file.at(url.span(), "url source has no `sha256`")
-                    .with_help("add `sha256 = \"...\"` (`sha256sum FILE`): downloads are always verified"),
-            );
-            String::new()
-        }
+        None => None,
     };
     SourceSpec::Url {
         url: url.get_ref().clone(),

@@ -85,6 +85,11 @@ pub struct Recipe {
     pub build: BuildSpec,
     pub targets: TargetPolicy,
     pub external: Option<ExternalSpec>,
+    /// Where the source's pin (`rev` or `sha256`) comes from; `None` while it is unpinned.
+    pub pin_from: Option<PinFrom>,
+    /// `[source] witness`: who else states the pin (a packager's file, the upstream wheel...),
+    /// so a reader can confirm it. Not part of the cache key.
+    pub witness: Option<String>,
     /// The recipe's parsed content, serialised canonically (keys sorted): the cache key's input,
     /// immune to comments, whitespace and key order.
     #[serde(skip)]
@@ -102,6 +107,16 @@ impl Recipe {
     }
 }
 
+/// Where a recipe's pin comes from (`plan` shows it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum PinFrom {
+    /// The recipe file's own `rev` or `sha256`.
+    Recipe,
+    /// The stack's lock file (written by `build` or `lock`).
+    LockFile { path: String },
+}
+
 /// A 40-hex git commit id.
 pub type CommitId = String;
 
@@ -110,8 +125,9 @@ pub type CommitId = String;
 pub enum SourceSpec {
     /// A git repository pinned to a commit; `rev: None` means unlocked (tag only, not yet resolved).
     Git { url: String, tag: Option<String>, rev: Option<CommitId>, submodules: bool, subdir: Option<String> },
-    /// A tarball or file, verified by sha256.
-    Url { url: String, sha256: String, strip_components: u32, subdir: Option<String> },
+    /// A tarball or file, verified by sha256; `sha256: None` means unpinned (the first `build`
+    /// or `lock` downloads it and records its digest in the lock file).
+    Url { url: String, sha256: Option<String>, strip_components: u32, subdir: Option<String> },
     /// The checked-out tree of another recipe (one repository, several recipes).
     From { recipe: String, subdir: Option<String> },
     /// No source (a script that needs none).
@@ -119,8 +135,18 @@ pub enum SourceSpec {
 }
 
 impl SourceSpec {
+    /// A git source without `rev` or a url source without `sha256`: nothing pins its content yet.
     pub fn is_unlocked(&self) -> bool {
-        matches!(self, SourceSpec::Git { rev: None, .. })
+        matches!(self, SourceSpec::Git { rev: None, .. } | SourceSpec::Url { sha256: None, .. })
+    }
+
+    /// The pin, as `plan` shows it: `rev <40 hex>` or `sha256 <64 hex>`.
+    pub fn pin(&self) -> Option<String> {
+        match self {
+            SourceSpec::Git { rev: Some(r), .. } => Some(format!("rev {r}")),
+            SourceSpec::Url { sha256: Some(h), .. } => Some(format!("sha256 {h}")),
+            _ => None,
+        }
     }
 
     /// One line for people: `https://x.git @ rocm-6.2.4 (0123abcd...)`.
@@ -130,10 +156,11 @@ impl SourceSpec {
                 let tag = tag.as_deref().map(|t| format!(" @ {t}")).unwrap_or_default();
                 match rev {
                     Some(r) => format!("{url}{tag} ({})", &r[..12]),
-                    None => format!("{url}{tag} (unlocked: run `rocmforge lock`)"),
+                    None => format!("{url}{tag} (unpinned: `rocmforge build` pins it)"),
                 }
             }
-            SourceSpec::Url { url, sha256, .. } => format!("{url} (sha256 {})", &sha256[..12]),
+            SourceSpec::Url { url, sha256: Some(sha256), .. } => format!("{url} (sha256 {})", &sha256[..12]),
+            SourceSpec::Url { url, sha256: None, .. } => format!("{url} (unpinned: `rocmforge build` pins it)"),
             SourceSpec::From { recipe, subdir } => match subdir {
                 Some(s) => format!("tree of {recipe}, {s}/"),
                 None => format!("tree of {recipe}"),

@@ -70,6 +70,7 @@ pub(super) struct RawSource {
     pub strip_components: Option<u32>,
     pub from: Option<Spanned<String>>,
     pub subdir: Option<String>,
+    pub witness: Option<String>,
 }
 
 #[derive(Deserialize, Default)]

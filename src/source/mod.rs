@@ -35,7 +35,7 @@ pub enum SourceError {
     Archive(#[from] ArchiveError),
     #[error(transparent)]
     Patch(#[from] PatchError),
-    #[error("recipe `{recipe}` is unlocked (its git source has a tag but no `rev`): run `rocmforge lock` to pin it")]
+    #[error("recipe `{recipe}` is not pinned (a git source without `rev` or a url source without `sha256`): `rocmforge build` pins it, or run `rocmforge lock`")]
     Unlocked { recipe: String },
     #[error("recipe `{recipe}` takes its source from `{from}`: prepare `{from}` and use its tree")]
     FromOther { recipe: String, from: String },
@@ -99,7 +99,8 @@ impl SourceIdentity {
                 SourceIdentity::Git { commit: rev.clone(), submodules: Vec::new() }
             }
             SourceSpec::Git { rev: None, tag, .. } => SourceIdentity::Unlocked { tag: tag.clone().unwrap_or_default() },
-            SourceSpec::Url { sha256, .. } => SourceIdentity::Sha256 { sha256: sha256.clone() },
+            SourceSpec::Url { sha256: Some(sha256), .. } => SourceIdentity::Sha256 { sha256: sha256.clone() },
+            SourceSpec::Url { sha256: None, .. } => SourceIdentity::Unlocked { tag: String::new() },
             SourceSpec::From { recipe, .. } => SourceIdentity::From { recipe: recipe.clone() },
             SourceSpec::None => SourceIdentity::None,
         }
@@ -163,6 +164,7 @@ pub fn fetch(cfg: &Config, recipe: &Recipe, progress: &dyn Progress) -> Result<F
             (SourceIdentity::Git { commit: g.commit.clone(), submodules: subs }, FetchedKind::Git(g))
         }
         SourceSpec::Url { url, sha256, strip_components, .. } => {
+            let Some(sha256) = sha256 else { return Err(SourceError::Unlocked { recipe: recipe.name.clone() }) };
             let path = download::fetch(cfg, &recipe.name, url, sha256, progress)?;
             (
                 SourceIdentity::Sha256 { sha256: sha256.clone() },
