@@ -24,7 +24,7 @@ pub struct WorkState {
     pub steps_done: Vec<String>,
     pub stored: bool,
     /// When the build of this key began here (Unix seconds): the build serial of the wheels it
-    /// makes (`crate::index::local_version`), kept across resumed runs so every step sees the
+    /// makes (`local_version` of the index module), kept across resumed runs so every step sees the
     /// same version.
     #[serde(default)]
     pub started: u64,
