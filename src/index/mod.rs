@@ -483,17 +483,17 @@ pub fn file_url(index_dir: &Path) -> String {
 
 /// The version a wheel built by the stack carries: `base` with a PEP 440 local label that
 /// says what it was built for, when and from what, e.g.
-/// `local_version("2.6.0", "6.2.4", &["gfx1012", "gfx1010"], 1763935200, "1a2b3c4d…")` is
-/// `2.6.0+rocm6.2.4.gfx1010.gfx1012.1763935200.k1a2b3c4d`.
+/// `local_version("2.6.0", "6.2.4", &["gfx1012", "gfx1010"], 7, "1a2b3c4d…")` is
+/// `2.6.0+rocm6.2.4.gfx1010.gfx1012.7.k1a2b3c4d`.
 ///
 /// - A pin on the public version (`torch==2.6.0`) still matches (PEP 440 ignores the local
 ///   label when the specifier has none).
 /// - Targets are sorted and de-duplicated, one label segment each; characters a local label
 ///   cannot hold (`gfx90a:xnack+`) become segment breaks.
-/// - The build serial (when the build began, in Unix seconds; 0 leaves it out), a numeric
-///   segment: PEP 440 compares numeric segments of a local label as numbers, so where two
-///   builds' labels differ only from here on, pip and uv pick the newer build, not the larger
-///   hash. A `--rebuild` of the same inputs gets a new filename too.
+/// - The build serial (the recipe's count of builds begun with this state dir; 0 leaves it
+///   out), a numeric segment: PEP 440 compares numeric segments of a local label as numbers,
+///   so where two builds' labels differ only from here on, pip and uv pick the newer build, not
+///   the larger hash. A `--rebuild` of the same inputs gets a new filename too.
 /// - `k` + the first 8 hex digits of the recipe's cache key: a rebuild from other inputs gets
 ///   another filename, so the index never has to replace a published file.
 /// - A local label already on `base` is kept in front.
@@ -555,6 +555,21 @@ mod tests {
             "2.6.0+git5.rocm6.2.4.gfx90a.xnack.k1a2b3c4d"
         );
         assert_eq!(local_version("1.0", "", &[], 0, ""), "1.0");
+    }
+
+    #[test]
+    fn the_build_serial_comes_before_the_key_and_a_later_build_sorts_higher() {
+        assert_eq!(
+            local_version("2.6.0", "6.2.4", &["gfx1010"], 7, "1a2b3c4d5e"),
+            "2.6.0+rocm6.2.4.gfx1010.7.k1a2b3c4d"
+        );
+        // The serial is a numeric segment of its own, before the key: PEP 440 compares it as a
+        // number (build 10 above build 9, whatever the keys; pip and uv doing so is tested in
+        // tests/it/wheels.rs).
+        let v = local_version("2.6.0", "6.2.4", &["gfx1010"], 10, "00000000");
+        let label: Vec<&str> = v.split_once('+').unwrap().1.split('.').collect();
+        assert_eq!(label, ["rocm6", "2", "4", "gfx1010", "10", "k00000000"]);
+        assert_eq!(Version::parse(&v).unwrap().to_string(), v);
     }
 
     #[test]

@@ -352,8 +352,6 @@ fn a_rebuild_from_other_inputs_publishes_beside_and_pip_and_uv_install_the_newes
             break;
         }
     }
-    // The serial counts seconds: make sure the second build starts in a later one.
-    std::thread::sleep(Duration::from_millis(1100));
     let out = build();
     assert!(out.status.success(), "{}", text(&out));
     let both = indexed_all(&w, "rf-base");
