@@ -23,6 +23,11 @@ pub struct WorkState {
     pub key: String,
     pub steps_done: Vec<String>,
     pub stored: bool,
+    /// The build serial of this key's build here: the recipe's count of builds begun in this
+    /// state dir ([`next_build_serial`]), taken when the build begins and kept across resumed
+    /// runs, so every step sees the same wheel version (`local_version` of the index module).
+    #[serde(default)]
+    pub serial: u64,
 }
 
 /// A recipe's work dir: `src/` (the patched tree), `build/`, `stage/`, `steps/`, `logs/`.
@@ -110,15 +115,21 @@ impl WorkDir {
 
     /// Makes the dir ready for `key`: a dir built for another key is wiped (its build dir would
     /// mix old and new inputs); a dir for the same key is kept, so ninja continues where it was.
-    pub fn begin(&self, key: &str) -> std::io::Result<WorkState> {
+    /// `next_serial` is asked for a build serial when a build of `key` begins here.
+    pub fn begin(&self, key: &str, next_serial: impl FnOnce() -> std::io::Result<u64>) -> std::io::Result<WorkState> {
         match self.state() {
-            Some(s) if s.key == key => Ok(s),
+            Some(s) if s.key == key && s.serial != 0 => Ok(s),
+            Some(mut s) if s.key == key => {
+                s.serial = next_serial()?;
+                self.save(&s)?;
+                Ok(s)
+            }
             _ => {
                 for d in [self.build(), self.stage(), self.steps(), self.logs()] {
                     fsutil::remove_dir_all_if_exists(&d)?;
                 }
                 fs::create_dir_all(&self.root)?;
-                let s = WorkState { key: key.to_string(), ..Default::default() };
+                let s = WorkState { key: key.to_string(), serial: next_serial()?, ..Default::default() };
                 self.save(&s)?;
                 Ok(s)
             }
@@ -160,6 +171,20 @@ pub fn scratch_dir(work_dir: &Path) -> PathBuf {
 }
 
 /// `<state-dir>/last-build/`: one folder per stack.
+/// Counts the builds of `recipe` begun with this state dir and returns the new count (1 for the
+/// first): `<state-dir>/build-serials/<stack>/<recipe>`. The wheels a build makes carry it in
+/// their local label, where it makes pip and uv prefer the newer of two builds.
+pub fn next_build_serial(state_dir: &Path, stack: &str, recipe: &str) -> std::io::Result<u64> {
+    let path = state_dir.join("build-serials").join(stack).join(recipe);
+    let last = fs::read_to_string(&path).ok().and_then(|t| t.trim().parse::<u64>().ok()).unwrap_or(0);
+    let next = last + 1;
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    fsutil::write_atomic(&path, format!("{next}\n").as_bytes())?;
+    Ok(next)
+}
+
 pub fn last_build_root(state_dir: &Path) -> PathBuf {
     state_dir.join("last-build")
 }

@@ -29,11 +29,15 @@ pub struct Args {
     /// Install prefix of the stack (default: config `prefix`, else <state-dir>/prefix/<stack>).
     #[arg(long)]
     pub prefix: Option<PathBuf>,
+    /// Pin nothing new: fail if a source of the closure has no pin (a git `rev`, a url `sha256`,
+    /// or one in the lock file). For CI and scripted rebuilds.
+    #[arg(long)]
+    pub locked: bool,
 }
 
 pub fn run(ctx: &Context, args: Args) -> CliResult {
     let tree = ctx.tree()?;
-    let stack = ctx.stack(&tree)?;
+    let stack = ctx.pinned_stack(&tree, &args.selection.recipes, args.locked)?;
     let cfg = ctx.config()?;
     let req = BuildRequest {
         targets: ctx.targets(&stack, args.selection.target.as_deref())?,

@@ -8,11 +8,14 @@ use crate::progress::Lines;
 pub struct Args {
     #[command(flatten)]
     pub selection: Selection,
+    /// Pin nothing new: fail if a source of the closure has no pin (see `build --locked`).
+    #[arg(long)]
+    pub locked: bool,
 }
 
 pub fn run(ctx: &Context, args: Args) -> CliResult {
     let tree = ctx.tree()?;
-    let stack = ctx.stack(&tree)?;
+    let stack = ctx.pinned_stack(&tree, &args.selection.recipes, args.locked)?;
     ctx.targets(&stack, args.selection.target.as_deref())?;
     let cfg = ctx.config()?;
     let checked =

@@ -113,7 +113,7 @@ pub enum Command {
     Recipes(recipes::Cmd),
     /// The local wheel index pip and uv install from: publish, list, yank, serve.
     Index(index::Args),
-    /// Resolve the tags of unlocked git recipes to commits and write the stack's lock file.
+    /// Pin unpinned recipes (git tags to commits, downloads to sha256) in the stack's lock file.
     Lock(lock::Args),
     /// Fetch every source of the recipes' closure and check every patch series (the preflight).
     Fetch(fetch::Args),
@@ -201,6 +201,27 @@ impl Context {
         let cfg = self.config()?;
         crate::recipe::lockfile::apply(&mut stack, tree, &cfg.state_dir).map_err(Failure::usage)?;
         Ok(stack)
+    }
+
+    /// The stack with every source of the closure of `recipes` pinned: the lock file applied,
+    /// and what is still unpinned pinned now and recorded there (each new pin printed), as cargo
+    /// writes Cargo.lock; with `locked`, an unpinned source is an error naming each one.
+    pub fn pinned_stack(&self, tree: &RecipeTree, recipes: &[String], locked: bool) -> Result<Stack, Failure> {
+        use crate::ops::lock::LockError;
+        let stack = self.stack_unlocked(tree)?;
+        let cfg = self.config()?;
+        let pinned = crate::ops::lock::pin_closure(&stack, tree, &cfg, recipes, locked, &crate::progress::Lines::new())
+            .map_err(|e| match e {
+                LockError::Graph(_) | LockError::UnknownRecipe(_) => Failure::usage(e),
+                _ => Failure::failed(e),
+            })?;
+        if !pinned.added.is_empty() && self.verbosity != crate::progress::Verbosity::Quiet {
+            for p in &pinned.added {
+                eprintln!("pinned {}: {}", p.recipe, p.describe());
+            }
+            eprintln!("wrote {} pin(s) to {}", pinned.added.len(), pinned.path.display());
+        }
+        Ok(pinned.stack)
     }
 
     /// The stack as its recipe files say, without the lock applied.

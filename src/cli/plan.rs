@@ -18,12 +18,19 @@ pub struct Args {
     /// Machine-readable output.
     #[arg(long)]
     pub json: bool,
+    /// Fail if a source of the closure has no pin (what `build --locked` would refuse); `plan`
+    /// itself never pins anything.
+    #[arg(long)]
+    pub locked: bool,
 }
 
 pub fn run(ctx: &Context, args: Args) -> CliResult {
     let tree = ctx.tree()?;
     let stack = ctx.stack(&tree)?;
     let cfg = ctx.config()?;
+    if args.locked {
+        ctx.pinned_stack(&tree, &args.selection.recipes, true)?;
+    }
     let req = PlanRequest {
         recipes: args.selection.recipes.clone(),
         targets: ctx.targets(&stack, args.selection.target.as_deref())?,

@@ -155,7 +155,9 @@ impl Engine<'_> {
         }
         if forced || self.store.get(&d.key)?.is_none() {
             step::reap_orphan(&wd);
-            let mut state = wd.begin(d.key.as_str()).map_err(io_err("cannot prepare work dir", &wd.root))?;
+            let next_serial = || crate::layout::next_build_serial(&self.cfg.state_dir, &self.stack.name, &r.name);
+            let mut state =
+                wd.begin(d.key.as_str(), next_serial).map_err(io_err("cannot prepare work dir", &wd.root))?;
             let src = {
                 let _one_at_a_time = self.prepare_lock.lock().unwrap_or_else(|e| e.into_inner());
                 self.prepare_tree(r)?
@@ -212,7 +214,7 @@ impl Engine<'_> {
         // make-style tools in this recipe's steps share its slice of the budget (GNU make
         // jobserver); ninja and others get `-j`/MAX_JOBS of the same size.
         let client = jobserver::Client::new(jobs).map_err(io_err("cannot create a jobserver", Path::new("(pipe)")))?;
-        let mut vars = self.vars(r, d, wd, src, jobs)?;
+        let mut vars = self.vars(r, d, wd, src, jobs, state.serial)?;
         if r.build.system == BuildSystem::PythonWheel {
             (vars.find_links, vars.install_wheels) =
                 self.dependency_wheels(r, prefix, &wd.build().join("dependency-wheels"))?;
@@ -309,7 +311,16 @@ impl Engine<'_> {
         Ok(())
     }
 
-    fn vars(&self, r: &Recipe, d: &PlanEntry, wd: &WorkDir, src: PathBuf, jobs: usize) -> Result<Vars, BuildError> {
+    /// `serial`: the build serial of this key's build (see [`crate::index::local_version`]).
+    fn vars(
+        &self,
+        r: &Recipe,
+        d: &PlanEntry,
+        wd: &WorkDir,
+        src: PathBuf,
+        jobs: usize,
+        serial: u64,
+    ) -> Result<Vars, BuildError> {
         let host_python = match &self.stack.python {
             Some(v) => Some(
                 find_python(v)
@@ -336,6 +347,7 @@ impl Engine<'_> {
                 &r.version,
                 &self.stack.rocm_version,
                 &d.targets.targets().map(|t| t.names()).unwrap_or_default(),
+                serial,
                 d.key.as_str(),
             ),
             source_trees,

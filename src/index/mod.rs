@@ -492,18 +492,22 @@ pub fn file_url(index_dir: &Path) -> String {
 }
 
 /// The version a wheel built by the stack carries: `base` with a PEP 440 local label that
-/// says what it was built for and from what, e.g.
-/// `local_version("2.6.0", "6.2.4", &["gfx1012", "gfx1010"], "1a2b3c4d…")` is
-/// `2.6.0+rocm6.2.4.gfx1010.gfx1012.k1a2b3c4d`.
+/// says what it was built for, when and from what, e.g.
+/// `local_version("2.6.0", "6.2.4", &["gfx1012", "gfx1010"], 7, "1a2b3c4d…")` is
+/// `2.6.0+rocm6.2.4.gfx1010.gfx1012.7.k1a2b3c4d`.
 ///
 /// - A pin on the public version (`torch==2.6.0`) still matches (PEP 440 ignores the local
 ///   label when the specifier has none).
 /// - Targets are sorted and de-duplicated, one label segment each; characters a local label
 ///   cannot hold (`gfx90a:xnack+`) become segment breaks.
+/// - The build serial (the recipe's count of builds begun with this state dir; 0 leaves it
+///   out), a numeric segment: PEP 440 compares numeric segments of a local label as numbers,
+///   so where two builds' labels differ only from here on, pip and uv pick the newer build, not
+///   the larger hash. A `--rebuild` of the same inputs gets a new filename too.
 /// - `k` + the first 8 hex digits of the recipe's cache key: a rebuild from other inputs gets
 ///   another filename, so the index never has to replace a published file.
 /// - A local label already on `base` is kept in front.
-pub fn local_version(base: &str, rocm_version: &str, targets: &[&str], key_hex: &str) -> String {
+pub fn local_version(base: &str, rocm_version: &str, targets: &[&str], serial: u64, key_hex: &str) -> String {
     fn segments(s: &str) -> Vec<String> {
         s.to_ascii_lowercase()
             .split(|c: char| !c.is_ascii_alphanumeric())
@@ -525,6 +529,9 @@ pub fn local_version(base: &str, rocm_version: &str, targets: &[&str], key_hex: 
     ts.sort();
     ts.dedup();
     label.extend(ts);
+    if serial > 0 {
+        label.push(serial.to_string());
+    }
     let key: String = key_hex.chars().filter(char::is_ascii_hexdigit).take(8).collect::<String>().to_ascii_lowercase();
     if !key.is_empty() {
         label.push(format!("k{key}"));
@@ -539,30 +546,49 @@ pub fn local_version(base: &str, rocm_version: &str, targets: &[&str], key_hex: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wheel::Version;
 
     #[test]
     fn local_version_examples() {
         let key = "1a2b3c4d5e6f";
-        assert_eq!(local_version("2.6.0", "6.2.4", &["gfx1010"], key), "2.6.0+rocm6.2.4.gfx1010.k1a2b3c4d");
+        assert_eq!(local_version("2.6.0", "6.2.4", &["gfx1010"], 0, key), "2.6.0+rocm6.2.4.gfx1010.k1a2b3c4d");
         assert_eq!(
-            local_version("2.6.0", "6.2.4", &["gfx1012", "gfx1010", "gfx1012"], key),
+            local_version("2.6.0", "6.2.4", &["gfx1012", "gfx1010", "gfx1012"], 0, key),
             "2.6.0+rocm6.2.4.gfx1010.gfx1012.k1a2b3c4d"
         );
-        assert_eq!(local_version("0.21.0", "6.2.4", &["gfx1010"], "ABCDEF0123"), "0.21.0+rocm6.2.4.gfx1010.kabcdef01");
         assert_eq!(
-            local_version("2.6.0+git5", "6.2.4", &["gfx90a:xnack+"], key),
+            local_version("0.21.0", "6.2.4", &["gfx1010"], 0, "ABCDEF0123"),
+            "0.21.0+rocm6.2.4.gfx1010.kabcdef01"
+        );
+        assert_eq!(
+            local_version("2.6.0+git5", "6.2.4", &["gfx90a:xnack+"], 0, key),
             "2.6.0+git5.rocm6.2.4.gfx90a.xnack.k1a2b3c4d"
         );
-        assert_eq!(local_version("1.0", "", &[], ""), "1.0");
+        assert_eq!(local_version("1.0", "", &[], 0, ""), "1.0");
+    }
+
+    #[test]
+    fn the_build_serial_comes_before_the_key_and_a_later_build_sorts_higher() {
+        assert_eq!(
+            local_version("2.6.0", "6.2.4", &["gfx1010"], 7, "1a2b3c4d5e"),
+            "2.6.0+rocm6.2.4.gfx1010.7.k1a2b3c4d"
+        );
+        // The serial is a numeric segment of its own, before the key: PEP 440 compares it as a
+        // number (build 10 above build 9, whatever the keys; pip and uv doing so is tested in
+        // tests/it/wheels.rs).
+        let v = local_version("2.6.0", "6.2.4", &["gfx1010"], 10, "00000000");
+        let label: Vec<&str> = v.split_once('+').unwrap().1.split('.').collect();
+        assert_eq!(label, ["rocm6", "2", "4", "gfx1010", "10", "k00000000"]);
+        assert_eq!(Version::parse(&v).unwrap().to_string(), v);
     }
 
     #[test]
     fn local_version_is_canonical_pep_440_and_filename_safe() {
         for v in [
-            local_version("2.6.0", "6.2.4", &["gfx1010", "gfx1011", "gfx1012"], "ffffffffffffffff"),
-            local_version("2.6.0rc1", "6.3", &["GFX1030"], "0123"),
-            local_version("0.21.0", "6.2.4", &["gfx90a:xnack-", "gfx1100"], "00000000"),
-            local_version("1.0", "6.02", &["gfx1010"], "12"),
+            local_version("2.6.0", "6.2.4", &["gfx1010", "gfx1011", "gfx1012"], 0, "ffffffffffffffff"),
+            local_version("2.6.0rc1", "6.3", &["GFX1030"], 0, "0123"),
+            local_version("0.21.0", "6.2.4", &["gfx90a:xnack-", "gfx1100"], 0, "00000000"),
+            local_version("1.0", "6.02", &["gfx1010"], 0, "12"),
         ] {
             let parsed = Version::parse(&v).unwrap_or_else(|| panic!("{v} is not PEP 440"));
             assert_eq!(parsed.to_string(), v, "already normalised, so the filename is the canonical one");
@@ -592,8 +618,8 @@ mod tests {
 
     #[test]
     fn different_keys_give_different_versions() {
-        let a = local_version("2.6.0", "6.2.4", &["gfx1010"], "aaaaaaaa11");
-        let b = local_version("2.6.0", "6.2.4", &["gfx1010"], "bbbbbbbb11");
+        let a = local_version("2.6.0", "6.2.4", &["gfx1010"], 0, "aaaaaaaa11");
+        let b = local_version("2.6.0", "6.2.4", &["gfx1010"], 0, "bbbbbbbb11");
         assert_ne!(a, b);
     }
 }

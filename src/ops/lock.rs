@@ -1,19 +1,26 @@
-//! `lock`: resolves the tags of a stack's unlocked git recipes to commits (over the network) and
-//! rewrites the stack's lock file, whose format and use are [`crate::recipe::lockfile`]'s.
+//! `lock`: pins a stack's unpinned recipes (over the network) and rewrites the stack's lock
+//! file, whose format and use are [`crate::recipe::lockfile`]'s: an unlocked git recipe's tag is
+//! resolved to its commit, an unpinned url recipe's digest is read from its index's page (`index`) or its download
+//! is hashed. [`pin_closure`] is the
+//! same resolver as `build` and `fetch` run it first, as cargo writes Cargo.lock: what is already
+//! pinned stays as it is, only what is missing is pinned, and `--locked` refuses to pin anything.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::config::Config;
-use crate::recipe::lockfile::{self, Digest, LockFile, LockFileError, Pin};
+use crate::graph::{BuildGraph, GraphError};
+use crate::progress::Progress;
+use crate::recipe::lockfile::{self, LockFile, LockFileError, Pin, Unpinned};
 use crate::recipe::{RecipeTree, Stack};
+use crate::source::download::DownloadError;
 use crate::source::index_page::IndexPageError;
 use crate::source::GitError;
 
 /// What to lock.
 #[derive(Debug, Clone, Default)]
 pub struct LockOptions {
-    /// Recipes to lock (empty: every unlocked recipe of the stack).
+    /// Recipes to lock (empty: every unpinned recipe of the stack).
     pub recipes: Vec<String>,
     /// Resolve pinned tags again too (without it, a pinned tag keeps its commit).
     pub update: bool,
@@ -29,6 +36,17 @@ pub enum LockError {
     Resolve { recipe: String, tag: String, source: Box<GitError> },
     #[error("{recipe}: cannot read the sha256 of `{url}` from its index")]
     Digest { recipe: String, url: String, source: Box<IndexPageError> },
+    #[error("{recipe}: cannot download `{url}` to pin its sha256")]
+    Download { recipe: String, url: String, source: Box<DownloadError> },
+    #[error(
+        "--locked: {} recipe(s) are not pinned and --locked pins nothing new:\n{}\npin them in their recipes (`rev = \"<40 hex>\"`, `sha256 = \"<64 hex>\"`), or run without --locked (or `rocmforge lock`) to record their pins in {}",
+        .unpinned.len(),
+        .unpinned.iter().map(|(r, why)| format!("  - {r}: {why}")).collect::<Vec<_>>().join("\n"),
+        .path.display()
+    )]
+    Locked { path: PathBuf, unpinned: Vec<(String, String)> },
+    #[error(transparent)]
+    Graph(#[from] GraphError),
     #[error(transparent)]
     LockFile(#[from] LockFileError),
 }
@@ -46,24 +64,24 @@ pub struct Moved {
 #[derive(Debug, Clone, Default)]
 pub struct LockReport {
     pub path: PathBuf,
-    /// Newly pinned: (recipe, tag, rev).
+    /// Newly pinned.
     pub added: Vec<Pin>,
     pub moved: Vec<Moved>,
     /// Pins dropped because they no longer apply.
     pub pruned: Vec<Pin>,
     /// Pins kept as they were.
     pub unchanged: usize,
-    /// Newly recorded digests of url sources, read from their index.
-    pub digests: Vec<Digest>,
-    /// Digests dropped because their recipe no longer has this unlocked url.
-    pub pruned_digests: Vec<Digest>,
-    /// Recorded digests that the index now gives otherwise (`--update`): (old, new).
-    pub digests_changed: Vec<(Digest, Digest)>,
 }
 
-/// Resolves the tags of the stack's unlocked recipes (all, or `opts.recipes`) and rewrites the
-/// lock. `stack` is as loaded, without the lock applied. Needs the network: refused offline.
-pub fn lock(stack: &Stack, tree: &RecipeTree, cfg: &Config, opts: &LockOptions) -> Result<LockReport, LockError> {
+/// Pins the stack's unpinned recipes (all, or `opts.recipes`) and rewrites the lock. `stack` is
+/// as loaded, without the lock applied. Needs the network: refused offline.
+pub fn lock(
+    stack: &Stack,
+    tree: &RecipeTree,
+    cfg: &Config,
+    opts: &LockOptions,
+    progress: &dyn Progress,
+) -> Result<LockReport, LockError> {
     if cfg.offline {
         return Err(LockError::Offline);
     }
@@ -77,7 +95,7 @@ pub fn lock(stack: &Stack, tree: &RecipeTree, cfg: &Config, opts: &LockOptions) 
     report.pruned = pruned;
     let mut pins: BTreeMap<String, Pin> = kept.into_iter().map(|p| (p.recipe.clone(), p)).collect();
     for (name, r) in &stack.recipes {
-        let Some((url, tag)) = lockfile::unlocked_tag(&r.source) else { continue };
+        let Some(unpinned) = lockfile::unpinned(&r.source) else { continue };
         let wanted = opts.recipes.is_empty() || opts.recipes.contains(name);
         let existing = pins.get(name).cloned();
         if !wanted || (existing.is_some() && !opts.update) {
@@ -86,61 +104,89 @@ pub fn lock(stack: &Stack, tree: &RecipeTree, cfg: &Config, opts: &LockOptions) 
             }
             continue;
         }
-        let rev = resolve(cfg, name, url, tag)?;
-        let pin = Pin { recipe: name.clone(), url: url.to_string(), tag: tag.to_string(), rev: rev.clone() };
+        let pin = resolve(cfg, name, unpinned, progress)?;
         match existing {
-            Some(e) if e.rev == rev => report.unchanged += 1,
-            Some(e) => report.moved.push(Moved { recipe: name.clone(), tag: tag.to_string(), old: e.rev, new: rev }),
+            Some(e) if e == pin => report.unchanged += 1,
+            Some(e) => match (&pin.tag, e.rev, pin.rev.clone()) {
+                (Some(tag), Some(old), Some(new)) => {
+                    report.moved.push(Moved { recipe: name.clone(), tag: tag.clone(), old, new })
+                }
+                // A download whose content changed: the new digest replaces the old one.
+                _ => report.added.push(pin.clone()),
+            },
             None => report.added.push(pin.clone()),
         }
         pins.insert(name.clone(), pin);
     }
-    let digests = lock_digests(stack, cfg, opts, old.digests, &mut report)?;
-    lockfile::write(&path, &LockFile { pins: pins.into_values().collect(), digests })?;
+    lockfile::write(&path, &LockFile { pins: pins.into_values().collect() })?;
     Ok(report)
 }
 
-/// The digests of the stack's unlocked url sources: kept, or read from each one's index page
-/// (all wanted ones with `--update`).
-fn lock_digests(
-    stack: &Stack,
-    cfg: &Config,
-    opts: &LockOptions,
-    old: Vec<Digest>,
-    report: &mut LockReport,
-) -> Result<Vec<Digest>, LockError> {
-    let (kept, pruned): (Vec<Digest>, Vec<Digest>) = old.into_iter().partition(|d| lockfile::digest_applies(stack, d));
-    report.pruned_digests = pruned;
-    let mut digests: BTreeMap<String, Digest> = kept.into_iter().map(|d| (d.recipe.clone(), d)).collect();
-    for (name, r) in &stack.recipes {
-        let Some((url, index)) = lockfile::unlocked_digest(&r.source) else { continue };
-        let wanted = opts.recipes.is_empty() || opts.recipes.contains(name);
-        let existing = digests.get(name).cloned();
-        if !wanted || (existing.is_some() && !opts.update) {
-            if existing.is_some() {
-                report.unchanged += 1;
-            }
-            continue;
-        }
-        let file = crate::recipe::url_file_name(url);
-        let (sha256, page) = crate::source::index_page::digest_of(cfg, index, &file)
-            .map_err(|e| LockError::Digest { recipe: name.clone(), url: url.to_string(), source: Box::new(e) })?;
-        let d = Digest { recipe: name.clone(), url: url.to_string(), sha256, page };
-        match existing {
-            Some(e) if e.sha256 == d.sha256 => report.unchanged += 1,
-            Some(e) => report.digests_changed.push((e, d.clone())),
-            None => report.digests.push(d.clone()),
-        }
-        digests.insert(name.clone(), d);
-    }
-    Ok(digests.into_values().collect())
+/// What [`pin_closure`] did: the stack with every pin applied, and the pins it made.
+#[derive(Debug)]
+pub struct Pinned {
+    pub stack: Stack,
+    /// New pins written to the lock file (empty when everything was pinned already).
+    pub added: Vec<Pin>,
+    pub path: PathBuf,
 }
 
-/// The commit `tag` of `url` names now.
-fn resolve(cfg: &Config, recipe: &str, url: &str, tag: &str) -> Result<String, LockError> {
-    crate::source::git::resolve_tag(cfg, url, tag).map_err(|source| LockError::Resolve {
-        recipe: recipe.to_string(),
-        tag: tag.to_string(),
-        source: Box::new(source),
-    })
+/// Before `build` / `fetch`: applies the stack's lock file, then pins what in the closure of
+/// `recipes` is still unpinned (writing the lock file) unless `locked`, which refuses with the
+/// list of every unpinned source. `stack` is as loaded, without the lock applied.
+pub fn pin_closure(
+    stack: &Stack,
+    tree: &RecipeTree,
+    cfg: &Config,
+    recipes: &[String],
+    locked: bool,
+    progress: &dyn Progress,
+) -> Result<Pinned, LockError> {
+    let path = lockfile::path(tree, &cfg.state_dir, &stack.name);
+    let mut applied = stack.clone();
+    lockfile::apply_pins(&mut applied, &lockfile::read(&path)?, &path);
+    let graph = BuildGraph::closure(&applied, recipes)?;
+    let unpinned: Vec<(String, String)> = graph
+        .order()
+        .into_iter()
+        .filter_map(|n| lockfile::unpinned(&applied.recipes[n].source).map(|u| (n.to_string(), u.describe())))
+        .collect();
+    if unpinned.is_empty() {
+        return Ok(Pinned { stack: applied, added: Vec::new(), path });
+    }
+    if locked {
+        return Err(LockError::Locked { path, unpinned });
+    }
+    let opts = LockOptions { recipes: unpinned.into_iter().map(|(n, _)| n).collect(), update: false };
+    let report = lock(stack, tree, cfg, &opts, progress)?;
+    let mut applied = stack.clone();
+    lockfile::apply_pins(&mut applied, &lockfile::read(&path)?, &path);
+    Ok(Pinned { stack: applied, added: report.added, path })
+}
+
+/// The pin of one unpinned source: the commit `tag` of `url` names now, or the sha256 of `url`'s
+/// content.
+fn resolve(cfg: &Config, recipe: &str, unpinned: Unpinned<'_>, progress: &dyn Progress) -> Result<Pin, LockError> {
+    match unpinned {
+        Unpinned::Tag { url, tag } => crate::source::git::resolve_tag(cfg, url, tag)
+            .map(|rev| Pin::git(recipe, url, tag, &rev))
+            .map_err(|source| LockError::Resolve {
+                recipe: recipe.to_string(),
+                tag: tag.to_string(),
+                source: Box::new(source),
+            }),
+        Unpinned::Download { url, index: Some(index) } => {
+            let file = crate::recipe::url_file_name(url);
+            crate::source::index_page::digest_of(cfg, index, &file)
+                .map(|(sha256, page)| Pin { page: Some(page), ..Pin::url(recipe, url, &sha256) })
+                .map_err(|e| LockError::Digest { recipe: recipe.to_string(), url: url.to_string(), source: Box::new(e) })
+        }
+        Unpinned::Download { url, index: None } => crate::source::download::fetch_unpinned(cfg, recipe, url, progress)
+            .map(|(sha256, _)| Pin::url(recipe, url, &sha256))
+            .map_err(|source| LockError::Download {
+                recipe: recipe.to_string(),
+                url: url.to_string(),
+                source: Box::new(source),
+            }),
+    }
 }

@@ -17,7 +17,7 @@ use crate::graph::BuildGraph;
 use crate::history::History;
 use crate::key::{self, CacheKey, KeyInputs, CACHE_FORMAT};
 use crate::layout::WorkDir;
-use crate::recipe::{Recipe, RecipeTree, SourceSpec, Stack, TargetDecision};
+use crate::recipe::{PinFrom, Recipe, RecipeTree, SourceSpec, Stack, TargetDecision};
 use crate::source::SourceIdentity;
 use crate::target::TargetSet;
 use night::{Night, Order, Task, Work};
@@ -77,6 +77,35 @@ pub enum Status {
     Unsupported(String),
 }
 
+/// A recipe's pin as `plan` shows it: what pins the source, where that came from, and who else
+/// states it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct PinInfo {
+    /// `rev <40 hex>` or `sha256 <64 hex>`.
+    pub pin: String,
+    pub from: PinFrom,
+    /// The recipe's `[source] witness`.
+    pub witness: Option<String>,
+}
+
+impl PinInfo {
+    fn of(r: &Recipe) -> Option<PinInfo> {
+        Some(PinInfo { pin: r.source.pin()?, from: r.pin_from.clone()?, witness: r.witness.clone() })
+    }
+
+    /// `rev 0123... (recipe; witness: ...)`.
+    pub fn describe(&self) -> String {
+        let from = match &self.from {
+            PinFrom::Recipe => "recipe".to_string(),
+            PinFrom::LockFile { path } => format!("lock file {path}"),
+        };
+        match &self.witness {
+            Some(w) => format!("{} ({from}; witness: {w})", self.pin),
+            None => format!("{} ({from}; no witness named)", self.pin),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct PlanEntry {
     pub name: String,
@@ -84,6 +113,8 @@ pub struct PlanEntry {
     pub system: &'static str,
     pub source: SourceSpec,
     pub locked: bool,
+    /// The source's pin and where it came from (`None`: unpinned, or no source of its own).
+    pub pin: Option<PinInfo>,
     pub patches: Vec<String>,
     pub deps: Vec<String>,
     pub wave: usize,
@@ -287,6 +318,7 @@ pub fn resolve(
             system: r.build.system.as_str(),
             source: r.source.clone(),
             locked: !r.source.is_unlocked(),
+            pin: PinInfo::of(r),
             patches: r.patches.iter().map(|p| p.name.clone()).collect(),
             deps: graph.deps_of(name).into_iter().map(String::from).collect(),
             wave: wave_of(name),
@@ -348,7 +380,7 @@ fn describe(status: &Status, key: &CacheKey) -> (State, String) {
         Status::Skipped(reason) => (State::Skipped, reason.clone()),
         Status::External(reason) => (State::External, reason.clone()),
         Status::Unlocked => {
-            (State::Blocked, "source is unlocked: run `rocmforge lock` to pin its tag to a commit".into())
+            (State::Blocked, "source is not pinned: `rocmforge build` pins it first and records the pin in the lock file; `build --locked` refuses".into())
         }
         Status::Unsupported(reason) => {
             (State::Blocked, format!("none of the requested targets is supported: {reason}"))
@@ -382,6 +414,12 @@ impl Plan {
         for (i, e) in self.recipes.iter().enumerate() {
             s.push_str(&format!("{:>3}. {} {} [{}] wave {}\n", i + 1, e.name, e.version, e.system, e.wave));
             s.push_str(&format!("     source:  {}\n", e.source.describe()));
+            match (&e.pin, &e.source) {
+                (Some(p), _) => s.push_str(&format!("     pin:     {}\n", p.describe())),
+                (None, SourceSpec::From { recipe, .. }) => s.push_str(&format!("     pin:     {recipe}'s\n")),
+                (None, SourceSpec::None) => {}
+                (None, _) => s.push_str("     pin:     none yet (`rocmforge build` pins it)\n"),
+            }
             if !e.patches.is_empty() {
                 s.push_str(&format!("     patches: {}\n", e.patches.join(", ")));
             }

@@ -1,6 +1,8 @@
-//! Lock files: the commits `rocmforge lock` resolved for unlocked git recipes (a `tag` and no
-//! `rev`). A directory tree keeps its lock at `recipes/<stack>/rocmforge.lock`; the embedded
-//! recipes keep theirs at `<state-dir>/locks/<stack>.lock`.
+//! Lock files: the pins `build` (or `lock`) made for unpinned recipes, as Cargo.lock does for
+//! crates: the commit an unlocked git recipe's tag (a `tag` and no `rev`) resolved to, and the
+//! sha256 of an unpinned url recipe's download (a `url` and no `sha256`). A directory tree keeps
+//! its lock at `recipes/<stack>/rocmforge.lock`; the embedded recipes keep theirs at
+//! `<state-dir>/locks/<stack>.lock`.
 //!
 //! ```toml
 //! [[pin]]
@@ -8,10 +10,16 @@
 //! url = "https://github.com/ROCm/clr.git"
 //! tag = "rocm-6.2.4"
 //! rev = "0123...40 hex"
+//!
+//! [[pin]]
+//! recipe = "zlib"
+//! url = "https://example.org/zlib-1.3.tar.gz"
+//! sha256 = "0123...64 hex"
 //! ```
 //!
-//! Loading a stack applies its lock: an unlocked recipe whose (url, tag) is pinned gets that rev.
-//! A pin whose recipe now has a `rev`, or another url or tag, is ignored (and `lock` prunes it).
+//! Loading a stack applies its lock: an unlocked recipe whose (url, tag) is pinned gets that rev,
+//! an unpinned url recipe whose url is pinned gets that sha256. A pin whose recipe now has a
+//! `rev`/`sha256`, or another url or tag, is ignored (and `lock` prunes it).
 //!
 //! A url source without `sha256` but with an `index` (a PEP 503 index that links the file with
 //! `#sha256=`, as download.pytorch.org does) is unlocked too; `lock` reads the digest from the
@@ -32,26 +40,45 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{RecipeTree, SourceSpec, Stack};
+use super::{PinFrom, RecipeTree, SourceSpec, Stack};
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Pin {
     pub recipe: String,
     pub url: String,
-    pub tag: String,
-    pub rev: String,
+    /// Git: the tag that was resolved, and the commit it named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rev: Option<String>,
+    /// Url: the sha256 of the download.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Url with an `index`: the index page whose `#sha256=` link gave the digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<String>,
 }
 
-/// The sha256 of an unlocked url source, as its index's page gave it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Digest {
-    pub recipe: String,
-    pub url: String,
-    pub sha256: String,
-    /// The index page the digest was read from.
-    pub page: String,
+impl Pin {
+    /// A git pin: `tag` of `url` named `rev`.
+    pub fn git(recipe: &str, url: &str, tag: &str, rev: &str) -> Pin {
+        Pin { recipe: recipe.into(), url: url.into(), tag: Some(tag.into()), rev: Some(rev.into()), sha256: None, page: None }
+    }
+
+    /// A url pin: the content of `url` has this sha256.
+    pub fn url(recipe: &str, url: &str, sha256: &str) -> Pin {
+        Pin { recipe: recipe.into(), url: url.into(), tag: None, rev: None, sha256: Some(sha256.into()), page: None }
+    }
+
+    /// What it pins, for people: `rocm-6.2.4 -> 0123456789ab` or `sha256 0123456789ab`.
+    pub fn describe(&self) -> String {
+        match (&self.tag, &self.rev, &self.sha256) {
+            (Some(t), Some(r), _) => format!("{t} -> {}", &r[..12.min(r.len())]),
+            (_, _, Some(h)) => format!("sha256 {}", &h[..12.min(h.len())]),
+            _ => "nothing".into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,8 +86,6 @@ pub struct Digest {
 pub struct LockFile {
     #[serde(default, rename = "pin")]
     pub pins: Vec<Pin>,
-    #[serde(default, rename = "digest", skip_serializing_if = "Vec::is_empty")]
-    pub digests: Vec<Digest>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -89,8 +114,19 @@ pub fn read(path: &Path) -> Result<LockFile, LockFileError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LockFile::default()),
         Err(source) => return Err(LockFileError::Read { path: path.to_path_buf(), source }),
     };
-    toml::from_str(&text)
-        .map_err(|e| LockFileError::Invalid { path: path.to_path_buf(), message: e.message().trim_end().to_string() })
+    let invalid = |message: String| LockFileError::Invalid { path: path.to_path_buf(), message };
+    let lock: LockFile = toml::from_str(&text).map_err(|e| invalid(e.message().trim_end().to_string()))?;
+    for p in &lock.pins {
+        let git = p.tag.is_some() && p.rev.is_some() && p.sha256.is_none();
+        let url = p.tag.is_none() && p.rev.is_none() && p.sha256.is_some();
+        if !git && !url {
+            return Err(invalid(format!(
+                "pin of `{}` must have either `tag` and `rev` (git) or `sha256` (url)",
+                p.recipe
+            )));
+        }
+    }
+    Ok(lock)
 }
 
 /// Writes a lock file atomically, pins sorted.
@@ -98,70 +134,76 @@ pub fn write(path: &Path, lock: &LockFile) -> Result<(), LockFileError> {
     let mut lock = lock.clone();
     lock.pins.sort();
     lock.pins.dedup();
-    lock.digests.sort();
-    lock.digests.dedup();
-    let mut text = String::from("# Written by `rocmforge lock`: the commits unlocked git recipes' tags resolved to.\n");
-    if !lock.digests.is_empty() {
-        text.push_str("# Digests: the sha256 of url sources without one, as their index's page links them.\n");
-    }
+    let mut text = String::from(
+        "# Written by `rocmforge build` / `rocmforge lock`: the commits unlocked git recipes' tags resolved to,\n# and the sha256 of unpinned url recipes' downloads. Keep it with the recipes.\n",
+    );
     text.push_str(&toml::to_string(&lock).expect("lock serialises"));
     crate::fsutil::write_atomic(path, text.as_bytes())
         .map_err(|source| LockFileError::Write { path: path.to_path_buf(), source })
 }
 
-/// The (url, tag) of an unlocked git recipe with a tag: what `lock` resolves and a pin pins.
-pub fn unlocked_tag(spec: &SourceSpec) -> Option<(&str, &str)> {
+/// What an unpinned source needs to be pinned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unpinned<'a> {
+    /// A git source with a tag and no rev: the tag is resolved to a commit.
+    Tag { url: &'a str, tag: &'a str },
+    /// A url source without sha256: its digest is read from `index`'s page for the file, or,
+    /// without an index, the download is hashed.
+    Download { url: &'a str, index: Option<&'a str> },
+}
+
+impl Unpinned<'_> {
+    /// Why it is unpinned and how to pin it by hand, for `--locked`'s refusal.
+    pub fn describe(&self) -> String {
+        match self {
+            Unpinned::Tag { url, tag } => format!("git `{url}` tag `{tag}` has no `rev`"),
+            Unpinned::Download { url, .. } => format!("url `{url}` has no `sha256`"),
+        }
+    }
+}
+
+/// What is left to pin in an unpinned source (`None` for a pinned source, or a git source with
+/// neither tag nor rev, which the loader refuses).
+pub fn unpinned(spec: &SourceSpec) -> Option<Unpinned<'_>> {
     match spec {
-        SourceSpec::Git { url, tag: Some(tag), rev: None, .. } => Some((url, tag)),
+        SourceSpec::Git { url, tag: Some(tag), rev: None, .. } => Some(Unpinned::Tag { url, tag }),
+        SourceSpec::Url { url, sha256: None, index, .. } => Some(Unpinned::Download { url, index: index.as_deref() }),
         _ => None,
     }
 }
 
-/// Whether a pin still applies to the stack (its recipe is unlocked with the same url and tag).
+/// Whether a pin still applies to the stack (its recipe is unpinned with the same url and tag).
 pub fn pin_applies(stack: &Stack, pin: &Pin) -> bool {
-    stack.recipe(&pin.recipe).and_then(|r| unlocked_tag(&r.source)).is_some_and(|(u, t)| u == pin.url && t == pin.tag)
-}
-
-/// The url of a url source whose sha256 `lock` reads from `index`, and that index.
-pub fn unlocked_digest(spec: &SourceSpec) -> Option<(&str, &str)> {
-    match spec {
-        SourceSpec::Url { url, sha256, index: Some(index), .. } if sha256.is_empty() => Some((url, index)),
-        _ => None,
+    let Some(recipe) = stack.recipe(&pin.recipe) else { return false };
+    match (unpinned(&recipe.source), &pin.tag, &pin.rev, &pin.sha256) {
+        (Some(Unpinned::Tag { url, tag }), Some(t), Some(_), None) => url == pin.url && tag == t,
+        (Some(Unpinned::Download { url, .. }), None, None, Some(_)) => url == pin.url,
+        _ => false,
     }
 }
 
-/// Whether a digest still applies (its recipe is an unlocked url source of the same url).
-pub fn digest_applies(stack: &Stack, d: &Digest) -> bool {
-    stack.recipe(&d.recipe).and_then(|r| unlocked_digest(&r.source)).is_some_and(|(u, _)| u == d.url)
-}
-
-/// Gives every unlocked recipe pinned in `lock` its rev, or its sha256.
-pub fn apply_pins(stack: &mut Stack, lock: &LockFile) {
-    for d in &lock.digests {
-        if !digest_applies(stack, d) {
-            continue;
-        }
-        if let Some(r) = stack.recipes.get_mut(&d.recipe) {
-            if let SourceSpec::Url { sha256, .. } = &mut r.source {
-                *sha256 = d.sha256.clone();
-            }
-        }
-    }
+/// Gives every unpinned recipe pinned in `lock` its rev or sha256; `from` is the lock file's
+/// path, recorded in the recipe (`plan` shows where a pin came from).
+pub fn apply_pins(stack: &mut Stack, lock: &LockFile, from: &Path) {
     for pin in &lock.pins {
         if !pin_applies(stack, pin) {
             continue;
         }
         if let Some(r) = stack.recipes.get_mut(&pin.recipe) {
-            if let SourceSpec::Git { rev, .. } = &mut r.source {
-                *rev = Some(pin.rev.clone());
+            match &mut r.source {
+                SourceSpec::Git { rev, .. } => *rev = pin.rev.clone(),
+                SourceSpec::Url { sha256, .. } => *sha256 = pin.sha256.clone(),
+                _ => continue,
             }
+            r.pin_from = Some(PinFrom::LockFile { path: from.display().to_string() });
         }
     }
 }
 
 /// Applies the stack's lock file (if any) to a freshly loaded stack; `state_dir` as for [`path`].
 pub fn apply(stack: &mut Stack, tree: &RecipeTree, state_dir: &Path) -> Result<(), LockFileError> {
-    let lock = read(&path(tree, state_dir, &stack.name))?;
-    apply_pins(stack, &lock);
+    let path = path(tree, state_dir, &stack.name);
+    let lock = read(&path)?;
+    apply_pins(stack, &lock, &path);
     Ok(())
 }

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use super::raw::{FileText, RawBuild, RawProfile, RawRecipe, RawSource, RawStack, RawTargets};
 use super::tree::RecipeTree;
 use super::{
-    url_file_name, BuildSpec, BuildSystem, ExternalSpec, PatchRef, Profile, Recipe, SourceSpec, TargetPolicy,
+    url_file_name, BuildSpec, BuildSystem, ExternalSpec, PatchRef, PinFrom, Profile, Recipe, SourceSpec, TargetPolicy,
     WhenUnsupported, GFX_OVERRIDE_VAR,
 };
 use crate::diagnostic::{Diagnostic, Diagnostics};
@@ -226,7 +226,7 @@ pub(super) fn lower_recipe<'a>(
         version: raw.package.version,
         summary: raw.package.summary,
         file: rel.to_string(),
-        source,
+        source: source.clone(),
         patches,
         build_deps: raw.dependencies.build.iter().map(|d| d.get_ref().clone()).collect(),
         source_deps: source_dep_names,
@@ -235,6 +235,8 @@ pub(super) fn lower_recipe<'a>(
         external: raw.external.map(|e| ExternalSpec { cmake_package: e.cmake_package, files: e.files }),
         host,
         cmake_packages: raw.package.cmake_packages,
+        pin_from: (!source.is_unlocked() && source.pin().is_some()).then_some(PinFrom::Recipe),
+        witness: raw.source.as_ref().and_then(|s| s.get_ref().witness.clone()),
         canonical: canonical(file.text),
     };
     Lowered { recipe, name_span: raw.package.name.span(), deps, file }
@@ -242,8 +244,9 @@ pub(super) fn lower_recipe<'a>(
 
 /// The recipe's content serialised canonically (keys sorted), immune to comments, whitespace
 /// and key order, to `build.estimate-minutes` (a guess of how long it takes changes nothing
-/// built) and to `[host]` (what the machine must have is checked before a build, not built; the
-/// host's tools are in the key through their identities).
+/// built), to `source.witness` (who else states the pin changes nothing built) and to `[host]`
+/// (what the machine must have is checked before a build, not built; the host's tools are in the
+/// key through their identities).
 fn canonical(text: &str) -> String {
     toml::from_str::<toml::Value>(text)
         .map(|mut v| {
@@ -252,6 +255,9 @@ fn canonical(text: &str) -> String {
             }
             if let Some(build) = v.get_mut("build").and_then(|b| b.as_table_mut()) {
                 build.remove("estimate-minutes");
+            }
+            if let Some(source) = v.get_mut("source").and_then(|b| b.as_table_mut()) {
+                source.remove("witness");
             }
             serde_json::to_string(&v).unwrap_or_default()
         })
@@ -355,24 +361,19 @@ fn lower_url(file: &FileText<'_>, url: &Spanned<String>, s: &RawSource, diags: &
             );
         }
     }
+    // Without `sha256` the source is unpinned: the first `build` (or `lock`) records its digest in
+    // the lock file, read from `index`'s page when there is one, else by downloading and hashing it;
+    // `--locked` refuses it.
     let sha = match &s.sha256 {
-        Some(h) if is_hex(h.get_ref(), 64) => h.get_ref().clone(),
+        Some(h) if is_hex(h.get_ref(), 64) => Some(h.get_ref().clone()),
         Some(h) => {
             diags.push(
                 file.at(h.span(), format!("`sha256` must be 64 lowercase hex characters, got `{}`", h.get_ref()))
                     .with_help("compute it with `sha256sum FILE`"),
             );
-            String::new()
+            Some("0".repeat(64))
         }
-        // Unlocked: `rocmforge lock` reads the digest from the index's page for the file.
-        None if s.index.is_some() => String::new(),
-        None => {
-            diags.push(
-                file.at(url.span(), "url source has no `sha256`")
-                    .with_help("add `sha256 = \"...\"` (`sha256sum FILE`), or `index = \"<PEP 503 index URL>\"` whose page links the file with `#sha256=` for `rocmforge lock` to read: downloads are always verified"),
-            );
-            String::new()
-        }
+        None => None,
     };
     SourceSpec::Url {
         url: url.get_ref().clone(),

@@ -149,6 +149,11 @@ pub struct Recipe {
     /// CMake packages it installs (`[package] cmake-packages`), known before it is built: a
     /// build looking for one without depending on this recipe fails (`engine::undeclared`).
     pub cmake_packages: Vec<String>,
+    /// Where the source's pin (`rev` or `sha256`) comes from; `None` while it is unpinned.
+    pub pin_from: Option<PinFrom>,
+    /// `[source] witness`: who else states the pin (a packager's file, the upstream wheel...),
+    /// so a reader can confirm it. Not part of the cache key.
+    pub witness: Option<String>,
     /// The recipe's parsed content, serialised canonically (keys sorted): the cache key's input,
     /// immune to comments, whitespace and key order.
     #[serde(skip)]
@@ -166,6 +171,16 @@ impl Recipe {
     }
 }
 
+/// Where a recipe's pin comes from (`plan` shows it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum PinFrom {
+    /// The recipe file's own `rev` or `sha256`.
+    Recipe,
+    /// The stack's lock file (written by `build` or `lock`).
+    LockFile { path: String },
+}
+
 /// A 40-hex git commit id.
 pub type CommitId = String;
 
@@ -174,9 +189,10 @@ pub type CommitId = String;
 pub enum SourceSpec {
     /// A git repository pinned to a commit; `rev: None` means unlocked (tag only, not yet resolved).
     Git { url: String, tag: Option<String>, rev: Option<CommitId>, submodules: bool, subdir: Option<String> },
-    /// A tarball or file, verified by sha256. An empty `sha256` is unlocked: `lock` reads the
-    /// digest from the PEP 503 page of `index` that links the file (`#sha256=`).
-    Url { url: String, sha256: String, strip_components: u32, subdir: Option<String>, index: Option<String> },
+    /// A tarball or file, verified by sha256; `sha256: None` means unpinned (the first `build`
+    /// or `lock` records its digest in the lock file: read from the PEP 503 page of `index` that
+    /// links the file with `#sha256=` when there is one, else by downloading and hashing it).
+    Url { url: String, sha256: Option<String>, strip_components: u32, subdir: Option<String>, index: Option<String> },
     /// The checked-out tree of another recipe (one repository, several recipes).
     From { recipe: String, subdir: Option<String> },
     /// No source (a script that needs none).
@@ -184,11 +200,17 @@ pub enum SourceSpec {
 }
 
 impl SourceSpec {
+    /// A git source without `rev` or a url source without `sha256`: nothing pins its content yet.
     pub fn is_unlocked(&self) -> bool {
+        matches!(self, SourceSpec::Git { rev: None, .. } | SourceSpec::Url { sha256: None, .. })
+    }
+
+    /// The pin, as `plan` shows it: `rev <40 hex>` or `sha256 <64 hex>`.
+    pub fn pin(&self) -> Option<String> {
         match self {
-            SourceSpec::Git { rev, .. } => rev.is_none(),
-            SourceSpec::Url { sha256, .. } => sha256.is_empty(),
-            _ => false,
+            SourceSpec::Git { rev: Some(r), .. } => Some(format!("rev {r}")),
+            SourceSpec::Url { sha256: Some(h), .. } => Some(format!("sha256 {h}")),
+            _ => None,
         }
     }
 
@@ -199,13 +221,11 @@ impl SourceSpec {
                 let tag = tag.as_deref().map(|t| format!(" @ {t}")).unwrap_or_default();
                 match rev {
                     Some(r) => format!("{url}{tag} ({})", &r[..12]),
-                    None => format!("{url}{tag} (unlocked: run `rocmforge lock`)"),
+                    None => format!("{url}{tag} (unpinned: `rocmforge build` pins it)"),
                 }
             }
-            SourceSpec::Url { url, sha256, .. } if sha256.is_empty() => {
-                format!("{url} (unlocked: run `rocmforge lock` to read its sha256 from the index)")
-            }
-            SourceSpec::Url { url, sha256, .. } => format!("{url} (sha256 {})", &sha256[..12]),
+            SourceSpec::Url { url, sha256: Some(sha256), .. } => format!("{url} (sha256 {})", &sha256[..12]),
+            SourceSpec::Url { url, sha256: None, .. } => format!("{url} (unpinned: `rocmforge build` pins it)"),
             SourceSpec::From { recipe, subdir } => match subdir {
                 Some(s) => format!("tree of {recipe}, {s}/"),
                 None => format!("tree of {recipe}"),

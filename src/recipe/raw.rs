@@ -93,6 +93,7 @@ pub(super) struct RawSource {
     pub from: Option<Spanned<String>>,
     pub subdir: Option<String>,
     pub index: Option<Spanned<String>>,
+    pub witness: Option<String>,
 }
 
 #[derive(Deserialize, Default)]

@@ -28,6 +28,8 @@ pub enum DownloadError {
     Network { url: String, via: String, attempts: u32, source: reqwest::Error },
     #[error("download of `{url}`{via} kept being interrupted (after {attempts} attempt(s))")]
     Interrupted { url: String, via: String, attempts: u32, source: std::io::Error },
+    #[error("offline: `{url}` has no sha256 yet and must be downloaded to pin it; run the command again online")]
+    OfflineUnpinned { url: String },
     #[error("`{path}`")]
     Io { path: PathBuf, source: std::io::Error },
 }
@@ -113,12 +115,54 @@ pub fn fetch_with(
     }
     let fetch_url = cfg.rewrite_url(url);
     if fetch_url.starts_with("file:") {
-        copy_local(url, &fetch_url, sha256, &dest)?;
+        copy_local(url, &fetch_url, Some(sha256), &dest)?;
         return Ok(dest);
     }
-    let d = Downloader { url, fetch_url: &fetch_url, sha256, label, progress, policy, dest: &dest };
+    let d = Downloader { url, fetch_url: &fetch_url, sha256: Some(sha256), label, progress, policy, dest: &dest };
     d.run()?;
     Ok(dest)
+}
+
+/// Downloads `url` whose digest no recipe states yet (an unpinned url source, for `lock`): it is
+/// streamed to `downloads/url-<sha256 of the url>.part` (resumed and retried like any download),
+/// hashed, and kept as `downloads/<sha256>`, so the build that follows does not download it
+/// again. Returns the sha256 and the cached file.
+pub fn fetch_unpinned(
+    cfg: &Config,
+    label: &str,
+    url: &str,
+    progress: &dyn Progress,
+) -> Result<(String, PathBuf), DownloadError> {
+    if cfg.offline {
+        return Err(DownloadError::OfflineUnpinned { url: url.into() });
+    }
+    let dir = cfg.cache_dir.join("downloads");
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| DownloadError::Io { path, source }
+    };
+    super::ensure_cache_dir(&dir).map_err(io(&dir))?;
+    let staging = dir.join(format!("url-{}", crate::digest::sha256_hex(url.as_bytes())));
+    let lock_path = staging.with_extension("lock");
+    let _lock = super::lock_file(&lock_path).map_err(io(&lock_path))?;
+    let fetch_url = cfg.rewrite_url(url);
+    let actual = if fetch_url.starts_with("file:") {
+        copy_local(url, &fetch_url, None, &staging)?
+    } else {
+        let d = Downloader {
+            url,
+            fetch_url: &fetch_url,
+            sha256: None,
+            label,
+            progress,
+            policy: &RetryPolicy::from_env(),
+            dest: &staging,
+        };
+        d.run()?
+    };
+    let dest = cache_path(cfg, &actual);
+    std::fs::rename(&staging, &dest).map_err(io(&dest))?;
+    Ok((actual, dest))
 }
 
 /// Whether the cached file `dest` is there with the content `sha256` names. The cache is never
@@ -233,7 +277,8 @@ fn entries(dir: &Path) -> Vec<PathBuf> {
 struct Downloader<'a> {
     url: &'a str,
     fetch_url: &'a str,
-    sha256: &'a str,
+    /// The expected digest; `None` for a download being pinned (any content is kept).
+    sha256: Option<&'a str>,
     label: &'a str,
     progress: &'a dyn Progress,
     policy: &'a RetryPolicy,
@@ -296,7 +341,8 @@ impl Downloader<'_> {
         let _ = std::fs::remove_file(self.validator_path());
     }
 
-    fn run(&self) -> Result<(), DownloadError> {
+    /// Downloads to `dest`; returns the content's sha256.
+    fn run(&self) -> Result<String, DownloadError> {
         let client = reqwest::blocking::Client::builder()
             .connect_timeout(self.policy.timeout)
             .timeout(self.policy.timeout)
@@ -312,12 +358,12 @@ impl Downloader<'_> {
             match self.attempt(&client)? {
                 Attempt::Complete => {
                     let (actual, bytes) = crate::digest::sha256_file(&self.part()).map_err(self.io(&self.part()))?;
-                    if actual == self.sha256 {
+                    if self.sha256.is_none_or(|want| want == actual) {
                         let part = self.part();
                         File::open(&part).and_then(|f| f.sync_all()).map_err(self.io(&part))?;
                         std::fs::rename(&part, self.dest).map_err(self.io(self.dest))?;
                         let _ = std::fs::remove_file(self.validator_path());
-                        return Ok(());
+                        return Ok(actual);
                     }
                     self.discard_part();
                     // A resumed file can be spliced from two versions: try once from scratch.
@@ -331,7 +377,7 @@ impl Downloader<'_> {
                     }
                     return Err(DownloadError::Mismatch {
                         url: self.url.into(),
-                        expected: self.sha256.into(),
+                        expected: self.sha256.unwrap_or_default().into(),
                         actual,
                         bytes,
                     });
@@ -495,7 +541,9 @@ impl Downloader<'_> {
 }
 
 /// A `file://` source (a local mirror): copied while hashing, renamed only when it matches.
-fn copy_local(url: &str, fetch_url: &str, sha256: &str, dest: &Path) -> Result<(), DownloadError> {
+/// Copies a `file:` URL's content to `dest`, verified against `sha256` when given; returns its
+/// sha256.
+fn copy_local(url: &str, fetch_url: &str, sha256: Option<&str>, dest: &Path) -> Result<String, DownloadError> {
     let src = url::Url::parse(fetch_url).ok().and_then(|u| u.to_file_path().ok()).ok_or_else(|| DownloadError::Io {
         path: PathBuf::from(fetch_url),
         source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a local file URL"),
@@ -521,11 +569,12 @@ fn copy_local(url: &str, fetch_url: &str, sha256: &str, dest: &Path) -> Result<(
     }
     to.sync_all().map_err(io(&part))?;
     let actual = hex::encode(h.finalize());
-    if actual != sha256 {
+    if let Some(want) = sha256.filter(|w| *w != actual) {
         let _ = std::fs::remove_file(&part);
-        return Err(DownloadError::Mismatch { url: url.into(), expected: sha256.into(), actual, bytes });
+        return Err(DownloadError::Mismatch { url: url.into(), expected: want.into(), actual, bytes });
     }
-    std::fs::rename(&part, dest).map_err(io(dest))
+    std::fs::rename(&part, dest).map_err(io(dest))?;
+    Ok(actual)
 }
 
 /// `bytes 100-199/200` -> (100, Some(200)).

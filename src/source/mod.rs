@@ -36,7 +36,7 @@ pub enum SourceError {
     Archive(#[from] ArchiveError),
     #[error(transparent)]
     Patch(#[from] PatchError),
-    #[error("recipe `{recipe}` is unlocked (a git source with a tag but no `rev`, or a url source without `sha256`): run `rocmforge lock` to pin it")]
+    #[error("recipe `{recipe}` is not pinned (a git source without `rev` or a url source without `sha256`): `rocmforge build` pins it, or run `rocmforge lock`")]
     Unlocked { recipe: String },
     #[error("recipe `{recipe}` takes its source from `{from}`: prepare `{from}` and use its tree")]
     FromOther { recipe: String, from: String },
@@ -100,10 +100,8 @@ impl SourceIdentity {
                 SourceIdentity::Git { commit: rev.clone(), submodules: Vec::new() }
             }
             SourceSpec::Git { rev: None, tag, .. } => SourceIdentity::Unlocked { tag: tag.clone().unwrap_or_default() },
-            SourceSpec::Url { url, sha256, .. } if sha256.is_empty() => {
-                SourceIdentity::Unlocked { tag: crate::recipe::url_file_name(url) }
-            }
-            SourceSpec::Url { sha256, .. } => SourceIdentity::Sha256 { sha256: sha256.clone() },
+            SourceSpec::Url { sha256: Some(sha256), .. } => SourceIdentity::Sha256 { sha256: sha256.clone() },
+            SourceSpec::Url { sha256: None, .. } => SourceIdentity::Unlocked { tag: String::new() },
             SourceSpec::From { recipe, .. } => SourceIdentity::From { recipe: recipe.clone() },
             SourceSpec::None => SourceIdentity::None,
         }
@@ -166,10 +164,8 @@ pub fn fetch(cfg: &Config, recipe: &Recipe, progress: &dyn Progress) -> Result<F
             let subs = g.submodules.iter().map(|s| (s.path.clone(), s.commit.clone())).collect();
             (SourceIdentity::Git { commit: g.commit.clone(), submodules: subs }, FetchedKind::Git(g))
         }
-        SourceSpec::Url { sha256, .. } if sha256.is_empty() => {
-            return Err(SourceError::Unlocked { recipe: recipe.name.clone() })
-        }
         SourceSpec::Url { url, sha256, strip_components, .. } => {
+            let Some(sha256) = sha256 else { return Err(SourceError::Unlocked { recipe: recipe.name.clone() }) };
             let path = download::fetch(cfg, &recipe.name, url, sha256, progress)?;
             (
                 SourceIdentity::Sha256 { sha256: sha256.clone() },

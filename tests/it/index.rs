@@ -75,11 +75,11 @@ impl Wheels {
 }
 
 fn pure_version(base: &str) -> String {
-    index::local_version(base, "6.2.4", &["gfx1010"], &key())
+    index::local_version(base, "6.2.4", &["gfx1010"], 0, &key())
 }
 
 fn cext_version() -> String {
-    index::local_version("2.6.0", "6.2.4", &["gfx1012", "gfx1010"], &key())
+    index::local_version("2.6.0", "6.2.4", &["gfx1012", "gfx1010"], 0, &key())
 }
 
 fn write(path: &Path, text: &str) {
@@ -731,7 +731,7 @@ fn rebuilds_republish_as_a_noop_or_under_a_new_name() {
     // A rebuild with a new patch: a new cache key, so a new label and filename, published
     // beside the old one instead of being refused.
     let new_key = hex::encode(sha2::Sha256::digest(b"fixture cache key + 0002-new.patch"));
-    let version = index::local_version("1.0.0", "6.2.4", &["gfx1010"], &new_key);
+    let version = index::local_version("1.0.0", "6.2.4", &["gfx1010"], 0, &new_key);
     assert_ne!(version, pure_version("1.0.0"));
     write_pure_source(&home.path().join("patched"), &version, "pure-1.0.0-patched");
     pip_wheel(&[&home.path().join("patched")], &home.path().join("patched-out"));

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 use serde_json::Value;
 
+use crate::support::archive::{gz, tar_of};
 use crate::support::git::{GitDaemon, Repo};
+use crate::support::http::HttpServer;
 use crate::support::rocmforge;
 
 const STACK: &str = "[stack]\nname = \"t\"\nrocm-version = \"6.2.4\"\nsummary = \"t\"\ndefault-targets = [\"gfx1010\"]\ndefault = true\n";
@@ -101,15 +103,22 @@ fn lock_pins_unlocked_tags_and_update_reports_moves() {
         "[source]\ngit = \"https://github.com/test/app.git\"\ntag = \"v1\"\n",
     );
 
-    // Unlocked: the plan says so and build refuses, naming the fix.
+    // Unpinned: the plan says so and `build --locked` refuses, naming the source and the fix.
     let plan = w.plan(&[]);
     assert_eq!(entry(&plan, "app")["locked"], false);
     assert_eq!(entry(&plan, "app")["state"], "blocked");
+    assert_eq!(entry(&plan, "app")["pin"], Value::Null);
     let prefix = w.home().join("prefix");
-    let out = w.cmd(&["build", "app", "--prefix", prefix.to_str().unwrap()]).output().unwrap();
+    let out = w.cmd(&["build", "app", "--locked", "--prefix", prefix.to_str().unwrap()]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("rocmforge lock") && err.contains("app"), "{err}");
+    assert!(
+        err.contains("--locked: 1 recipe(s) are not pinned")
+            && err.contains("  - app: git `https://github.com/test/app.git` tag `v1` has no `rev`")
+            && err.contains("rocmforge lock"),
+        "{err}"
+    );
+    assert!(!w.tree().join("recipes/t/rocmforge.lock").exists());
 
     // lock writes the lock file beside the recipes.
     let out = w.cmd(&["lock"]).output().unwrap();
@@ -247,24 +256,133 @@ fn rocm_path_marks_matching_recipes_external_and_build_skips_them() {
 
 #[test]
 fn embedded_recipes_lock_into_the_state_dir() {
-    let git_base = tempfile::tempdir().unwrap();
-    let repo = Repo::init(git_base.path().join("ROCm/clr.git"));
-    let c1 = repo.write("CMakeLists.txt", "\n").commit("clr");
-    repo.tag("rocm-6.2.4", &c1);
-    let daemon = GitDaemon::start(git_base.path());
+    // Every shipped recipe is pinned in its file: `lock` on the embedded stack pins nothing and
+    // writes its (empty) lock into the state dir, not into the binary's recipes.
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
-    let cfg = dir.path().join("config.toml");
-    std::fs::write(&cfg, format!("[url-rewrite]\n\"https://github.com/\" = \"{}\"\n", daemon.url(""))).unwrap();
-    let run = |args: &[&str]| rocmforge(&home).env("ROCMFORGE_CONFIG", &cfg).args(args).output().unwrap();
-    let out = run(&["--stack", "rocm-6.2", "lock", "clr"]);
+    let run = |args: &[&str]| rocmforge(&home).args(args).output().unwrap();
+    let out = run(&["--stack", "rocm-6.2", "lock"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let text = std::fs::read_to_string(home.join("state/rocmforge/locks/rocm-6.2.lock")).unwrap();
-    assert!(text.contains(&c1) && text.contains("recipe = \"clr\""), "{text}");
-    let out = run(&["--stack", "rocm-6.2", "plan", "clr", "--json"]);
-    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(entry(&plan, "clr")["source"]["rev"], c1.as_str());
+    let path = home.join("state/rocmforge/locks/rocm-6.2.lock");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(&format!("wrote {}: 0 new, 0 moved, 0 unchanged, 0 pruned", path.display())), "{stdout}");
+    let lock: toml::Value = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(lock.get("pin").and_then(|p| p.as_array()).is_none_or(|p| p.is_empty()), "{lock}");
     // An unknown recipe is bad usage.
     assert_eq!(run(&["--stack", "rocm-6.2", "lock", "nosuch"]).status.code(), Some(2));
+}
+
+/// As cargo writes Cargo.lock: the first `build` pins what its closure leaves unpinned (a git
+/// tag without `rev`, a url without `sha256`), prints each pin and writes the lock file; with
+/// `--locked` (build, fetch, plan) nothing new is pinned and every unpinned source is named.
+#[test]
+fn build_pins_unpinned_sources_and_locked_refuses_to() {
+    let git_base = tempfile::tempdir().unwrap();
+    let repo = Repo::init(git_base.path().join("test/app.git"));
+    let c1 = repo.write("app.txt", "from git\n").commit("one");
+    repo.tag("v1", &c1);
+    repo.write("app.txt", "after the tag\n").commit("two");
+    let daemon = GitDaemon::start(git_base.path());
+    let http = HttpServer::start();
+    let tarball = gz(&tar_of(&[
+        ("data-1.0/", tar::EntryType::Directory, None, b""),
+        ("data-1.0/data.txt", tar::EntryType::Regular, None, b"from the tarball\n"),
+    ]));
+    let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&tarball));
+    http.add("dl/data-1.0.tar.gz", tarball);
+    let config = format!(
+        "[url-rewrite]\n\"https://github.com/\" = \"{}\"\n\"https://example.org/\" = \"{}\"\n",
+        daemon.url(""),
+        http.url("dl/")
+    );
+    let w = world(&config, "");
+    let d = w.tree().join("recipes/t");
+    std::fs::write(
+        d.join("data.toml"),
+        script(
+            "data",
+            "[source]\nurl = \"https://example.org/data-1.0.tar.gz\"\n",
+            &["mkdir -p {stage}/share", "cp {src}/data.txt {stage}/share/"],
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("app.toml"),
+        script(
+            "app",
+            "[source]\ngit = \"https://github.com/test/app.git\"\ntag = \"v1\"\n\n[dependencies]\nbuild = [\"data\"]\n",
+            &["mkdir -p {stage}/share", "cp {src}/app.txt {stage}/share/"],
+        ),
+    )
+    .unwrap();
+    let prefix = w.home().join("prefix");
+    let p = prefix.to_str().unwrap();
+    let lock_path = w.tree().join("recipes/t/rocmforge.lock");
+
+    // --locked: refused, each unpinned source named, nothing downloaded, no lock file.
+    for args in
+        [&["build", "app", "--locked", "--prefix", p][..], &["fetch", "app", "--locked"], &["plan", "app", "--locked"]]
+    {
+        let out = w.cmd(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--locked: 2 recipe(s) are not pinned and --locked pins nothing new"), "{args:?}: {err}");
+        assert!(err.contains("  - data: url `https://example.org/data-1.0.tar.gz` has no `sha256`"), "{err}");
+        assert!(err.contains("  - app: git `https://github.com/test/app.git` tag `v1` has no `rev`"), "{err}");
+        assert!(err.contains(&lock_path.display().to_string()), "{err}");
+    }
+    assert!(!lock_path.exists());
+    assert_eq!(http.with(|s| s.requests.len()), 0);
+
+    // build: pins both (printed), writes the lock file, builds from the pinned sources.
+    let out = w.cmd(&["build", "app", "--prefix", p]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains(&format!("pinned app: v1 -> {}", &c1[..12])), "{err}");
+    assert!(err.contains(&format!("pinned data: sha256 {}", &sha[..12])), "{err}");
+    assert!(err.contains(&format!("wrote 2 pin(s) to {}", lock_path.display())), "{err}");
+    let lock: toml::Value = toml::from_str(&w.lock_text()).unwrap();
+    let pins = lock["pin"].as_array().unwrap();
+    assert_eq!(pins.len(), 2, "{}", w.lock_text());
+    let pin = |r: &str| pins.iter().find(|p| p["recipe"].as_str() == Some(r)).unwrap().clone();
+    assert_eq!(pin("app")["rev"].as_str(), Some(c1.as_str()));
+    assert_eq!(pin("data")["sha256"].as_str(), Some(sha.as_str()));
+    assert_eq!(pin("data").get("rev"), None);
+    assert_eq!(std::fs::read_to_string(prefix.join("share/app.txt")).unwrap(), "from git\n");
+    assert_eq!(std::fs::read_to_string(prefix.join("share/data.txt")).unwrap(), "from the tarball\n");
+    // Pinning kept the download in the cache: the build did not fetch it again.
+    assert_eq!(http.with(|s| s.requests.len()), 1);
+
+    // plan shows each pin and where it came from.
+    let plan = w.plan(&[]);
+    assert_eq!(entry(&plan, "app")["pin"]["pin"], format!("rev {c1}"));
+    assert_eq!(entry(&plan, "app")["pin"]["from"]["kind"], "lock-file");
+    assert_eq!(entry(&plan, "data")["pin"]["pin"], format!("sha256 {sha}"));
+    assert_eq!(entry(&plan, "data")["pin"]["from"]["path"], lock_path.display().to_string());
+    let text = String::from_utf8(w.cmd(&["plan", "app"]).output().unwrap().stdout).unwrap();
+    assert!(
+        text.contains(&format!("     pin:     sha256 {sha} (lock file {}; no witness named)\n", lock_path.display())),
+        "{text}"
+    );
+
+    // Now everything is pinned: --locked goes through and pins nothing.
+    for args in [&["plan", "app", "--locked"][..], &["build", "app", "--locked", "--prefix", p]] {
+        let out = w.cmd(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {err}");
+        assert!(!err.contains("pinned"), "{err}");
+    }
+    // A recipe that pins itself is shown so, with its witness.
+    std::fs::write(
+        d.join("data.toml"),
+        script(
+            "data",
+            &format!("[source]\nurl = \"https://example.org/data-1.0.tar.gz\"\nsha256 = \"{sha}\"\nwitness = \"the test made it\"\n"),
+            &["mkdir -p {stage}/share", "cp {src}/data.txt {stage}/share/"],
+        ),
+    )
+    .unwrap();
+    let text = String::from_utf8(w.cmd(&["plan", "app"]).output().unwrap().stdout).unwrap();
+    assert!(text.contains(&format!("     pin:     sha256 {sha} (recipe; witness: the test made it)\n")), "{text}");
 }

@@ -121,7 +121,10 @@ fn python_wheel_builds_against_the_wheel_its_dependency_built() {
     // carries base's cache key), installed from the wheel base deployed, not from an index.
     let (base_wheel, base_meta) = w.indexed("rf-base");
     let base_version = field(&base_meta, "Version");
-    assert!(base_version.starts_with("1.0.0+rocm6.2.4.k"), "{base_version}");
+    // rocm label, build serial (a number), cache key.
+    let label: Vec<&str> =
+        base_version.strip_prefix("1.0.0+rocm6.2.4.").unwrap_or_else(|| panic!("{base_version}")).split('.').collect();
+    assert!(label.len() == 2 && label[0].parse::<u64>().is_ok() && label[1].starts_with('k'), "{base_version}");
     let (_, app_meta) = w.indexed("rf-app");
     assert_eq!(field(&app_meta, "Summary"), format!("built with rf-base {base_version}"));
     assert!(app_meta.contains("Requires-Dist: rf-base"), "{app_meta}");
@@ -294,4 +297,115 @@ gpu = false
     );
     assert_eq!(lines[2], venv, "VIRTUAL_ENV: {got}");
     assert_eq!(lines[3], format!("{venv}/bin/python"), "{got}");
+}
+
+/// The index's wheels of `project`, sorted.
+fn indexed_all(w: &World, project: &str) -> Vec<String> {
+    let dir = w.home.join("state/rocmforge/index/simple").join(project);
+    let mut v: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".whl"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// A torch-like wheel rebuilt from other inputs gets another file name (the index takes both),
+/// and where the two labels differ, pip and uv install the newer build: the build serial comes
+/// before the key's hash and compares as a number, so the newer build wins even when its hash
+/// is the smaller one (the test picks the edit so that it is).
+#[test]
+fn a_rebuild_from_other_inputs_publishes_beside_and_pip_and_uv_install_the_newest() {
+    let w = World::new();
+    let prefix = w.prefix();
+    let build = || w.cmd(&["build", "base", "--prefix", prefix.to_str().unwrap()]);
+    let key = || {
+        // The prefix is part of the key: plan with the build's.
+        let out = w.cmd(&["plan", "base", "--json", "--prefix", prefix.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", text(&out));
+        let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        plan["recipes"][0]["key"].as_str().unwrap()[..8].to_string()
+    };
+    let out = build();
+    assert!(out.status.success(), "{}", text(&out));
+    let first = indexed_all(&w, "rf-base");
+    assert_eq!(first.len(), 1, "{first:?}");
+    let old_key = key();
+
+    // Other inputs (an environment entry of the recipe), chosen so the new key sorts lower.
+    let f = w.tree.join("recipes/wheels/base.toml");
+    let original = std::fs::read_to_string(&f).unwrap();
+    let mut n = 0;
+    loop {
+        n += 1;
+        assert!(n < 200, "no edit gave a smaller key");
+        std::fs::write(
+            &f,
+            original.replace(
+                "RF_BASE_VERSION = \"{wheel_version}\"",
+                &format!("RF_BASE_VERSION = \"{{wheel_version}}\", RF_EDIT = \"{n}\""),
+            ),
+        )
+        .unwrap();
+        if key() < old_key {
+            break;
+        }
+    }
+    let out = build();
+    assert!(out.status.success(), "{}", text(&out));
+    let both = indexed_all(&w, "rf-base");
+    assert_eq!(both.len(), 2, "both builds are published: {both:?}");
+    let newer = both.iter().find(|n| !first.contains(n)).unwrap().clone();
+    let version = |file: &str| file.split('-').nth(1).unwrap().to_string();
+    let (old_v, new_v) = (version(&first[0]), version(&newer));
+    assert!(new_v.ends_with(&format!(".k{}", key())) && old_v.ends_with(&format!(".k{old_key}")), "{old_v} {new_v}");
+
+    let index_url = String::from_utf8(w.cmd(&["index", "url"]).stdout).unwrap().trim().to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |c: &mut std::process::Command, what: &str| {
+        let out = c.output().unwrap_or_else(|e| panic!("{what}: {e} (install it: ci/setup.sh)"));
+        assert!(out.status.success(), "{what}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let installed = |python: &Path| {
+        run(
+            std::process::Command::new(python)
+                .args(["-c", "import importlib.metadata as m; print(m.version('rf-base'))"]),
+            "reading the installed version",
+        )
+    };
+    // pip
+    let pip_env = tmp.path().join("pip-venv");
+    run(std::process::Command::new("python3").args(["-m", "venv"]).arg(&pip_env), "python3 -m venv");
+    let py = pip_env.join("bin/python");
+    run(
+        std::process::Command::new(&py)
+            .args(["-m", "pip", "install", "--isolated", "--no-cache-dir", "--disable-pip-version-check", "--no-input"])
+            .args(["--index-url", &index_url, "rf-base"])
+            .env("PIP_CONFIG_FILE", "/dev/null"),
+        "pip install",
+    );
+    assert_eq!(installed(&py), new_v, "pip took the newer build ({new_v}), not {old_v}");
+    // uv
+    let uv_env = tmp.path().join("uv-venv");
+    let uv = |args: &[&str]| {
+        let mut c = std::process::Command::new("uv");
+        c.env("UV_CACHE_DIR", tmp.path().join("uv-cache"))
+            .env("UV_PYTHON_DOWNLOADS", "never")
+            .env("UV_NO_CONFIG", "1")
+            .env_remove("VIRTUAL_ENV")
+            .env_remove("UV_INDEX_URL")
+            .env_remove("UV_EXTRA_INDEX_URL")
+            .env_remove("UV_FIND_LINKS")
+            .args(args);
+        c
+    };
+    run(&mut uv(&["venv", "-q", "--python", "python3", uv_env.to_str().unwrap()]), "uv venv");
+    let py = uv_env.join("bin/python");
+    run(
+        &mut uv(&["pip", "install", "--python", py.to_str().unwrap(), "--index-url", &index_url, "rf-base"]),
+        "uv pip install",
+    );
+    assert_eq!(installed(&py), new_v, "uv took the newer build ({new_v}), not {old_v}");
 }
