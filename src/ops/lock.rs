@@ -179,7 +179,11 @@ fn resolve(cfg: &Config, recipe: &str, unpinned: Unpinned<'_>, progress: &dyn Pr
             let file = crate::recipe::url_file_name(url);
             crate::source::index_page::digest_of(cfg, index, &file)
                 .map(|(sha256, page)| Pin { page: Some(page), ..Pin::url(recipe, url, &sha256) })
-                .map_err(|e| LockError::Digest { recipe: recipe.to_string(), url: url.to_string(), source: Box::new(e) })
+                .map_err(|e| LockError::Digest {
+                    recipe: recipe.to_string(),
+                    url: url.to_string(),
+                    source: Box::new(e),
+                })
         }
         Unpinned::Download { url, index: None } => crate::source::download::fetch_unpinned(cfg, recipe, url, progress)
             .map(|(sha256, _)| Pin::url(recipe, url, &sha256))

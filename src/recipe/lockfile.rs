@@ -63,7 +63,14 @@ pub struct Pin {
 impl Pin {
     /// A git pin: `tag` of `url` named `rev`.
     pub fn git(recipe: &str, url: &str, tag: &str, rev: &str) -> Pin {
-        Pin { recipe: recipe.into(), url: url.into(), tag: Some(tag.into()), rev: Some(rev.into()), sha256: None, page: None }
+        Pin {
+            recipe: recipe.into(),
+            url: url.into(),
+            tag: Some(tag.into()),
+            rev: Some(rev.into()),
+            sha256: None,
+            page: None,
+        }
     }
 
     /// A url pin: the content of `url` has this sha256.
