@@ -1,7 +1,7 @@
 //! The local artifact store: each recipe's staged install tree stored on disk under its key, only
 //! whole (temp name, syncfs, rename, completion marker last), under a per-key lock.
 //!
-//! Layout: `<cache>/artifacts-v2/<key>/{tree/, files.json, inputs.json, stat.json, complete}`. The
+//! Layout: `<cache>/artifacts-v3/<key>/{tree/, files.json, inputs.json, stat.json, complete}`. The
 //! bucket's number is the cache format (`key::CACHE_FORMAT`): after a format change old entries
 //! are never looked at (`artifacts-v1` can be deleted by hand). `stat.json` (the files' stat
 //! fingerprints, checked before every use) came later without a new bucket: it changes no key
@@ -18,7 +18,7 @@ use fs4::fs_std::FileExt;
 use crate::fsutil::{self, Entry};
 use crate::key::{CacheKey, KeyInputs};
 
-const BUCKET: &str = "artifacts-v2";
+const BUCKET: &str = "artifacts-v3";
 const MARKER: &str = "complete";
 /// The stat fingerprints of an artifact's files (see [`StatPrint`]).
 const STAT_FILE: &str = "stat.json";

@@ -183,8 +183,14 @@ impl Engine<'_> {
             (vars.find_links, vars.install_wheels) =
                 self.dependency_wheels(r, prefix, &wd.build().join("dependency-wheels"))?;
         }
-        let env = &d.inputs.env;
-        let mut steps = systems::steps(r, &vars, &systems::step_env(r, &vars, env)?)?;
+        let keyed = &d.inputs.env;
+        let stats_log = wd.compiler_cache_log();
+        let env = |vars: &Vars| -> Result<BTreeMap<String, String>, BuildError> {
+            let mut env = systems::step_env(r, vars, keyed)?;
+            self.opts.launchers.apply(r, &mut env, &self.cfg.work_dir, &stats_log);
+            Ok(env)
+        };
+        let mut steps = systems::steps(r, &vars, &env(&vars)?)?;
         let stage = wd.stage();
         let produced = match r.build.system {
             BuildSystem::Cmake => crate::fsutil::join_rel(&stage, &self.plan.prefix.display().to_string()),
@@ -224,7 +230,7 @@ impl Engine<'_> {
                         ),
                     );
                     vars.jobs = half;
-                    steps = systems::steps(r, &vars, &systems::step_env(r, &vars, env)?)?;
+                    steps = systems::steps(r, &vars, &env(&vars)?)?;
                     continue;
                 }
                 Err(StepError::Failed(f)) => {
@@ -238,6 +244,10 @@ impl Engine<'_> {
             state.steps_done.push(steps[i].name.clone());
             wd.save(state).map_err(io_err("cannot record step in", &wd.root))?;
             i += 1;
+        }
+        if let Some(stats) = self.opts.launchers.stats(&stats_log).filter(|s| s.hits + s.misses + s.uncacheable > 0) {
+            self.progress.message(&r.name, &stats.summary());
+            self.progress.compiler_cache(&r.name, &stats);
         }
         Ok(produced)
     }
@@ -262,6 +272,7 @@ impl Engine<'_> {
             src,
             build: wd.build(),
             stage: wd.stage(),
+            work_dir: self.cfg.work_dir.clone(),
             python,
             host_python,
             version: r.version.clone(),

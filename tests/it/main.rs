@@ -3,6 +3,7 @@
 
 mod support;
 
+mod compilers;
 mod engine;
 mod example;
 mod foundation;

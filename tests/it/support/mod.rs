@@ -9,6 +9,7 @@ use assert_cmd::Command;
 pub mod archive;
 pub mod git;
 pub mod http;
+pub mod nginx;
 
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
