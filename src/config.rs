@@ -207,7 +207,7 @@ impl Config {
         {
             return Err(ConfigError::Invalid(crate::diagnostic::Diagnostic::file(
                 &path.display().to_string(),
-                &format!("[compiler-cache-env] holds `{bad}`: only CCACHE_* and SCCACHE_* settings belong there"),
+                format!("[compiler-cache-env] holds `{bad}`: only CCACHE_* and SCCACHE_* settings belong there"),
             )));
         }
         Ok(Config {

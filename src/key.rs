@@ -733,7 +733,10 @@ mod tests {
         a.toolchain = "0".repeat(64);
         let mut b = inputs();
         b.toolchain = new.into();
-        assert_eq!(b.explain_change(&a), vec![format!("cache format changed (1 -> {CACHE_FORMAT})"), "host toolchain changed".to_string()]);
+        assert_eq!(
+            b.explain_change(&a),
+            vec![format!("cache format changed (1 -> {CACHE_FORMAT})"), "host toolchain changed".to_string()]
+        );
     }
 
     #[test]

@@ -181,11 +181,11 @@ impl Launchers {
 pub fn host_compilers(recipe: &Recipe) -> bool {
     recipe.build.system == BuildSystem::Cmake
         && !["CC", "CXX", "HIPCXX"].iter().any(|k| recipe.build.env.contains_key(*k))
-        && !recipe
-            .build
-            .args
-            .iter()
-            .any(|a| ["CMAKE_C_COMPILER", "CMAKE_CXX_COMPILER"].iter().any(|v| a.contains(&format!("{v}=")) || a.contains(&format!("{v}:"))))
+        && !recipe.build.args.iter().any(|a| {
+            ["CMAKE_C_COMPILER", "CMAKE_CXX_COMPILER"]
+                .iter()
+                .any(|v| a.contains(&format!("{v}=")) || a.contains(&format!("{v}:")))
+        })
 }
 
 /// Jobs the hosts of a `DISTCC_HOSTS` list take, this machine (`localhost`) left out: each
@@ -252,12 +252,14 @@ mod tests {
     fn stack(recipes: &[(&str, &str)]) -> crate::recipe::Stack {
         let mut files = BTreeMap::from([(
             "recipes/t/stack.toml".to_string(),
-            b"[stack]\nname = \"t\"\nrocm-version = \"6.2.4\"\nsummary = \"t\"\ndefault-targets = [\"gfx1010\"]\n".to_vec(),
+            b"[stack]\nname = \"t\"\nrocm-version = \"6.2.4\"\nsummary = \"t\"\ndefault-targets = [\"gfx1010\"]\n"
+                .to_vec(),
         )]);
         for (name, build) in recipes {
             files.insert(
                 format!("recipes/t/{name}.toml"),
-                format!("[package]\nname = \"{name}\"\nversion = \"1\"\nsummary = \"t\"\n[build]\n{build}\n").into_bytes(),
+                format!("[package]\nname = \"{name}\"\nversion = \"1\"\nsummary = \"t\"\n[build]\n{build}\n")
+                    .into_bytes(),
             );
         }
         let tree = crate::recipe::RecipeTree::from_files(crate::recipe::Origin::Embedded, files);
@@ -272,8 +274,7 @@ mod tests {
             ("hipc", "system = \"cmake\"\nargs = [\"-DCMAKE_CXX_COMPILER={prefix}/llvm/bin/clang++\"]"),
             ("torch", "system = \"python-wheel\""),
         ]);
-        let host: Vec<&str> =
-            s.recipes.values().filter(|r| host_compilers(r)).map(|r| r.name.as_str()).collect();
+        let host: Vec<&str> = s.recipes.values().filter(|r| host_compilers(r)).map(|r| r.name.as_str()).collect();
         assert_eq!(host, ["llvm"]);
     }
 

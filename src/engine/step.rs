@@ -384,7 +384,12 @@ mod tests {
         );
         let script = std::fs::read_to_string(&f.script).unwrap();
         assert!(!script.contains("s3cr3t"), "{script}");
-        assert!(script.contains("# Redacted (they may hold credentials): CCACHE_REMOTE_STORAGE PIP_INDEX_URL SCCACHE_WEBDAV_TOKEN."), "{script}");
+        assert!(
+            script.contains(
+                "# Redacted (they may hold credentials): CCACHE_REMOTE_STORAGE PIP_INDEX_URL SCCACHE_WEBDAV_TOKEN."
+            ),
+            "{script}"
+        );
         assert!(script.contains("export PIP_EXTRA_INDEX_URL=https://pypi.lan/simple"), "{script}");
         assert_eq!(f.tail_lines, ["using <redacted PIP_INDEX_URL>"]);
         assert!(!f.to_string().contains("s3cr3t"));

@@ -147,8 +147,7 @@ fn debug_info_artifacts_and_wheels_are_byte_identical_from_two_work_dirs() {
         }
     }
     assert_ne!(f.work("a"), f.work("b"));
-    let differ: Vec<&String> =
-        prefixes[1].iter().filter(|x| !prefixes[0].contains(x)).map(|(p, _)| p).collect();
+    let differ: Vec<&String> = prefixes[1].iter().filter(|x| !prefixes[0].contains(x)).map(|(p, _)| p).collect();
     assert!(differ.is_empty() && prefixes[0].len() == prefixes[1].len(), "files differ between work dirs: {differ:?}");
     assert!(prefixes[0].iter().any(|(p, _)| p.ends_with(".whl")), "{:?}", prefixes[0]);
     assert_eq!(wheels[0], wheels[1], "the published wheels differ");
@@ -160,7 +159,9 @@ fn ccache_remote_storage_on_nginx_gives_an_empty_local_cache_remote_hits() {
     let dir = tempfile::tempdir().unwrap();
     let nginx = Nginx::start(&dir.path().join("nginx"));
     let remote = nginx.url("ccache/");
-    let f = Fixture::new(&format!("compiler-cache = \"ccache\"\n[compiler-cache-env]\nCCACHE_REMOTE_STORAGE = \"{remote}\"\n"));
+    let f = Fixture::new(&format!(
+        "compiler-cache = \"ccache\"\n[compiler-cache-env]\nCCACHE_REMOTE_STORAGE = \"{remote}\"\n"
+    ));
     let ccache_stats = |machine: &str| {
         let out = Command::new("ccache")
             .arg("--print-stats")
@@ -209,8 +210,8 @@ fn ccache_remote_storage_on_nginx_gives_an_empty_local_cache_remote_hits() {
     assert_eq!(cc(&b, "hostlib", "remote_hits"), host_misses, "{b}");
     assert_eq!(cc(&b, "devlib", "remote_hits"), dev_misses, "{b}");
     assert_eq!(cc(&b, "devlib", "misses"), 0, "{b}");
-    let html = std::fs::read_to_string(f.home("b").join("state/rocmforge/reports/debuginfo/latest/timeline.html"))
-        .unwrap();
+    let html =
+        std::fs::read_to_string(f.home("b").join("state/rocmforge/reports/debuginfo/latest/timeline.html")).unwrap();
     let line = all_remote(dev_misses);
     assert!(html.contains(&line), "the timeline shows devlib's hits: {line}");
 
@@ -316,7 +317,8 @@ impl Drop for Distccd {
 fn distcc_takes_the_example_stacks_host_compiles_not_hip_and_the_bytes_match_a_local_build() {
     let dir = tempfile::tempdir().unwrap();
     // distccd, started as root, runs as its own user: it must reach its log in here.
-    std::fs::set_permissions(dir.path(), <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(dir.path(), <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755))
+        .unwrap();
     let up = dir.path().join("upstream");
     let st = Command::new("bash").arg(repo_root().join("ci/example-sources.sh")).arg(&up).output().unwrap();
     assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
@@ -367,8 +369,19 @@ fn distcc_takes_the_example_stacks_host_compiles_not_hip_and_the_bytes_match_a_l
 
     // Hosts down: distcc compiles here (DISTCC_FALLBACK), the build goes on.
     drop(distccd);
-    let out = build("c", Some(&format!("127.0.0.1:{}/3", std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port())));
+    let out = build(
+        "c",
+        Some(&format!(
+            "127.0.0.1:{}/3",
+            std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+        )),
+    );
     assert_eq!(snapshot(&prefix), via_distcc);
-    let vlog = std::fs::read_to_string(dir.path().join("c/cache/rocmforge/work/example/vecmath/logs/build.log")).unwrap();
-    assert!(vlog.contains("failed to distribute") && vlog.contains("running locally instead"), "{vlog}\n{}", text(&out));
+    let vlog =
+        std::fs::read_to_string(dir.path().join("c/cache/rocmforge/work/example/vecmath/logs/build.log")).unwrap();
+    assert!(
+        vlog.contains("failed to distribute") && vlog.contains("running locally instead"),
+        "{vlog}\n{}",
+        text(&out)
+    );
 }

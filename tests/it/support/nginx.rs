@@ -69,7 +69,10 @@ http {{
         let start = Instant::now();
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             if let Some(status) = n.child.as_mut().and_then(|c| c.try_wait().unwrap()) {
-                panic!("nginx exited ({status}): {}", std::fs::read_to_string(dir.join("error.log")).unwrap_or_default());
+                panic!(
+                    "nginx exited ({status}): {}",
+                    std::fs::read_to_string(dir.join("error.log")).unwrap_or_default()
+                );
             }
             assert!(start.elapsed() < Duration::from_secs(10), "nginx did not listen on {port}");
             std::thread::sleep(Duration::from_millis(20));
