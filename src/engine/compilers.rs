@@ -10,7 +10,10 @@
 //!   same sources built in another work dir (another machine, another user) still hit, and
 //!   `CCACHE_STATSLOG` in the recipe's work dir, from which the build report counts the recipe's
 //!   hits and misses (ccache's global counters cannot tell recipes that build side by side
-//!   apart). Its remote storage (`CCACHE_REMOTE_STORAGE`, `CCACHE_REMOTE_ONLY`...) is ccache's own
+//!   apart). Recipes built with the stack's own compilers (hipcc running the stack's clang) get
+//!   `CCACHE_COMPILERCHECK=string:<digest of the host tools' identities and the dependencies'
+//!   keys>`: ccache's default check (the compiler file's mtime and size) cannot see a rebuilt
+//!   clang behind an unchanged wrapper. Its remote storage (`CCACHE_REMOTE_STORAGE`, `CCACHE_REMOTE_ONLY`...) is ccache's own
 //!   setting, from the environment or `[compiler-cache-env]` in the config.
 //! - sccache: C, CXX and HIP, with `SCCACHE_BASEDIRS=<work-dir>` (sccache 0.13 and later; older
 //!   ones ignore it); `SCCACHE_*` settings pass through like ccache's. Its hits are not counted
@@ -127,8 +130,16 @@ impl Launchers {
 
     /// Adds the launchers' settings to a step environment of `recipe`. `work_dir`: the whole
     /// work dir (every recipe's tree lies under it); `stats_log`: where ccache counts this
-    /// recipe's compiles.
-    pub fn apply(&self, recipe: &Recipe, env: &mut BTreeMap<String, String>, work_dir: &Path, stats_log: &Path) {
+    /// recipe's compiles; `toolchain`: a digest of what the recipe's compilers are made of (the
+    /// host tools' identities and its dependencies' keys).
+    pub fn apply(
+        &self,
+        recipe: &Recipe,
+        env: &mut BTreeMap<String, String>,
+        work_dir: &Path,
+        stats_log: &Path,
+        toolchain: &str,
+    ) {
         for (k, v) in &self.cache_env {
             env.entry(k.clone()).or_insert_with(|| v.clone());
         }
@@ -154,6 +165,12 @@ impl Launchers {
                 env.entry("CCACHE_BASEDIR".into()).or_insert(work);
                 env.entry("CCACHE_NOHASHDIR".into()).or_insert_with(|| "1".into());
                 env.insert("CCACHE_STATSLOG".into(), stats_log.display().to_string());
+                // ccache knows a compiler by its file's mtime and size. The stack's own compilers
+                // are wrappers (hipcc) running a clang the stack built: rebuilding that clang
+                // changes neither. Such recipes name their compilers by what made them.
+                if !host_compilers(recipe) {
+                    env.entry("CCACHE_COMPILERCHECK".into()).or_insert_with(|| format!("string:{toolchain}"));
+                }
             }
             Some(CacheTool::Sccache) => {
                 env.entry("SCCACHE_BASEDIRS".into()).or_insert(work);
@@ -286,7 +303,7 @@ mod tests {
         let log = Path::new("/w/t/llvm/ccache-stats.log");
         let env_of = |l: &Launchers, r: &Recipe| {
             let mut env = BTreeMap::from([("CCACHE_BASEDIR".to_string(), "/mine".to_string())]);
-            l.apply(r, &mut env, work, log);
+            l.apply(r, &mut env, work, log, "t1");
             env
         };
         let both = Launchers {
@@ -311,6 +328,8 @@ mod tests {
         let e = env_of(&both, rocblas);
         assert_eq!(e["CMAKE_CXX_COMPILER_LAUNCHER"], "ccache");
         assert!(!e.contains_key("DISTCC_HOSTS") && !e.contains_key("CCACHE_PREFIX"));
+        assert_eq!(e["CCACHE_COMPILERCHECK"], "string:t1", "the stack's hipcc is known by what made it");
+        assert!(!env_of(&both, llvm).contains_key("CCACHE_COMPILERCHECK"), "host compilers: ccache's own check");
         // distcc alone: C and C++ only.
         let distcc = Launchers { cache: None, ..both.clone() };
         let e = env_of(&distcc, llvm);

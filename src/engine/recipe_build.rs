@@ -185,9 +185,12 @@ impl Engine<'_> {
         }
         let keyed = &d.inputs.env;
         let stats_log = wd.compiler_cache_log();
+        let toolchain = crate::digest::sha256_hex(
+            serde_json::to_string(&(&d.inputs.toolchain, &d.inputs.deps)).expect("serialises").as_bytes(),
+        );
         let env = |vars: &Vars| -> Result<BTreeMap<String, String>, BuildError> {
             let mut env = systems::step_env(r, vars, keyed)?;
-            self.opts.launchers.apply(r, &mut env, &self.cfg.work_dir, &stats_log);
+            self.opts.launchers.apply(r, &mut env, &self.cfg.work_dir, &stats_log, &toolchain);
             Ok(env)
         };
         let mut steps = systems::steps(r, &vars, &env(&vars)?)?;
