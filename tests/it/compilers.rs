@@ -367,6 +367,24 @@ fn distcc_takes_the_example_stacks_host_compiles_not_hip_and_the_bytes_match_a_l
     build("b", None);
     assert_eq!(snapshot(&prefix), via_distcc, "a distcc build differs from a local one");
 
+    // C++ too, and behind ccache (its misses go to distcc through CCACHE_PREFIX): the debuginfo
+    // fixture's host library.
+    let f = Fixture::new("");
+    let out = f
+        .cmd("d")
+        .env("DISTCC_HOSTS", format!("127.0.0.1:{}/3", distccd.port))
+        .args(["build", "hostlib", "--compiler-cache", "ccache", "--prefix"])
+        .arg(f.prefix())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let log = distccd.log();
+    for source in ["hostlib.c", "hostlib_cxx.cpp"] {
+        assert!(log.lines().any(|l| l.contains("COMPILE_OK") && l.contains(source)), "{source} not via distcc:\n{log}");
+    }
+    let script = std::fs::read_to_string(f.work("d").join("debuginfo/hostlib/steps/02-build.sh")).unwrap();
+    assert!(script.contains("export CMAKE_CXX_COMPILER_LAUNCHER='env;CCACHE_PREFIX=distcc;ccache'"), "{script}");
+
     // Hosts down: distcc compiles here (DISTCC_FALLBACK), the build goes on.
     drop(distccd);
     let out = build(
