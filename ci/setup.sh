@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what rocmforge and its tests need on a fresh Debian 12 / Ubuntu machine:
-# compilers and build tools (Debian's HIP 5.2 hipcc, cmake, ninja, ccache), nginx for the
+# compilers and build tools (Debian's HIP 5.2 hipcc, cmake, ninja, ccache, distcc), nginx for the
 # remote-cache tests, git (with its daemon), and from PyPI: uv, setuptools, wheel, plus a
 # wheelhouse of setuptools/wheel so tests can build wheels offline; zsh and fish, in which
 # the tests source `rocmforge env` output.
@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-for cmd in hipcc:hipcc cmake:cmake ninja:ninja-build ccache:ccache nginx:nginx git:git \
+for cmd in hipcc:hipcc cmake:cmake ninja:ninja-build ccache:ccache distcc:distcc distccd:distcc nginx:nginx git:git \
            pkg-config:pkg-config roc-obj-ls:hipcc cc:build-essential chromium:chromium \
            zsh:zsh fish:fish man:man-db; do
   command -v "${cmd%%:*}" >/dev/null 2>&1 || need_apt+=("${cmd##*:}")

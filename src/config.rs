@@ -11,9 +11,16 @@
 //! rocm-path = "/opt/rocm"
 //! index-dir = "/srv/wheels"          # the local wheel index; default <state-dir>/index
 //! link-mode = "auto"                 # how cached files reach the prefix: "auto" or "copy"
+//! compiler-cache = "auto"            # ccache | sccache | none | auto (the first installed)
 //!
 //! [url-rewrite]
 //! "https://github.com/" = "file:///srv/git/"
+//!
+//! [compiler-cache-env]               # the compiler cache's own settings, passed to every step
+//! CCACHE_REMOTE_STORAGE = "http://cache.lan/ccache/"
+//!
+//! [distributed]
+//! distcc-hosts = ["buildbox/16", "127.0.0.1:3632/4"]   # DISTCC_HOSTS overrides
 //! ```
 //!
 //! A team's shared artifact cache (`cache::remote`; README "A team's shared cache"):
@@ -56,6 +63,46 @@ struct RawConfig {
     signing_key: Option<PathBuf>,
     #[serde(default)]
     trusted_keys: Vec<String>,
+    compiler_cache: Option<CompilerCacheChoice>,
+    #[serde(default)]
+    compiler_cache_env: BTreeMap<String, String>,
+    #[serde(default)]
+    distributed: Distributed,
+}
+
+/// Which compiler cache builds put in front of their compilers (`compiler-cache`,
+/// `ROCMFORGE_COMPILER_CACHE`, `build --compiler-cache`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CompilerCacheChoice {
+    /// ccache if it is installed, else sccache if it is, else none.
+    #[default]
+    Auto,
+    Ccache,
+    Sccache,
+    None,
+}
+
+impl CompilerCacheChoice {
+    pub fn parse(s: &str) -> Option<CompilerCacheChoice> {
+        Some(match s {
+            "auto" => CompilerCacheChoice::Auto,
+            "ccache" => CompilerCacheChoice::Ccache,
+            "sccache" => CompilerCacheChoice::Sccache,
+            "none" => CompilerCacheChoice::None,
+            _ => return None,
+        })
+    }
+}
+
+/// `[distributed]`: compiling on other machines.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Distributed {
+    /// distcc host specs (`host`, `host/N`, `host:port/N`, `@host/N`), as `DISTCC_HOSTS` lists
+    /// them; `DISTCC_HOSTS` in the environment overrides.
+    #[serde(default)]
+    pub distcc_hosts: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -104,6 +151,13 @@ pub struct Config {
     pub url_rewrites: Vec<(String, String)>,
     /// Use only what is cached.
     pub offline: bool,
+    /// The compiler cache builds use.
+    pub compiler_cache: CompilerCacheChoice,
+    /// The compiler cache's own settings (`CCACHE_*`, `SCCACHE_*`), given to every step; the
+    /// environment's own `CCACHE_*`/`SCCACHE_*` variables pass through too.
+    pub compiler_cache_env: BTreeMap<String, String>,
+    /// Compiling on other machines.
+    pub distributed: Distributed,
     /// The file this came from, if any.
     pub file: Option<PathBuf>,
     /// The shared artifact cache over HTTP, if one is set.
@@ -228,6 +282,22 @@ impl Config {
                 return Err(ConfigError::BadEnv { name: "ROCMFORGE_LINK_MODE", value, expected: "`auto` or `copy`" })
             }
         };
+        let compiler_cache = match std::env::var("ROCMFORGE_COMPILER_CACHE").ok().filter(|v| !v.is_empty()) {
+            None => raw.compiler_cache.unwrap_or_default(),
+            Some(v) => CompilerCacheChoice::parse(&v).ok_or(ConfigError::BadEnv {
+                name: "ROCMFORGE_COMPILER_CACHE",
+                value: v,
+                expected: "`ccache`, `sccache`, `none` or `auto`",
+            })?,
+        };
+        if let Some(bad) =
+            raw.compiler_cache_env.keys().find(|k| !k.starts_with("CCACHE_") && !k.starts_with("SCCACHE_"))
+        {
+            return Err(ConfigError::Invalid(crate::diagnostic::Diagnostic::file(
+                &path.display().to_string(),
+                format!("[compiler-cache-env] holds `{bad}`: only CCACHE_* and SCCACHE_* settings belong there"),
+            )));
+        }
         Ok(Config {
             cache_dir: env_path("ROCMFORGE_CACHE_DIR").or(raw.cache_dir).unwrap_or_else(|| xdg_cache.join("rocmforge")),
             work_dir: env_path("ROCMFORGE_WORK_DIR")
@@ -240,6 +310,9 @@ impl Config {
             link_mode,
             url_rewrites: rewrites,
             offline: false,
+            compiler_cache,
+            compiler_cache_env: raw.compiler_cache_env,
+            distributed: raw.distributed,
             file,
             remote: RemoteCacheConfig {
                 url: env_string("ROCMFORGE_CACHE_URL").or(raw.cache_url).filter(|u| !u.is_empty()),
@@ -306,6 +379,27 @@ mod tests {
         let e = Config::load_from(&f).unwrap_err().to_string();
         assert!(e.contains("c.toml:2:13"), "{e}");
         assert!(e.contains("unknown variant `symlink`, expected `auto` or `copy`"), "{e}");
+    }
+
+    #[test]
+    fn compiler_cache_and_distcc_hosts_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(
+            &f,
+            "compiler-cache = \"ccache\"\n[compiler-cache-env]\nCCACHE_REMOTE_STORAGE = \"http://127.0.0.1:1/ccache/\"\n[distributed]\ndistcc-hosts = [\"a/4\", \"b:3633/2\"]\n",
+        )
+        .unwrap();
+        let c = Config::load_from(&f).unwrap();
+        assert_eq!(c.compiler_cache, CompilerCacheChoice::Ccache);
+        assert_eq!(c.compiler_cache_env["CCACHE_REMOTE_STORAGE"], "http://127.0.0.1:1/ccache/");
+        assert_eq!(c.distributed.distcc_hosts, ["a/4", "b:3633/2"]);
+        std::fs::write(&f, "[compiler-cache-env]\nPATH = \"/x\"\n").unwrap();
+        let e = Config::load_from(&f).unwrap_err().to_string();
+        assert!(e.contains("c.toml") && e.contains("`PATH`: only CCACHE_* and SCCACHE_*"), "{e}");
+        std::fs::write(&f, "compiler-cache = \"distcc\"\n").unwrap();
+        let e = Config::load_from(&f).unwrap_err().to_string();
+        assert!(e.contains("c.toml:1:18") && e.contains("unknown variant `distcc`"), "{e}");
     }
 
     #[test]

@@ -65,9 +65,11 @@
 //!    downstream, transitively.
 //! 9. These say where or when, not what: they differ between machines and change with every
 //!    reinstall while the artifact would not. They may appear in local memo files that decide
-//!    when to recompute an identity (below), never in a key. (The work dir does reach artifacts
-//!    as debug-info and `__FILE__` paths; that changes no behaviour, and keying on it would end
-//!    all sharing.)
+//!    when to recompute an identity (below), never in a key. (The work dir does not reach
+//!    artifacts either: compilers get `-ffile-prefix-map=<work-dir>=/rocmforge-work`, so debug
+//!    info and `__FILE__` name the stable path, and two work dirs make the same bytes.) The
+//!    compiler cache and distcc (`engine::compilers`) are not inputs either: they change where
+//!    and whether a compile runs, not what it makes.
 //! 10. They do not change what is installed. A change of rocmforge that does is a `CACHE_FORMAT`
 //!     bump (note 1).
 //! 11. A known gap: python-wheel recipes build with the host Python found for the stack's
@@ -159,7 +161,9 @@ use serde::{Deserialize, Serialize};
 use crate::target::TargetSet;
 
 /// 2: the toolchain is identified by the tools' `--version` output, not their paths and mtimes.
-/// 3: the host's distribution and release (`host_os`) are an input.
+/// 3: the host's distribution and release (`host_os`) are an input; builds map the work dir to a
+/// stable path (`-ffile-prefix-map`, `engine::systems`), so debug info and `__FILE__` no longer
+/// name it: artifacts of format 2 hold other bytes.
 pub const CACHE_FORMAT: u32 = 3;
 
 /// Host environment variables a build reads that change its output. Anything else is left out

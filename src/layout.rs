@@ -5,7 +5,7 @@
 //!   numbered in run order), `logs/<step>.log`, `running.pid` (the step now running: its process
 //!   group on the first line, then `token <T>`, the value of `ROCMFORGE_STEP_TOKEN` in its
 //!   processes' environment; see `RunningStep`) and `state.json` (which key the dir is for,
-//!   finished steps, stored or not).
+//!   finished steps, stored or not), `ccache-stats.log` (ccache's count of the recipe's compiles).
 //! - Scratch trees (pristine copies to compare or check against): `<work-dir>/.scratch/`.
 //! - The last build of each recipe: `<state-dir>/last-build/<stack>/<recipe>.json`, the cache-key
 //!   inputs of the artifact it last built or used (read by `plan` to say why a recipe rebuilds and
@@ -65,6 +65,10 @@ impl WorkDir {
     /// The log of a recipe's step (`logs/build.log`).
     pub fn step_log(&self, step: &str) -> PathBuf {
         self.logs().join(format!("{step}.log"))
+    }
+    /// ccache's log of this recipe's compiles (`CCACHE_STATSLOG`), counted for the report.
+    pub fn compiler_cache_log(&self) -> PathBuf {
+        self.root.join("ccache-stats.log")
     }
     /// The step now running (a `RunningStep`), so a resumed run can stop an orphan of a killed
     /// rocmforge before touching the build dir, and `status` can tell processes left behind.
@@ -128,6 +132,7 @@ impl WorkDir {
                 for d in [self.build(), self.stage(), self.steps(), self.logs()] {
                     fsutil::remove_dir_all_if_exists(&d)?;
                 }
+                fsutil::remove_if_exists(&self.compiler_cache_log())?;
                 fs::create_dir_all(&self.root)?;
                 let s = WorkState { key: key.to_string(), serial: next_serial()?, ..Default::default() };
                 self.save(&s)?;

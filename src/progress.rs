@@ -49,6 +49,10 @@ pub trait Progress: Send + Sync {
     fn recipe_failed(&self, recipe: &str, error: &str) {
         let _ = (recipe, error);
     }
+    /// What the compiler cache did for the recipe's compiles (after its steps ran).
+    fn compiler_cache(&self, recipe: &str, stats: &CompilerCacheStats) {
+        let _ = (recipe, stats);
+    }
     /// `outcome`: "built", "cached", "failed", "skipped" or "source".
     fn recipe_finished(&self, recipe: &str, outcome: &str) {
         let _ = (recipe, outcome);
@@ -59,6 +63,38 @@ pub trait Progress: Send + Sync {
     /// A warning the user should see even when quiet.
     fn warn(&self, recipe: &str, msg: &str) {
         self.message(recipe, &format!("warning: {msg}"));
+    }
+}
+
+/// A recipe's compiles as its compiler cache counted them (ccache: its per-recipe statistics
+/// log, `CCACHE_STATSLOG`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CompilerCacheStats {
+    /// `ccache` or `sccache`.
+    pub tool: String,
+    /// Compiles answered from the cache, local or remote.
+    pub hits: u64,
+    /// Of the hits, those answered by the remote storage.
+    pub remote_hits: u64,
+    /// Compiles the cache did not have (run, then stored).
+    pub misses: u64,
+    /// Calls the cache passed straight to the compiler (links, unsupported options, ...).
+    pub uncacheable: u64,
+}
+
+impl CompilerCacheStats {
+    /// `ccache: 3 hits (2 remote), 1 miss, 2 not cacheable`.
+    pub fn summary(&self) -> String {
+        let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let mut s = format!("{}: {}", self.tool, plural(self.hits, "hit", "hits"));
+        if self.remote_hits > 0 {
+            s.push_str(&format!(" ({} remote)", self.remote_hits));
+        }
+        s.push_str(&format!(", {}", plural(self.misses, "miss", "misses")));
+        if self.uncacheable > 0 {
+            s.push_str(&format!(", {} not cacheable", self.uncacheable));
+        }
+        s
     }
 }
 
@@ -170,6 +206,9 @@ impl Progress for Fanout {
     }
     fn recipe_failed(&self, recipe: &str, error: &str) {
         self.0.iter().for_each(|p| p.recipe_failed(recipe, error));
+    }
+    fn compiler_cache(&self, recipe: &str, stats: &CompilerCacheStats) {
+        self.0.iter().for_each(|p| p.compiler_cache(recipe, stats));
     }
     fn recipe_finished(&self, recipe: &str, outcome: &str) {
         self.0.iter().for_each(|p| p.recipe_finished(recipe, outcome));

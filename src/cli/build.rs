@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use super::{CliResult, Context, Failure, Selection};
+use crate::config::CompilerCacheChoice;
 use crate::engine::Outcome;
 use crate::ops::build::{build, BuildRequest};
 use crate::plan::night::Order;
@@ -33,6 +34,14 @@ pub struct Args {
     /// or one in the lock file). For CI and scripted rebuilds.
     #[arg(long)]
     pub locked: bool,
+    /// Compiler cache in front of the compilers (default: config `compiler-cache`, else `auto`:
+    /// ccache or sccache if installed). Never part of the cache key.
+    #[arg(long, value_name = "ccache|sccache|none|auto", value_parser = parse_compiler_cache)]
+    pub compiler_cache: Option<CompilerCacheChoice>,
+}
+
+fn parse_compiler_cache(s: &str) -> Result<CompilerCacheChoice, String> {
+    CompilerCacheChoice::parse(s).ok_or_else(|| format!("`{s}`: use ccache, sccache, none or auto"))
 }
 
 pub fn run(ctx: &Context, args: Args) -> CliResult {
@@ -48,6 +57,7 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
         until: args.until,
         prefix: ctx.prefix(&cfg, &stack, args.prefix.as_deref()),
         order: Order::from_env().map_err(|e| Failure::usage(anyhow::anyhow!(e)))?,
+        compiler_cache: args.compiler_cache,
     };
     let run = build(&cfg, &tree, &stack, &req, ctx.verbosity).map_err(Failure::from_op)?;
     let report_line = match run.report {

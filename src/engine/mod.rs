@@ -5,6 +5,7 @@
 //! Everything it does was decided by the plan: the engine computes no keys and no statuses.
 
 pub mod budget;
+pub mod compilers;
 mod outputs;
 mod preflight;
 mod recipe_build;
@@ -84,6 +85,8 @@ pub struct EngineOptions {
     pub jobs: usize,
     /// Build everything not downstream of a failure, then report all failures.
     pub keep_going: bool,
+    /// The compiler cache and distcc in front of the recipes' compilers.
+    pub launchers: compilers::Launchers,
 }
 
 /// What happened to each recipe.
@@ -157,9 +160,13 @@ impl<'a> Engine<'a> {
         let names =
             |build: bool| entries.iter().filter(|e| !build || e.builds()).map(|e| e.name.clone()).collect::<Vec<_>>();
         self.progress.build_started(&names(false), &names(true));
+        // distcc recipes may run as many more jobs as the other hosts take; memory still caps
+        // them (links, and the preprocessing distcc does here).
+        let distcc = |e: &PlanEntry| self.opts.launchers.distcc_for(&self.stack.recipes[&e.name]);
+        let remote = if entries.iter().any(|e| e.builds() && distcc(e)) { self.opts.launchers.remote_slots } else { 0 };
         let want = |e: &PlanEntry| match e.status {
             Status::Build { .. } => budget::jobs_for(
-                self.opts.jobs,
+                self.opts.jobs + if distcc(e) { remote } else { 0 },
                 self.stack.recipes[&e.name].build.memory_per_job_gb,
                 budget::available_memory(),
             ),
@@ -168,7 +175,7 @@ impl<'a> Engine<'a> {
         let result = self.host_preflight().and_then(|()| self.preflight()).and_then(|()| {
             let prefix = Prefix::new(&self.plan.prefix, self.cfg.link_mode);
             std::fs::create_dir_all(&self.plan.prefix).map_err(io_err("cannot create prefix", &self.plan.prefix))?;
-            schedule::run(entries, self.opts.jobs, self.opts.keep_going, &want, &|e, jobs| {
+            schedule::run(entries, self.opts.jobs + remote, self.opts.keep_going, &want, &|e, jobs| {
                 self.run_recipe(e, jobs, &prefix)
             })
         });

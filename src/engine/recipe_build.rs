@@ -219,8 +219,17 @@ impl Engine<'_> {
             (vars.find_links, vars.install_wheels) =
                 self.dependency_wheels(r, prefix, &wd.build().join("dependency-wheels"))?;
         }
-        let env = &d.inputs.env;
-        let mut steps = systems::steps(r, &vars, &systems::step_env(r, &vars, env)?)?;
+        let keyed = &d.inputs.env;
+        let stats_log = wd.compiler_cache_log();
+        let toolchain = crate::digest::sha256_hex(
+            serde_json::to_string(&(&d.inputs.toolchain, &d.inputs.deps)).expect("serialises").as_bytes(),
+        );
+        let env = |vars: &Vars| -> Result<BTreeMap<String, String>, BuildError> {
+            let mut env = systems::step_env(r, vars, keyed)?;
+            self.opts.launchers.apply(r, &mut env, &self.cfg.work_dir, &stats_log, &toolchain);
+            Ok(env)
+        };
+        let mut steps = systems::steps(r, &vars, &env(&vars)?)?;
         let stage = wd.stage();
         let produced = match r.build.system {
             BuildSystem::Cmake => crate::fsutil::join_rel(&stage, &self.plan.prefix.display().to_string()),
@@ -275,7 +284,7 @@ impl Engine<'_> {
                         ),
                     );
                     vars.jobs = half;
-                    steps = systems::steps(r, &vars, &systems::step_env(r, &vars, env)?)?;
+                    steps = systems::steps(r, &vars, &env(&vars)?)?;
                     continue;
                 }
                 Err(StepError::Failed(f)) => {
@@ -300,6 +309,10 @@ impl Engine<'_> {
             for cache in caches {
                 self.check_undeclared(r, &cache, prefix)?;
             }
+        }
+        if let Some(stats) = self.opts.launchers.stats(&stats_log).filter(|s| s.hits + s.misses + s.uncacheable > 0) {
+            self.progress.message(&r.name, &stats.summary());
+            self.progress.compiler_cache(&r.name, &stats);
         }
         Ok(produced)
     }
@@ -340,6 +353,7 @@ impl Engine<'_> {
             src,
             build: wd.build(),
             stage: wd.stage(),
+            work_dir: self.cfg.work_dir.clone(),
             python,
             host_python,
             version: r.version.clone(),

@@ -138,16 +138,56 @@ pub(super) fn shell_quote(s: &str) -> String {
     shlex::Quoter::new().allow_nul(true).quote(s).expect("quoting fails only on a NUL, which is allowed").into_owned()
 }
 
-/// The script text: clean environment, directory, command.
+/// May this step setting hold a credential? Names ending in `_REMOTE_STORAGE` (ccache's remote
+/// storage URLs carry them) or holding `TOKEN`, `PASSWORD` or `SECRET`, and any value with a URL
+/// whose authority has a user part (`https://user:pw@host/`). Such values are never written to
+/// a step script nor shown from a log.
+pub fn is_secret(name: &str, value: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    n.ends_with("_REMOTE_STORAGE")
+        || ["TOKEN", "PASSWORD", "SECRET"].iter().any(|w| n.contains(w))
+        || value.match_indices("://").any(|(i, _)| {
+            let authority = value[i + 3..].split(['/', ' ', '|', '?', '#']).next().unwrap_or("");
+            authority.contains('@')
+        })
+}
+
+/// `text` with every secret value of `env` ([`is_secret`]) replaced by `<redacted NAME>`.
+pub fn redact(text: &str, env: &BTreeMap<String, String>) -> String {
+    let mut out = text.to_string();
+    for (k, v) in env.iter().filter(|(k, v)| !v.is_empty() && is_secret(k, v)) {
+        out = out.replace(v.as_str(), &format!("<redacted {k}>"));
+    }
+    out
+}
+
+/// The script text: clean environment, directory, command. Secret settings ([`is_secret`]) are
+/// not written: the script takes them from the environment it is started in (rocmforge starts
+/// it with them), and says which to set when one is missing.
 pub fn script_text(recipe: &str, step: &Step) -> String {
+    let secrets: Vec<&String> = step.env.iter().filter(|(k, v)| is_secret(k, v)).map(|(k, _)| k).collect();
     let mut s = String::from("#!/usr/bin/env bash\n");
     s.push_str(&format!("# rocmforge: recipe {recipe}, step {}\n# Re-run by hand with: bash <this file>\n", step.name));
+    if !secrets.is_empty() {
+        let names: Vec<&str> = secrets.iter().map(|k| k.as_str()).collect();
+        s.push_str(&format!(
+            "# Redacted (they may hold credentials): {}. Set them in your environment first.\n",
+            names.join(" ")
+        ));
+    }
     s.push_str("set -euo pipefail\n");
     // Start from an empty environment (only what is exported below), keeping a GNU make
-    // jobserver handed down by rocmforge so make-style tools share the build's job budget, and
-    // the token that marks the step's processes (`reap`).
-    s.push_str("if [ -z \"${ROCMFORGE_STEP_CLEAN_ENV:-}\" ]; then exec env -i ROCMFORGE_STEP_CLEAN_ENV=1 ${MAKEFLAGS+\"MAKEFLAGS=$MAKEFLAGS\"} ${CARGO_MAKEFLAGS+\"CARGO_MAKEFLAGS=$CARGO_MAKEFLAGS\"} ${ROCMFORGE_STEP_TOKEN+\"ROCMFORGE_STEP_TOKEN=$ROCMFORGE_STEP_TOKEN\"} bash \"$0\" \"$@\"; fi\nunset ROCMFORGE_STEP_CLEAN_ENV\n");
+    // jobserver handed down by rocmforge so make-style tools share the build's job budget, the
+    // token that marks the step's processes (`reap`), and the redacted settings.
+    let keep: String = secrets.iter().map(|k| format!(" ${{{k}+\"{k}=${k}\"}}")).collect();
+    s.push_str(&format!("if [ -z \"${{ROCMFORGE_STEP_CLEAN_ENV:-}}\" ]; then exec env -i ROCMFORGE_STEP_CLEAN_ENV=1 ${{MAKEFLAGS+\"MAKEFLAGS=$MAKEFLAGS\"}} ${{CARGO_MAKEFLAGS+\"CARGO_MAKEFLAGS=$CARGO_MAKEFLAGS\"}} ${{ROCMFORGE_STEP_TOKEN+\"ROCMFORGE_STEP_TOKEN=$ROCMFORGE_STEP_TOKEN\"}}{keep} bash \"$0\" \"$@\"; fi\nunset ROCMFORGE_STEP_CLEAN_ENV\n"));
     for (k, v) in &step.env {
+        if is_secret(k, v) {
+            s.push_str(&format!(
+                "export {k}=\"${{{k}?{k} was redacted from this script (it may hold a credential): set it in the environment to re-run this step}}\"\n"
+            ));
+            continue;
+        }
         s.push_str(&format!("export {k}={}\n", shell_quote(v)));
     }
     s.push_str(&format!("cd {}\n", shell_quote(&step.cwd.display().to_string())));
@@ -268,7 +308,7 @@ pub fn run(
         (None, Some(s)) => format!("killed by signal {s}"),
         _ => "failed".to_string(),
     };
-    let tail_lines = tail(&log, 40);
+    let tail_lines: Vec<String> = tail(&log, 40).iter().map(|l| redact(l, &step.env)).collect();
     let looks_oom = exit.code() == Some(137)
         || exit.signal() == Some(9)
         || tail_says_oom(&tail_lines)
@@ -315,6 +355,70 @@ mod tests {
         assert_eq!(out.status.code(), Some(3));
         assert!(String::from_utf8_lossy(&out.stdout).contains("value=it's here"));
         assert!(!dirs.running_pid().exists());
+    }
+
+    #[test]
+    fn secrets_stay_out_of_the_script_and_the_log_tail_but_reach_the_step() {
+        let d = tempfile::tempdir().unwrap();
+        let dirs = WorkDir { root: d.path().join("w") };
+        let remote = "http://127.0.0.1:9/ccache/|bearer-token=s3cr3t-remote";
+        let env = BTreeMap::from([
+            ("CCACHE_REMOTE_STORAGE".to_string(), remote.to_string()),
+            ("SCCACHE_WEBDAV_TOKEN".to_string(), "s3cr3t-token".to_string()),
+            ("PIP_INDEX_URL".to_string(), "https://me:s3cr3t-pw@pypi.lan/simple".to_string()),
+            ("PIP_EXTRA_INDEX_URL".to_string(), "https://pypi.lan/simple".to_string()),
+            ("PATH".to_string(), "/usr/bin:/bin".to_string()),
+        ]);
+        let step = Step {
+            name: "build".into(),
+            command: "echo \"$CCACHE_REMOTE_STORAGE $SCCACHE_WEBDAV_TOKEN $PIP_INDEX_URL\" > seen; echo \"using $PIP_INDEX_URL\"; exit 1".into(),
+            cwd: d.path().join("b"),
+            env,
+            fills_stage: false,
+        };
+        let StepError::Failed(f) = run("demo", 0, &step, &dirs, None).unwrap_err() else { panic!() };
+        // The step had the real values.
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("b/seen")).unwrap().trim(),
+            format!("{remote} s3cr3t-token https://me:s3cr3t-pw@pypi.lan/simple")
+        );
+        let script = std::fs::read_to_string(&f.script).unwrap();
+        assert!(!script.contains("s3cr3t"), "{script}");
+        assert!(
+            script.contains(
+                "# Redacted (they may hold credentials): CCACHE_REMOTE_STORAGE PIP_INDEX_URL SCCACHE_WEBDAV_TOKEN."
+            ),
+            "{script}"
+        );
+        assert!(script.contains("export PIP_EXTRA_INDEX_URL=https://pypi.lan/simple"), "{script}");
+        assert_eq!(f.tail_lines, ["using <redacted PIP_INDEX_URL>"]);
+        assert!(!f.to_string().contains("s3cr3t"));
+        // Re-run by hand: without the settings it says which to set; with them it runs.
+        let out = std::process::Command::new("bash").arg(&f.script).env_clear().output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("CCACHE_REMOTE_STORAGE was redacted from this script"), "{err}");
+        let out = std::process::Command::new("bash")
+            .arg(&f.script)
+            .env_clear()
+            .env("CCACHE_REMOTE_STORAGE", "a")
+            .env("SCCACHE_WEBDAV_TOKEN", "b")
+            .env("PIP_INDEX_URL", "c")
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "using c");
+        assert_eq!(std::fs::read_to_string(d.path().join("b/seen")).unwrap().trim(), "a b c");
+    }
+
+    #[test]
+    fn what_counts_as_a_secret() {
+        assert!(is_secret("CCACHE_REMOTE_STORAGE", "http://h/c/"));
+        assert!(is_secret("SCCACHE_WEBDAV_PASSWORD", "x"));
+        assert!(is_secret("AWS_SECRET_ACCESS_KEY", "x"));
+        assert!(is_secret("SCCACHE_REDIS_ENDPOINT", "redis://u:p@127.0.0.1:6379"));
+        assert!(is_secret("X", "a https://tok@host/x"));
+        assert!(!is_secret("PIP_INDEX_URL", "https://pypi.org/simple"));
+        assert!(!is_secret("CCACHE_BASEDIR", "/w"));
+        assert!(!is_secret("GIT_EMAIL", "me@host"));
     }
 
     #[test]

@@ -12,9 +12,15 @@ use super::step::{shell_quote, Step};
 /// Fixed timestamp for reproducible archives and wheels (1980-01-02: zip's epoch + 1 day).
 pub const SOURCE_DATE_EPOCH: &str = "315619200";
 
+/// What the work dir is called in what compilers record (debug info, `__FILE__`): every build
+/// passes `-ffile-prefix-map=<work-dir>=/rocmforge-work` in `CFLAGS`, `CXXFLAGS` and `HIPFLAGS`,
+/// so two work dirs (two machines) make the same bytes. To debug, tell the debugger where the
+/// sources are: `gdb -ex 'set substitute-path /rocmforge-work <work-dir>'`.
+pub const STABLE_WORK_DIR: &str = "/rocmforge-work";
+
 /// Host variables passed to steps without entering the cache key (they change where things
 /// come from, not what is built).
-const PASS_THROUGH_PREFIXES: &[&str] = &["PIP_", "UV_", "CCACHE_", "SCCACHE_"];
+const PASS_THROUGH_PREFIXES: &[&str] = &["PIP_", "UV_", "CCACHE_", "SCCACHE_", "DISTCC_"];
 const PASS_THROUGH: &[&str] = &[
     "HOME",
     "USER",
@@ -39,6 +45,9 @@ pub struct Vars {
     pub src: PathBuf,
     pub build: PathBuf,
     pub stage: PathBuf,
+    /// The whole work dir (every recipe's `src`, `build` and `stage` lie under it): mapped to
+    /// [`STABLE_WORK_DIR`] in what compilers record.
+    pub work_dir: PathBuf,
     /// The Python steps use: the recipe's venv for python-wheel, else the host Python.
     pub python: Option<PathBuf>,
     pub host_python: Option<PathBuf>,
@@ -164,6 +173,20 @@ pub fn step_env(
     }
     for (k, v) in &recipe.build.env {
         env.insert(k.clone(), vars.expand(&recipe.name, v)?);
+    }
+    // Reproducible debug info: the work dir's path is not recorded (CMake, setuptools and
+    // hipcc read these; appended, so the user's and the recipe's flags stay). A path with blanks
+    // cannot be passed in a flags variable: then the bytes name the work dir.
+    let work = vars.work_dir.display().to_string();
+    if !work.is_empty() && !work.contains(char::is_whitespace) {
+        let map = format!("-ffile-prefix-map={work}={STABLE_WORK_DIR}");
+        for var in ["CFLAGS", "CXXFLAGS", "HIPFLAGS"] {
+            let v = match env.get(var).filter(|v| !v.trim().is_empty()) {
+                Some(old) => format!("{old} {map}"),
+                None => map.clone(),
+            };
+            env.insert(var.into(), v);
+        }
     }
     Ok(env)
 }
@@ -324,6 +347,7 @@ mod tests {
             src: "/w/src".into(),
             build: "/w/build".into(),
             stage: "/w/stage".into(),
+            work_dir: "/w".into(),
             python: None,
             host_python: None,
             version: "1.0".into(),
@@ -368,6 +392,10 @@ mod tests {
         let env = step_env(tracer, &v, &BTreeMap::new()).unwrap();
         assert!(env["PATH"].starts_with("/w/build/venv/bin:/opt/rf/bin:"), "{}", env["PATH"]);
         assert_eq!(env["VIRTUAL_ENV"], "/w/build/venv");
+        assert_eq!(env["CFLAGS"], "-ffile-prefix-map=/w=/rocmforge-work");
+        assert_eq!(env["HIPFLAGS"], "-ffile-prefix-map=/w=/rocmforge-work");
+        let env = step_env(tracer, &v, &BTreeMap::from([("CXXFLAGS".into(), "-O1".into())])).unwrap();
+        assert_eq!(env["CXXFLAGS"], "-O1 -ffile-prefix-map=/w=/rocmforge-work", "the user's flags stay");
         let s = steps(tracer, &v, &env).unwrap();
         let names: Vec<&str> = s.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["venv", "requirements", "configure", "build", "install"]);

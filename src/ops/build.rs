@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use super::plan::{plan_graph, PlanRequest};
 use super::UsageError;
-use crate::config::Config;
+use crate::config::{CompilerCacheChoice, Config};
+use crate::engine::compilers::Launchers;
 use crate::engine::{budget, BuildError, Engine, EngineOptions, Outcome};
 use crate::graph::BuildGraph;
 use crate::plan::night::Order;
@@ -29,6 +30,8 @@ pub struct BuildRequest {
     pub prefix: PathBuf,
     /// The order ready recipes start in.
     pub order: Order,
+    /// `--compiler-cache`: overrides the config's `compiler-cache`.
+    pub compiler_cache: Option<CompilerCacheChoice>,
 }
 
 /// What a build did.
@@ -51,6 +54,7 @@ pub fn build(
     req: &BuildRequest,
     verbosity: Verbosity,
 ) -> Result<BuildRun, anyhow::Error> {
+    let launchers = Launchers::resolve(cfg, req.compiler_cache)?;
     let full = BuildGraph::closure(stack, &req.recipes)?;
     let outside = |flag: &str, r: &str| {
         UsageError(format!("{flag} {r}: `{r}` is not part of this build ({})", req.recipes.join(", ")))
@@ -114,7 +118,11 @@ pub fn build(
     let recorder = Arc::new(Recorder::new(&cfg.state_dir, &stack.name));
     let progress = Fanout(vec![display, recorder.clone()]);
     install_interrupt_handler(recorder.clone());
-    let opts = EngineOptions { jobs: req.jobs.unwrap_or_else(budget::default_jobs).max(1), keep_going: req.keep_going };
+    let opts = EngineOptions {
+        jobs: req.jobs.unwrap_or_else(budget::default_jobs).max(1),
+        keep_going: req.keep_going,
+        launchers,
+    };
     let result = Engine::new(cfg, tree, stack, &plan, store.as_ref(), &progress, opts).run();
     if result.is_err() && recorder.record().state == report::BuildState::Interrupted {
         // The signal handler is stopping the steps (that is why they failed) and exits with

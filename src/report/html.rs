@@ -203,7 +203,11 @@ pub fn render(rec: &BuildRecord) -> String {
             esc(r.outcome.as_deref().unwrap_or("")),
             esc(r.outcome.as_deref().unwrap_or(if r.start_secs.is_some() { "running" } else { "-" })),
             r.error.as_deref().map(|e| format!(r#"<div class="why">{}</div>"#, esc(e))).unwrap_or_default(),
-            esc(r.cache.as_deref().unwrap_or("-")),
+            esc(r.cache.as_deref().unwrap_or("-"))
+                + &r.compiler_cache
+                    .as_ref()
+                    .map(|c| format!(r#"<div class="why">{}</div>"#, esc(&c.summary())))
+                    .unwrap_or_default(),
             r.duration_secs.map(human_secs).unwrap_or_default(),
             steps.join(" "),
             coverage.join(""),

@@ -15,7 +15,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::fsutil;
-use crate::progress::Progress;
+use crate::progress::{CompilerCacheStats, Progress};
 
 /// Bump when a field changes meaning, so readers can tell old files.
 pub const FORMAT: u32 = 1;
@@ -98,6 +98,9 @@ pub struct RecipeRecord {
     /// declare none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub coverage: Vec<crate::offload::coverage::CoverageCheck>,
+    /// What the compiler cache did for its compiles, when one was used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compiler_cache: Option<CompilerCacheStats>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -349,6 +352,11 @@ impl Progress for Recorder {
             rec.recipe_mut(recipe).error = Some(error.to_string());
         });
     }
+    fn compiler_cache(&self, recipe: &str, stats: &CompilerCacheStats) {
+        self.update(false, |rec, _, _| {
+            rec.recipe_mut(recipe).compiler_cache = Some(stats.clone());
+        });
+    }
     fn recipe_finished(&self, recipe: &str, outcome: &str) {
         self.update(outcome != "built" && outcome != "failed", |rec, t, _| {
             let r = rec.recipe_mut(recipe);
@@ -472,6 +480,8 @@ mod tests {
         assert_eq!((st.recipes_total, st.recipes_done, st.state), (2, 1, BuildState::Running));
         assert_eq!(st.running[0].step.as_deref(), Some("configure"));
         r.step_finished("b", "configure", true);
+        let cc = CompilerCacheStats { tool: "ccache".into(), hits: 3, remote_hits: 2, misses: 1, uncacheable: 0 };
+        r.compiler_cache("b", &cc);
         r.recipe_finished("b", "built");
         r.build_finished(true);
         let dir = r.report().unwrap().unwrap();
@@ -484,6 +494,10 @@ mod tests {
         assert_eq!(rep.recipe("a").unwrap().cache.as_deref(), Some("hit"));
         assert_eq!(rep.recipe("b").unwrap().cache.as_deref(), Some("miss"));
         assert_eq!(rep.recipe("b").unwrap().steps[0].status, "ok");
+        assert_eq!(rep.recipe("b").unwrap().compiler_cache.as_ref(), Some(&cc));
+        assert_eq!(rep.recipe("a").unwrap().compiler_cache, None);
+        let html = std::fs::read_to_string(dir.join("timeline.html")).unwrap();
+        assert!(html.contains("ccache: 3 hits (2 remote), 1 miss"), "{html}");
         assert!(load_durations(d.path(), "s").contains_key("b"));
         assert!(!load_durations(d.path(), "s").contains_key("a"), "a cache hit says nothing about build time");
     }

@@ -5,6 +5,7 @@ mod support;
 
 mod completions;
 mod doctor;
+mod compilers;
 mod engine;
 mod env;
 mod example;

@@ -11,6 +11,7 @@ pub mod git;
 pub mod host;
 pub mod http;
 pub mod wheel;
+pub mod nginx;
 
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
