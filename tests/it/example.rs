@@ -393,5 +393,6 @@ fn a_second_machine_gets_the_example_stack_from_a_shared_cache_and_compiles_noth
     assert!(!b.join("cache/rocmforge/work").exists(), "{}", text(&out));
     assert!(crate::support::tree_bytes(&e.prefix()) == built, "B's prefix differs from A's");
     let page = std::fs::read_to_string(b.join("state/rocmforge/index/simple/pyvec/index.html")).unwrap();
-    assert!(page.contains("pyvec-1.0.0+rocm5.2.3.k"), "{page}");
+    // A's wheel, under A's label (its first build: serial 1).
+    assert!(page.contains("pyvec-1.0.0+rocm5.2.3.1.k"), "{page}");
 }

@@ -112,11 +112,12 @@ fn published(index: &Path, project: &str) -> Vec<String> {
 fn fallback_stacks_plan_lock_from_the_index_pages_and_publish_into_their_own_index() {
     let f = Fallbacks::new();
     for stack in ["rocm-5.2-binary", "rocm-5.7-binary"] {
-        // Before the lock: the wheels have no digest, so they cannot be built.
+        // Before the lock: the wheels have no digest; `build --locked` refuses to pin one.
         let plan = f.ok(stack, &["plan", "torchvision"]);
-        assert!(plan.contains("unlocked"), "{plan}");
-        let out = f.cmd(stack).args(["build", "torchvision"]).output().unwrap();
-        assert!(!out.status.success(), "an unverified wheel must not be built: {}", text(&out));
+        assert!(plan.contains("unpinned"), "{plan}");
+        let out = f.cmd(stack).args(["build", "torchvision", "--locked"]).output().unwrap();
+        assert!(!out.status.success(), "an unpinned wheel must not be built under --locked: {}", text(&out));
+        assert!(text(&out).contains("has no `sha256`"), "{}", text(&out));
         assert!(published(&f.index().join(stack), "torch").is_empty());
 
         let lock = f.ok(stack, &["lock"]);
@@ -134,8 +135,8 @@ fn fallback_stacks_plan_lock_from_the_index_pages_and_publish_into_their_own_ind
         }
 
         let plan = f.ok(stack, &["plan", "torchvision"]);
-        assert!(!plan.contains("unlocked"), "{plan}");
-        let out = f.ok(stack, &["build", "torchvision"]);
+        assert!(!plan.contains("unpinned"), "{plan}");
+        let out = f.ok(stack, &["build", "torchvision", "--locked"]);
         assert!(out.contains("built 2 recipe(s)"), "{out}");
 
         // Published byte for byte into the stack's own index, with the recorded digests.

@@ -26,6 +26,7 @@ use serde_json::Value;
 
 use crate::support::archive::{gz, tar_of};
 use crate::support::git::{git, GitDaemon, Repo};
+use crate::support::host::{meeting_needs_of, FakeHost};
 use crate::support::http::HttpServer;
 use crate::support::{copy_tree, repo_root, rocmforge};
 
@@ -286,6 +287,8 @@ struct World {
     sources: Vec<Source>,
     stand_ins: BTreeMap<String, StandIn>,
     http: HttpServer,
+    /// A host root with every `[host]` need of the stack met (CI does not install them).
+    host: FakeHost,
     _daemon: GitDaemon,
     /// Dropped last: the daemon serves from it.
     _dir: tempfile::TempDir,
@@ -380,12 +383,14 @@ impl World {
             assert_ne!(before, after, "{}: its `{line}` line was not found", s.recipe);
             std::fs::write(&f, after).unwrap();
         }
-        World { home, config: config_path, tree, sources, stand_ins, http, _daemon: daemon, _dir: dir }
+        let host = meeting_needs_of(&repo_root().join("recipes").join(STACK));
+        World { home, config: config_path, tree, sources, stand_ins, http, host, _daemon: daemon, _dir: dir }
     }
 
     fn cmd(&self, args: &[&str]) -> std::process::Output {
         rocmforge(&self.home)
             .env("ROCMFORGE_CONFIG", &self.config)
+            .env("ROCMFORGE_HOST_ROOT", self.host.root())
             .args(["--stack", STACK, "--recipes"])
             .arg(&self.tree)
             .args(args)
@@ -496,8 +501,10 @@ fn shipped_stack_is_pinned_with_witnesses_and_build_reaches_the_network() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let config = dir.path().join("config.toml");
     std::fs::write(&config, format!("[url-rewrite]\n\"{GITHUB}\" = \"http://127.0.0.1:{closed}/\"\n")).unwrap();
+    let host = meeting_needs_of(&repo_root().join("recipes").join(STACK));
     let out = rocmforge(&home)
         .env("ROCMFORGE_CONFIG", &config)
+        .env("ROCMFORGE_HOST_ROOT", host.root())
         .env("ROCMFORGE_RETRIES", "1")
         .env("ROCMFORGE_RETRY_BASE_MS", "10")
         .env("ROCMFORGE_HTTP_TIMEOUT_SECS", "5")

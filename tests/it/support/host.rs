@@ -137,3 +137,36 @@ pub fn real_uv() -> PathBuf {
     );
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
+
+/// A host root (Debian 12) on which every `[host]` need of the recipes in `dir` is met: each
+/// package (the first of alternatives) in dpkg's status, each pkg-config module and header in
+/// place. Commands are not faked: they stay on the real `PATH`. For tests that take a real stack
+/// past `build`'s host check on a machine without its build dependencies.
+pub fn meeting_needs_of(dir: &Path) -> FakeHost {
+    let (mut packages, mut modules, mut headers) = (Vec::new(), Vec::new(), Vec::new());
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let Ok(v) = text.parse::<toml::Table>() else { continue };
+        let Some(host) = v.get("host").and_then(|h| h.as_table()) else { continue };
+        let list = |k: &str| -> Vec<String> {
+            host.get(k)
+                .and_then(|a| a.as_array())
+                .map(|a| a.iter().filter_map(|s| s.as_str()).map(str::to_string).collect())
+                .unwrap_or_default()
+        };
+        packages.extend(list("packages").iter().map(|p| p.split('|').next().unwrap().trim().to_string()));
+        modules.extend(list("pkg-config"));
+        headers.extend(list("headers"));
+    }
+    assert!(!packages.is_empty(), "no [host] packages in {}", dir.display());
+    let h = FakeHost::new();
+    h.os("ID=debian\nVERSION_ID=\"12\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n");
+    h.dpkg(&packages.iter().map(String::as_str).collect::<Vec<_>>());
+    for m in modules {
+        h.file(&format!("/usr/lib/pkgconfig/{m}.pc"), &format!("Name: {m}\nVersion: 1.0\nDescription: stand-in\n"));
+    }
+    for hd in headers {
+        h.file(&format!("/usr/include/{hd}"), "/* stand-in */\n");
+    }
+    h
+}
