@@ -343,9 +343,9 @@ fn build_refuses_a_hostile_archive_before_the_first_step() {
 /// the same files, and publishes the wheel to its own index.
 #[test]
 fn a_second_machine_gets_the_example_stack_from_a_shared_cache_and_compiles_nothing() {
-    use crate::remote::{other_path, Nginx, PASSWORD};
+    use crate::remote::{cache_server, cache_url, other_path, PASSWORD};
     let e = Example::new();
-    let nginx = Nginx::start(&e.home.path().join("nginx"));
+    let nginx = cache_server(&e.home.path().join("nginx"));
     let base = std::fs::read_to_string(&e.config).unwrap();
     let machine = |name: &str| {
         let home = e.home.path().join(name);
@@ -356,7 +356,7 @@ fn a_second_machine_gets_the_example_stack_from_a_shared_cache_and_compiles_noth
     let keygen = e.cmd(&a).args(["cache", "keygen", "--name", "machine-a"]).output().unwrap();
     assert!(keygen.status.success(), "{}", text(&keygen));
     let a_pub = String::from_utf8(keygen.stdout).unwrap().trim().to_string();
-    let trusted = format!("cache-url = \"{}\"\ntrusted-keys = [\"{a_pub}\"]\n", nginx.url());
+    let trusted = format!("cache-url = \"{}\"\ntrusted-keys = [\"{a_pub}\"]\n", cache_url(&nginx));
     std::fs::write(a.join("config.toml"), format!("{trusted}cache-user = \"lab\"\n{base}")).unwrap();
     std::fs::write(b.join("config.toml"), format!("{trusted}cache-read-only = true\n{base}")).unwrap();
 

@@ -7,7 +7,7 @@
 //! costs a warning, not the build.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::ScriptsStack;
@@ -15,89 +15,32 @@ use crate::support::ScriptsStack;
 /// The password of the uploaders' basic auth: it must never appear in any output.
 pub const PASSWORD: &str = "s3cret-upl0ad-pw";
 
-/// nginx on 127.0.0.1 with its own prefix dir, config and pid file; stopped by its PID.
-pub struct Nginx {
-    dir: PathBuf,
-    port: u16,
-    child: Option<Child>,
+pub use crate::support::nginx::Nginx;
+
+/// nginx serving `/cache/` as README's "A team's shared cache" configures it: WebDAV `PUT`,
+/// `create_full_put_path`, no body limit, basic auth (user `lab`, [`PASSWORD`]) on uploads.
+pub fn cache_server(dir: &Path) -> Nginx {
+    std::fs::create_dir_all(dir).unwrap();
+    // nginx reads `{PLAIN}` passwords in its user files.
+    std::fs::write(dir.join("htpasswd"), format!("lab:{{PLAIN}}{PASSWORD}\n")).unwrap();
+    let d = dir.display();
+    Nginx::start_with(
+        dir,
+        &format!(
+            "location /cache/ {{ dav_methods PUT; create_full_put_path on; client_max_body_size 0; \
+             limit_except GET HEAD {{ auth_basic \"rocmforge uploads\"; auth_basic_user_file {d}/htpasswd; }} }}"
+        ),
+    )
 }
 
-impl Nginx {
-    pub fn start(dir: &Path) -> Nginx {
-        let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"].iter().map(PathBuf::from).find(|p| p.is_file());
-        let nginx = nginx.expect("nginx is not installed: run ci/setup.sh (it installs Debian's nginx)");
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        for d in ["root/cache", "tmp", "logs"] {
-            std::fs::create_dir_all(dir.join(d)).unwrap();
-        }
-        // nginx reads `{PLAIN}` passwords in its user files.
-        std::fs::write(dir.join("htpasswd"), format!("lab:{{PLAIN}}{PASSWORD}\n")).unwrap();
-        let d = dir.display();
-        let user = if rustix::process::geteuid().is_root() { "user root;\n" } else { "" };
-        std::fs::write(
-            dir.join("nginx.conf"),
-            format!(
-                "{user}daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\n\
-                 events {{ worker_connections 64; }}\n\
-                 http {{\n  access_log {d}/logs/access.log;\n  client_body_temp_path {d}/tmp/body;\n\
-                   proxy_temp_path {d}/tmp/proxy;\n  fastcgi_temp_path {d}/tmp/fastcgi;\n\
-                   uwsgi_temp_path {d}/tmp/uwsgi;\n  scgi_temp_path {d}/tmp/scgi;\n\
-                   server {{\n    listen 127.0.0.1:{port};\n    root {d}/root;\n\
-                     location /cache/ {{\n      dav_methods PUT;\n      create_full_put_path on;\n\
-                       client_max_body_size 0;\n\
-                       limit_except GET HEAD {{\n        auth_basic \"rocmforge uploads\";\n\
-                         auth_basic_user_file {d}/htpasswd;\n      }}\n    }}\n  }}\n}}\n"
-            ),
-        )
-        .unwrap();
-        let mut n = Nginx { dir: dir.to_path_buf(), port, child: None };
-        n.child = Some(
-            Command::new(nginx)
-                .arg("-p")
-                .arg(dir)
-                .arg("-c")
-                .arg(dir.join("nginx.conf"))
-                .arg("-e")
-                .arg(dir.join("logs/error.log"))
-                .stdin(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let until = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < until, "nginx did not listen: {}", n.error_log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        n
-    }
-
-    fn error_log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("logs/error.log")).unwrap_or_default()
-    }
-
-    pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/cache/", self.port)
-    }
-
-    /// `root/cache/<rel>` on the server's disk.
-    fn file(&self, rel: &str) -> PathBuf {
-        self.dir.join("root/cache").join(rel)
-    }
-
-    /// Stops nginx by the PID of its master process (the one the test started).
-    fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let pid = rustix::process::Pid::from_raw(c.id() as i32).unwrap();
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-            let _ = c.wait();
-        }
-    }
+/// The `cache-url` of [`cache_server`].
+pub fn cache_url(n: &Nginx) -> String {
+    n.url("cache/")
 }
 
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        self.stop();
-    }
+/// `<root>/cache/<rel>` on the server's disk.
+fn cache_file(n: &Nginx, rel: &str) -> PathBuf {
+    n.root.join("cache").join(rel)
 }
 
 /// One machine: its own config, cache, work and state dirs and PATH; the prefix is the stack's.
@@ -220,7 +163,7 @@ fn setup() -> (ScriptsStack, Nginx) {
         "\"mkdir -p {stage}/lib {stage}/include\",",
         "\"mkdir -p {stage}/lib {stage}/include\",\n  \"head -c 1500000 /dev/urandom > {stage}/lib/libbig.bin\",",
     );
-    let n = Nginx::start(&s.home.path().join("nginx"));
+    let n = cache_server(&s.home.path().join("nginx"));
     (s, n)
 }
 
@@ -237,7 +180,7 @@ fn a_second_machine_downloads_every_artifact_and_refuses_what_it_must() {
     let key_file = a.dir.join("state/cache-signing.key");
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777, 0o600);
-    a.config(&format!("cache-url = \"{}\"\ncache-user = \"lab\"\ntrusted-keys = [\"{a_pub}\"]\n", nginx.url()));
+    a.config(&format!("cache-url = \"{}\"\ncache-user = \"lab\"\ntrusted-keys = [\"{a_pub}\"]\n", cache_url(&nginx)));
     let mut cmd = a.cmd(&s);
     cmd.env("ROCMFORGE_CACHE_PASSWORD", PASSWORD);
     let prefix = s.prefix().display().to_string();
@@ -251,18 +194,21 @@ fn a_second_machine_downloads_every_artifact_and_refuses_what_it_must() {
     assert_eq!(compiled_and_reset(&s), ["base", "mid", "tool", "top"]);
     let keys = a.keys(&s);
     let blob_of = |recipe: &str| -> PathBuf {
-        let m: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(nginx.file(&format!("ac/{}", key_of(&keys, recipe)))).unwrap())
-                .unwrap();
-        nginx.file(&format!("cas/{}", m["blob"]["sha256"].as_str().unwrap()))
+        let m: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(cache_file(&nginx, &format!("ac/{}", key_of(&keys, recipe)))).unwrap(),
+        )
+        .unwrap();
+        cache_file(&nginx, &format!("cas/{}", m["blob"]["sha256"].as_str().unwrap()))
     };
     assert!(std::fs::metadata(blob_of("base")).unwrap().len() > 1 << 20, "the fixture's artifact is over 1 MiB");
     // Without the password, the server refuses uploads (the README's `limit_except`).
-    let put = reqwest::blocking::Client::new().put(format!("{}ac/planted", nginx.url())).body("x").send().unwrap();
+    let put =
+        reqwest::blocking::Client::new().put(format!("{}ac/planted", cache_url(&nginx))).body("x").send().unwrap();
     assert_eq!(put.status().as_u16(), 401);
 
     // Machine B: its own dirs and PATH, read-only, trusting A.
-    let b_config = format!("cache-url = \"{}\"\ncache-read-only = true\ntrusted-keys = [\"{a_pub}\"]\n", nginx.url());
+    let b_config =
+        format!("cache-url = \"{}\"\ncache-read-only = true\ntrusted-keys = [\"{a_pub}\"]\n", cache_url(&nginx));
     let b_path = other_path(&s.home.path().join("b-bin"));
     let fresh_b = |name: &str| {
         let b = Machine::new(&s, name, b_path.clone());
@@ -306,13 +252,13 @@ fn a_second_machine_downloads_every_artifact_and_refuses_what_it_must() {
     // Trust: base re-uploaded by machine C, whom B does not trust; A's manifest of base copied
     // to mid's path; tool's manifest altered after signing. Each is refused with its reason and
     // built locally; top (untouched) still downloads.
-    let ac = |r: &str| nginx.file(&format!("ac/{}", key_of(&keys, r)));
+    let ac = |r: &str| cache_file(&nginx, &format!("ac/{}", key_of(&keys, r)));
     let a_base = std::fs::read(ac("base")).unwrap();
     std::fs::remove_file(ac("base")).unwrap();
     let c = Machine::new(&s, "c", system_path.clone());
     c.config("");
     let c_pub = c.keygen(&s, "machine-c");
-    c.config(&format!("cache-url = \"{}\"\ncache-user = \"lab\"\ntrusted-keys = [\"{c_pub}\"]\n", nginx.url()));
+    c.config(&format!("cache-url = \"{}\"\ncache-user = \"lab\"\ntrusted-keys = [\"{c_pub}\"]\n", cache_url(&nginx)));
     let mut cmd = c.cmd(&s);
     cmd.env("ROCMFORGE_CACHE_PASSWORD", PASSWORD);
     let out = cmd.args(["build", "base", "--prefix", prefix.as_str()]).output().unwrap();

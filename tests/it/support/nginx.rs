@@ -17,8 +17,16 @@ pub struct Nginx {
 }
 
 impl Nginx {
-    /// Starts nginx in `dir` (created), serving `<dir>/root`.
+    /// Starts nginx in `dir` (created), serving `<dir>/root` with WebDAV `PUT` and `DELETE`.
     pub fn start(dir: &Path) -> Nginx {
+        Nginx::start_with(
+            dir,
+            "location / {\n            dav_methods PUT DELETE;\n            create_full_put_path on;\n            dav_access user:rw group:r all:r;\n        }",
+        )
+    }
+
+    /// Starts nginx in `dir` (created), serving `<dir>/root` with these `location` blocks.
+    pub fn start_with(dir: &Path, locations: &str) -> Nginx {
         let root = dir.join("root");
         std::fs::create_dir_all(&root).unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -42,11 +50,7 @@ http {{
         listen 127.0.0.1:{port};
         root {d}/root;
         client_max_body_size 1g;
-        location / {{
-            dav_methods PUT DELETE;
-            create_full_put_path on;
-            dav_access user:rw group:r all:r;
-        }}
+        {locations}
     }}
 }}
 "
@@ -82,6 +86,11 @@ http {{
 
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}/{path}", self.port)
+    }
+
+    /// nginx's error log so far.
+    pub fn error_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("error.log")).unwrap_or_default()
     }
 
     /// The access log so far (one line per request: method, path, status).
