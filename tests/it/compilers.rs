@@ -10,9 +10,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::git::{GitDaemon, Repo};
-use crate::support::http::HttpServer;
 use crate::support::nginx::Nginx;
-use crate::support::{copy_tree, repo_root, rocmforge};
+use crate::support::{copy_tree, repo_root, rocmforge, ExampleUpstream};
 
 const TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -319,22 +318,8 @@ fn distcc_takes_the_example_stacks_host_compiles_not_hip_and_the_bytes_match_a_l
     // distccd, started as root, runs as its own user: it must reach its log in here.
     std::fs::set_permissions(dir.path(), <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755))
         .unwrap();
-    let up = dir.path().join("upstream");
-    let st = Command::new("bash").arg(repo_root().join("ci/example-sources.sh")).arg(&up).output().unwrap();
-    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
-    let daemon = GitDaemon::start(&up.join("git"));
-    let http = HttpServer::start();
-    http.add("hipvec-1.0.0.tar.gz", std::fs::read(up.join("files/hipvec-1.0.0.tar.gz")).unwrap());
     let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[url-rewrite]\n\"https://example.invalid/rocmforge/hipvec-1.0.0.tar.gz\" = \"{}\"\n\"https://example.invalid/rocmforge/\" = \"{}\"\n",
-            http.url("hipvec-1.0.0.tar.gz"),
-            daemon.url("")
-        ),
-    )
-    .unwrap();
+    let _upstream = ExampleUpstream::serve(dir.path(), &config);
     let prefix = dir.path().join("prefix");
     let build = |machine: &str, distcc_hosts: Option<&str>| {
         let _ = std::fs::remove_dir_all(&prefix);

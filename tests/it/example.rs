@@ -5,16 +5,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::support::git::GitDaemon;
-use crate::support::http::HttpServer;
-use crate::support::{copy_tree, repo_root, rocmforge};
+use crate::support::{copy_tree, repo_root, rocmforge, ExampleUpstream};
 
 struct Example {
     home: tempfile::TempDir,
     tree: PathBuf,
     config: PathBuf,
-    _daemon: GitDaemon,
-    _http: HttpServer,
+    upstream: ExampleUpstream,
 }
 
 fn wheelhouse() -> PathBuf {
@@ -28,27 +25,13 @@ fn wheelhouse() -> PathBuf {
 impl Example {
     fn new() -> Example {
         let home = tempfile::tempdir().unwrap();
-        let up = home.path().join("upstream");
-        let st = Command::new("bash").arg(repo_root().join("ci/example-sources.sh")).arg(&up).output().unwrap();
-        assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
-        let daemon = GitDaemon::start(&up.join("git"));
-        let http = HttpServer::start();
-        http.add("hipvec-1.0.0.tar.gz", std::fs::read(up.join("files/hipvec-1.0.0.tar.gz")).unwrap());
         let config = home.path().join("config.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "[url-rewrite]\n\"https://example.invalid/rocmforge/hipvec-1.0.0.tar.gz\" = \"{}\"\n\"https://example.invalid/rocmforge/\" = \"{}\"\n",
-                http.url("hipvec-1.0.0.tar.gz"),
-                daemon.url("")
-            ),
-        )
-        .unwrap();
+        let upstream = ExampleUpstream::serve(home.path(), &config);
         // A tree of our own, so a test can edit a patch.
         let tree = home.path().join("tree");
         copy_tree(&repo_root().join("recipes/example"), &tree.join("recipes/example"));
         copy_tree(&repo_root().join("patches/example"), &tree.join("patches/example"));
-        Example { home, tree, config, _daemon: daemon, _http: http }
+        Example { home, tree, config, upstream }
     }
 
     fn prefix(&self) -> PathBuf {
@@ -316,7 +299,7 @@ fn build_refuses_a_hostile_archive_before_the_first_step() {
         ("hipvec-1.0.0/../../escaped.txt", tar::EntryType::Regular, None, b"x"),
     ]));
     let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&evil));
-    e._http.add("evil-1.0.0.tar.gz", evil);
+    e.upstream.http.add("evil-1.0.0.tar.gz", evil);
     let recipe = e.tree.join("recipes/example/hipvec.toml");
     let t = std::fs::read_to_string(&recipe).unwrap();
     let old_sha = t.lines().find_map(|l| l.strip_prefix("sha256 = \"")).unwrap().trim_end_matches('"').to_string();
@@ -324,7 +307,7 @@ fn build_refuses_a_hostile_archive_before_the_first_step() {
         &recipe,
         t.replace(&old_sha, &sha).replace(
             "url = \"https://example.invalid/rocmforge/hipvec-1.0.0.tar.gz\"",
-            &format!("url = \"{}\"", e._http.url("evil-1.0.0.tar.gz")),
+            &format!("url = \"{}\"", e.upstream.http.url("evil-1.0.0.tar.gz")),
         ),
     )
     .unwrap();

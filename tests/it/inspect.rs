@@ -8,9 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::support::git::GitDaemon;
-use crate::support::http::HttpServer;
-use crate::support::{copy_tree, repo_root, rocmforge};
+use crate::support::{copy_tree, repo_root, rocmforge, ExampleUpstream};
 
 const KERNEL: &str = r#"#include <hip/hip_runtime.h>
 __global__ void axpy(float a, const float* x, float* y, int n) {
@@ -265,32 +263,18 @@ struct ExampleStack {
     home: tempfile::TempDir,
     tree: PathBuf,
     config: PathBuf,
-    _daemon: GitDaemon,
-    _http: HttpServer,
+    _upstream: ExampleUpstream,
 }
 
 impl ExampleStack {
     fn new() -> ExampleStack {
         let home = tempfile::tempdir().unwrap();
-        let up = home.path().join("upstream");
-        run(Command::new("bash").arg(repo_root().join("ci/example-sources.sh")).arg(&up));
-        let daemon = GitDaemon::start(&up.join("git"));
-        let http = HttpServer::start();
-        http.add("hipvec-1.0.0.tar.gz", std::fs::read(up.join("files/hipvec-1.0.0.tar.gz")).unwrap());
         let config = home.path().join("config.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "[url-rewrite]\n\"https://example.invalid/rocmforge/hipvec-1.0.0.tar.gz\" = \"{}\"\n\"https://example.invalid/rocmforge/\" = \"{}\"\n",
-                http.url("hipvec-1.0.0.tar.gz"),
-                daemon.url("")
-            ),
-        )
-        .unwrap();
+        let upstream = ExampleUpstream::serve(home.path(), &config);
         let tree = home.path().join("tree");
         copy_tree(&repo_root().join("recipes/example"), &tree.join("recipes/example"));
         copy_tree(&repo_root().join("patches/example"), &tree.join("patches/example"));
-        ExampleStack { home, tree, config, _daemon: daemon, _http: http }
+        ExampleStack { home, tree, config, _upstream: upstream }
     }
 
     fn build(&self, args: &[&str]) -> (bool, String) {

@@ -123,3 +123,36 @@ impl ScriptsStack {
         self.home.path().join("cache/rocmforge/work/scripts").join(recipe)
     }
 }
+
+/// The example stack's upstream (`ci/example-sources.sh`: git repos and the hipvec tarball),
+/// made under `dir/upstream` and served on 127.0.0.1 (git daemon, HTTP), with a config at
+/// `config` whose `[url-rewrite]` points the recipes' URLs at them. Both servers stop on drop.
+pub struct ExampleUpstream {
+    pub daemon: git::GitDaemon,
+    pub http: http::HttpServer,
+}
+
+impl ExampleUpstream {
+    pub fn serve(dir: &Path, config: &Path) -> ExampleUpstream {
+        let up = dir.join("upstream");
+        let st = std::process::Command::new("bash")
+            .arg(repo_root().join("ci/example-sources.sh"))
+            .arg(&up)
+            .output()
+            .unwrap();
+        assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+        let daemon = git::GitDaemon::start(&up.join("git"));
+        let http = http::HttpServer::start();
+        http.add("hipvec-1.0.0.tar.gz", std::fs::read(up.join("files/hipvec-1.0.0.tar.gz")).unwrap());
+        std::fs::write(
+            config,
+            format!(
+                "[url-rewrite]\n\"https://example.invalid/rocmforge/hipvec-1.0.0.tar.gz\" = \"{}\"\n\"https://example.invalid/rocmforge/\" = \"{}\"\n",
+                http.url("hipvec-1.0.0.tar.gz"),
+                daemon.url("")
+            ),
+        )
+        .unwrap();
+        ExampleUpstream { daemon, http }
+    }
+}
