@@ -82,7 +82,8 @@ impl CoverageCheck {
         };
         match (self.kind.as_str(), self.ok) {
             ("device-code", true) => {
-                format!("device-code `{}`: {} carry {}", self.pattern, shown, self.wants.join(", "))
+                let verb = if files.len() == 1 { "carries" } else { "carry" };
+                format!("device-code `{}`: {} {verb} {}", self.pattern, shown, self.wants.join(", "))
             }
             ("device-code", false) => {
                 let mut found: Vec<&str> =
