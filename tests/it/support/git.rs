@@ -75,6 +75,10 @@ impl Repo {
 pub struct GitDaemon {
     pub port: u16,
     child: Child,
+    /// The server's own PID, from the pid file it writes: `git daemon` runs `git-daemon` as a
+    /// child of the `git` process we started, so killing that process alone would leave the
+    /// server running. (Read at start: the folder holding the file may be gone by drop time.)
+    pid: i32,
 }
 
 impl GitDaemon {
@@ -103,7 +107,16 @@ impl GitDaemon {
             assert!(start.elapsed() < Duration::from_secs(10), "git daemon did not listen on {port}");
             std::thread::sleep(Duration::from_millis(20));
         }
-        GitDaemon { port, child }
+        let start = Instant::now();
+        let pid = loop {
+            let read = std::fs::read_to_string(&pid_file).ok().and_then(|t| t.trim().parse::<i32>().ok());
+            if let Some(pid) = read {
+                break pid;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "git daemon wrote no {}", pid_file.display());
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        GitDaemon { port, child, pid }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -112,7 +125,11 @@ impl GitDaemon {
 }
 
 impl Drop for GitDaemon {
+    /// Stops the server by the PID it wrote, then the `git` process that started it.
     fn drop(&mut self) {
+        if let Some(pid) = rustix::process::Pid::from_raw(self.pid) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
