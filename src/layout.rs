@@ -70,6 +70,14 @@ impl WorkDir {
     pub fn compiler_cache_log(&self) -> PathBuf {
         self.root.join("ccache-stats.log")
     }
+    /// What this recipe's sccache servers counted, added up over runs (see `engine::sccache`).
+    pub fn sccache_stats(&self) -> PathBuf {
+        self.root.join("sccache-stats.json")
+    }
+    /// The output of this recipe's sccache server.
+    pub fn sccache_log(&self) -> PathBuf {
+        self.logs().join("sccache-server.log")
+    }
     /// The step now running (a `RunningStep`), so a resumed run can stop an orphan of a killed
     /// rocmforge before touching the build dir, and `status` can tell processes left behind.
     pub fn running_pid(&self) -> PathBuf {
@@ -133,6 +141,7 @@ impl WorkDir {
                     fsutil::remove_dir_all_if_exists(&d)?;
                 }
                 fsutil::remove_if_exists(&self.compiler_cache_log())?;
+                fsutil::remove_if_exists(&self.sccache_stats())?;
                 fs::create_dir_all(&self.root)?;
                 let s = WorkState { key: key.to_string(), serial: next_serial()?, ..Default::default() };
                 self.save(&s)?;

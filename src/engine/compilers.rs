@@ -16,8 +16,8 @@
 //!   clang behind an unchanged wrapper. Its remote storage (`CCACHE_REMOTE_STORAGE`, `CCACHE_REMOTE_ONLY`...) is ccache's own
 //!   setting, from the environment or `[compiler-cache-env]` in the config.
 //! - sccache: C, CXX and HIP, with `SCCACHE_BASEDIRS=<work-dir>` (sccache 0.13 and later; older
-//!   ones ignore it); `SCCACHE_*` settings pass through like ccache's. Its hits are not counted
-//!   per recipe (its server's counters are global).
+//!   ones ignore it); `SCCACHE_*` settings pass through like ccache's. Each recipe's compiles go
+//!   to a server of its own ([`super::sccache`]), whose counters are the recipe's.
 //! - distcc (`[distributed] distcc-hosts` or `DISTCC_HOSTS`): only for the C and C++ compiles of
 //!   cmake recipes built with the host compilers ([`host_compilers`]); with ccache too, ccache
 //!   runs first and hands its misses to distcc (`CCACHE_PREFIX=distcc`, for C and C++ only: HIP
@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::config::{CompilerCacheChoice, Config};
+use crate::layout::WorkDir;
 use crate::progress::CompilerCacheStats;
 use crate::recipe::{BuildSystem, Recipe};
 
@@ -129,15 +130,15 @@ impl Launchers {
     }
 
     /// Adds the launchers' settings to a step environment of `recipe`. `work_dir`: the whole
-    /// work dir (every recipe's tree lies under it); `stats_log`: where ccache counts this
-    /// recipe's compiles; `toolchain`: a digest of what the recipe's compilers are made of (the
+    /// work dir (every recipe's tree lies under it); `wd`: the recipe's own, where the cache
+    /// counts its compiles; `toolchain`: a digest of what the recipe's compilers are made of (the
     /// host tools' identities and its dependencies' keys).
     pub fn apply(
         &self,
         recipe: &Recipe,
         env: &mut BTreeMap<String, String>,
         work_dir: &Path,
-        stats_log: &Path,
+        wd: &WorkDir,
         toolchain: &str,
     ) {
         for (k, v) in &self.cache_env {
@@ -164,7 +165,7 @@ impl Launchers {
             Some(CacheTool::Ccache) => {
                 env.entry("CCACHE_BASEDIR".into()).or_insert(work);
                 env.entry("CCACHE_NOHASHDIR".into()).or_insert_with(|| "1".into());
-                env.insert("CCACHE_STATSLOG".into(), stats_log.display().to_string());
+                env.insert("CCACHE_STATSLOG".into(), wd.compiler_cache_log().display().to_string());
                 // ccache knows a compiler by its file's mtime and size. The stack's own compilers
                 // are wrappers (hipcc) running a clang the stack built: rebuilding that clang
                 // changes neither. Such recipes name their compilers by what made them.
@@ -174,6 +175,7 @@ impl Launchers {
             }
             Some(CacheTool::Sccache) => {
                 env.entry("SCCACHE_BASEDIRS".into()).or_insert(work);
+                env.insert("SCCACHE_SERVER_UDS".into(), super::sccache::socket_for(&wd.root));
             }
             None => {}
         }
@@ -182,11 +184,28 @@ impl Launchers {
         }
     }
 
-    /// What the cache counted for a recipe whose steps logged to `stats_log` (ccache only).
-    pub fn stats(&self, stats_log: &Path) -> Option<CompilerCacheStats> {
+    /// Starts what the recipe's compiles need running while its steps run: sccache's server
+    /// (see [`super::sccache`]); `step_env` is the steps' environment. Stopped when dropped.
+    pub fn start_server(
+        &self,
+        step_env: &BTreeMap<String, String>,
+        wd: &WorkDir,
+    ) -> Result<Option<super::sccache::Server>, String> {
+        match self.cache {
+            Some(CacheTool::Sccache) => {
+                super::sccache::Server::start(step_env, &wd.sccache_log(), &wd.sccache_stats()).map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// What the cache counted for the recipe with work dir `wd`, over all its runs.
+    pub fn stats(&self, wd: &WorkDir) -> Option<CompilerCacheStats> {
         match self.cache? {
-            CacheTool::Ccache => Some(ccache_stats(&std::fs::read_to_string(stats_log).unwrap_or_default())),
-            CacheTool::Sccache => None,
+            CacheTool::Ccache => {
+                Some(ccache_stats(&std::fs::read_to_string(wd.compiler_cache_log()).unwrap_or_default()))
+            }
+            CacheTool::Sccache => Some(super::sccache::recorded(&wd.sccache_stats())),
         }
     }
 }
@@ -300,10 +319,10 @@ mod tests {
         let s = stack(&[("llvm", "system = \"cmake\""), ("rocblas", "system = \"cmake\"\nenv = { CXX = \"hipcc\" }")]);
         let (llvm, rocblas) = (&s.recipes["llvm"], &s.recipes["rocblas"]);
         let work = Path::new("/w");
-        let log = Path::new("/w/t/llvm/ccache-stats.log");
+        let wd = WorkDir { root: "/w/t/llvm".into() };
         let env_of = |l: &Launchers, r: &Recipe| {
             let mut env = BTreeMap::from([("CCACHE_BASEDIR".to_string(), "/mine".to_string())]);
-            l.apply(r, &mut env, work, log, "t1");
+            l.apply(r, &mut env, work, &wd, "t1");
             env
         };
         let both = Launchers {
@@ -341,6 +360,7 @@ mod tests {
         let e = env_of(&sc, rocblas);
         assert_eq!(e["CMAKE_HIP_COMPILER_LAUNCHER"], "sccache");
         assert_eq!(e["SCCACHE_BASEDIRS"], "/w");
+        assert_eq!(e["SCCACHE_SERVER_UDS"], crate::engine::sccache::socket_for(&wd.root));
         // Nothing.
         let e = env_of(&Launchers::default(), llvm);
         assert_eq!(e.len(), 1);

@@ -11,6 +11,7 @@ mod preflight;
 mod recipe_build;
 mod schedule;
 pub mod reap;
+pub mod sccache;
 pub mod step;
 pub mod systems;
 pub mod undeclared;

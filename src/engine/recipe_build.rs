@@ -220,13 +220,12 @@ impl Engine<'_> {
                 self.dependency_wheels(r, prefix, &wd.build().join("dependency-wheels"))?;
         }
         let keyed = &d.inputs.env;
-        let stats_log = wd.compiler_cache_log();
         let toolchain = crate::digest::sha256_hex(
             serde_json::to_string(&(&d.inputs.toolchain, &d.inputs.deps)).expect("serialises").as_bytes(),
         );
         let env = |vars: &Vars| -> Result<BTreeMap<String, String>, BuildError> {
             let mut env = systems::step_env(r, vars, keyed)?;
-            self.opts.launchers.apply(r, &mut env, &self.cfg.work_dir, &stats_log, &toolchain);
+            self.opts.launchers.apply(r, &mut env, &self.cfg.work_dir, wd, &toolchain);
             Ok(env)
         };
         let mut steps = systems::steps(r, &vars, &env(&vars)?)?;
@@ -242,6 +241,15 @@ impl Engine<'_> {
                 state.steps_done.retain(|n| !refill.contains(&n.as_str()));
             }
         }
+        // A compiler cache's server, if it has one, runs while the steps do (outside their
+        // process groups, which are stopped after each step).
+        let server = match steps.iter().find(|s| !state.steps_done.contains(&s.name)) {
+            Some(first) => self.opts.launchers.start_server(&first.env, wd).unwrap_or_else(|e| {
+                self.progress.warn(&r.name, &format!("{e}: the compiles are not counted for the report"));
+                None
+            }),
+            None => None,
+        };
         let mut retried_oom = false;
         let mut i = 0;
         while i < steps.len() {
@@ -310,7 +318,8 @@ impl Engine<'_> {
                 self.check_undeclared(r, &cache, prefix)?;
             }
         }
-        if let Some(stats) = self.opts.launchers.stats(&stats_log).filter(|s| s.hits + s.misses + s.uncacheable > 0) {
+        drop(server);
+        if let Some(stats) = self.opts.launchers.stats(wd).filter(|s| s.hits + s.misses + s.uncacheable > 0) {
             self.progress.message(&r.name, &stats.summary());
             self.progress.compiler_cache(&r.name, &stats);
         }

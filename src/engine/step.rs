@@ -33,6 +33,11 @@ pub fn supervise_steps() {
     SUPERVISED.store(true, Ordering::SeqCst);
 }
 
+/// Do steps (and the servers the engine starts for them) run under a supervisor?
+pub fn supervised() -> bool {
+    SUPERVISED.load(Ordering::SeqCst)
+}
+
 /// A running step: its process group and, when supervised, the supervisor's stdin, whose closing
 /// tells it to stop the step.
 struct Running {
@@ -260,7 +265,7 @@ pub fn run(
         std::process::id(),
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
     );
-    let supervised = SUPERVISED.load(Ordering::SeqCst);
+    let supervised = supervised();
     let mut cmd = if supervised {
         reap::supervised("bash", &[script.as_os_str()])
     } else {

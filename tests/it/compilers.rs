@@ -76,7 +76,8 @@ impl Fixture {
         let config = dir.path().join("config.toml");
         std::fs::write(
             &config,
-            format!("[url-rewrite]\n\"https://example.invalid/\" = \"{}\"\n{extra_config}", daemon.url("")),
+            // The extra settings first: after the table, top-level keys would belong to it.
+            format!("{extra_config}\n[url-rewrite]\n\"https://example.invalid/\" = \"{}\"\n", daemon.url("")),
         )
         .unwrap();
         let tree = dir.path().join("tree");
@@ -250,6 +251,62 @@ fn ccache_remote_storage_on_nginx_gives_an_empty_local_cache_remote_hits() {
         .output()
         .unwrap();
     assert!(text(&out).contains("nothing to build: 2 recipe(s) up to date"), "{}", text(&out));
+}
+
+#[test]
+fn sccache_webdav_on_nginx_gives_an_empty_local_cache_remote_hits_counted_per_recipe() {
+    let dir = tempfile::tempdir().unwrap();
+    // The README's location for sccache: its WebDAV storage asks for directories (PROPFIND, from
+    // nginx's dav-ext module) and makes them (MKCOL) before it writes.
+    let nginx = Nginx::start_with_modules(
+        &dir.path().join("nginx"),
+        &["ngx_http_dav_ext_module"],
+        "location /sccache/ {\n dav_methods PUT DELETE MKCOL;\n dav_ext_methods PROPFIND OPTIONS;\n create_full_put_path on;\n client_max_body_size 0;\n }",
+    );
+    let remote = nginx.url("sccache/");
+    let f = Fixture::new(&format!(
+        "compiler-cache = \"sccache\"\n[compiler-cache-env]\nSCCACHE_WEBDAV_ENDPOINT = \"{remote}\"\n"
+    ));
+    let cc = |rep: &serde_json::Value, r: &str| -> rocmforge::progress::CompilerCacheStats {
+        let rec = rep["recipes"].as_array().unwrap().iter().find(|x| x["name"] == r).unwrap().clone();
+        serde_json::from_value(rec["compiler_cache"].clone()).unwrap_or_else(|e| panic!("{r}: {e}: {rep}"))
+    };
+
+    // Machine A: every compile a miss, written to the server.
+    let out = f.build("a", &["devlib"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let a = f.report("a");
+    let (host, dev) = (cc(&a, "hostlib"), cc(&a, "devlib"));
+    assert_eq!(host.tool, "sccache");
+    assert!(host.misses >= 2 && host.hits == 0, "{host:?}");
+    assert_eq!(dev.hits, 0, "{dev:?}");
+    assert!(nginx.access_log().contains("\"PUT /sccache/"), "{}", nginx.access_log());
+    assert!(text(&out).contains(&format!("hostlib: {}", host.summary())), "{}", text(&out));
+
+    // Machine B: its own home, nothing of A's on disk; A's work dir path (sccache 0.16 hashes the
+    // `-ffile-prefix-map` argument, which names the work dir, as it is). All of A's compiles
+    // are remote hits.
+    std::fs::remove_dir_all(f.work("a")).unwrap();
+    let _ = std::fs::remove_dir_all(f.prefix());
+    let mut b_build = f.cmd("b");
+    b_build.env("ROCMFORGE_WORK_DIR", f.work("a")).args(["build", "devlib", "--prefix"]).arg(f.prefix());
+    let out = b_build.output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let b = f.report("b");
+    let (b_host, b_dev) = (cc(&b, "hostlib"), cc(&b, "devlib"));
+    assert_eq!((b_host.hits, b_host.remote_hits, b_host.misses), (host.misses, host.misses, 0), "{b_host:?}");
+    assert_eq!((b_dev.hits, b_dev.remote_hits, b_dev.misses), (dev.misses, dev.misses, 0), "{b_dev:?}");
+    assert!(text(&out).contains(&format!("hostlib: {}", b_host.summary())), "{}", text(&out));
+    assert!(!f.home("b").join(".cache/sccache").exists(), "B used a local sccache dir");
+
+    // The recipes' servers are gone with the build.
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("environ")).ok())
+        .map(|env| String::from_utf8_lossy(&env).into_owned())
+        .filter(|env| env.contains(&remote))
+        .collect();
+    assert!(left.is_empty(), "sccache servers left running: {left:?}");
 }
 
 /// `distccd` on 127.0.0.1, its log and pid file in a dir of its own; stopped by its PID.

@@ -27,6 +27,22 @@ impl Nginx {
 
     /// Starts nginx in `dir` (created), serving `<dir>/root` with these `location` blocks.
     pub fn start_with(dir: &Path, locations: &str) -> Nginx {
+        Nginx::start_with_modules(dir, &[], locations)
+    }
+
+    /// As `start_with`, loading these dynamic modules first (Debian's, from
+    /// `/usr/lib/nginx/modules`: `ngx_http_dav_ext_module` of libnginx-mod-http-dav-ext).
+    pub fn start_with_modules(dir: &Path, modules: &[&str], locations: &str) -> Nginx {
+        let mut load = String::new();
+        for m in modules {
+            let so = Path::new("/usr/lib/nginx/modules").join(format!("{m}.so"));
+            assert!(
+                so.is_file(),
+                "{} is missing: run ci/setup.sh (it installs libnginx-mod-http-dav-ext)",
+                so.display()
+            );
+            load.push_str(&format!("load_module {};\n", so.display()));
+        }
         let root = dir.join("root");
         std::fs::create_dir_all(&root).unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -34,7 +50,7 @@ impl Nginx {
         // As root, nginx's workers would become `nobody`, who cannot write the temp dir.
         let user = if rustix::process::geteuid().is_root() { "user root root;\n" } else { "" };
         let conf = format!(
-            "{user}daemon off;
+            "{load}{user}daemon off;
 worker_processes 1;
 pid {d}/nginx.pid;
 error_log {d}/error.log info;
