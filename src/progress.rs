@@ -67,7 +67,7 @@ pub trait Progress: Send + Sync {
 }
 
 /// A recipe's compiles as its compiler cache counted them (ccache: its per-recipe statistics
-/// log, `CCACHE_STATSLOG`).
+/// log, `CCACHE_STATSLOG`; sccache: the recipe's own server, `engine::sccache`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CompilerCacheStats {
     /// `ccache` or `sccache`.
