@@ -11,21 +11,9 @@ use std::time::{Duration, Instant};
 
 use crate::support::git::{GitDaemon, Repo};
 use crate::support::nginx::Nginx;
-use crate::support::{copy_tree, repo_root, rocmforge, ExampleUpstream};
+use crate::support::{copy_tree, repo_root, rocmforge, text, wheelhouse, ExampleUpstream};
 
 const TIMEOUT: Duration = Duration::from_secs(600);
-
-fn wheelhouse() -> PathBuf {
-    let p = std::env::var_os("ROCMFORGE_TEST_WHEELHOUSE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target/wheelhouse"));
-    assert!(p.is_dir(), "no wheelhouse at {}: run ci/setup.sh (it downloads setuptools and wheel there)", p.display());
-    p
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
 
 /// Every file of a tree with the sha256 of its bytes (a symlink: its target); the prefix's
 /// build lock is left out.

@@ -7,19 +7,10 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use crate::support::wheel::{make, sha256_hex};
-use crate::support::{rocmforge, scrub};
-
-fn text(o: &Output) -> String {
-    format!(
-        "[status] {}\n[stdout]\n{}\n[stderr]\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use crate::support::{rocmforge, scrub, text};
 
 const STACK: &str = r#"[stack]
 name = "envstack"

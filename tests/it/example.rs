@@ -5,21 +5,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::support::{copy_tree, repo_root, rocmforge, ExampleUpstream};
+use crate::support::{copy_tree, repo_root, rocmforge, text, wheelhouse, ExampleUpstream};
 
 struct Example {
     home: tempfile::TempDir,
     tree: PathBuf,
     config: PathBuf,
     upstream: ExampleUpstream,
-}
-
-fn wheelhouse() -> PathBuf {
-    let p = std::env::var_os("ROCMFORGE_TEST_WHEELHOUSE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target/wheelhouse"));
-    assert!(p.is_dir(), "no wheelhouse at {}: run ci/setup.sh (it downloads setuptools and wheel there)", p.display());
-    p
 }
 
 impl Example {
@@ -62,10 +54,6 @@ impl Example {
         let _ = std::fs::remove_dir_all(&w);
         w
     }
-}
-
-fn text(o: &std::process::Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
 fn gpu_targets(lib: &Path) -> String {

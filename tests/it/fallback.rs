@@ -6,22 +6,12 @@
 //! `build` verifies each wheel against them and publishes it into the stack's own index.
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 use crate::support::http::HttpServer;
 use crate::support::wheel::{make, sha256_hex};
-use crate::support::{copy_tree, repo_root, rocmforge};
+use crate::support::{copy_tree, repo_root, rocmforge, text};
 
 const TAG: &str = "cp310-cp310-linux_x86_64";
-
-fn text(o: &Output) -> String {
-    format!(
-        "[status] {}\n[stdout]\n{}\n[stderr]\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 struct Fallbacks {
     home: tempfile::TempDir,

@@ -11,27 +11,10 @@ use std::sync::OnceLock;
 use sha2::Digest;
 
 use crate::support::http::HttpServer;
-use crate::support::{repo_root, rocmforge, tree_bytes};
+use crate::support::{rocmforge, text, tree_bytes, wheelhouse};
 
 const VERSION: &str = "1.0.0+rocm6.2";
 const VALUE: &str = "prebuilt and untouched";
-
-fn wheelhouse() -> PathBuf {
-    let p = std::env::var_os("ROCMFORGE_TEST_WHEELHOUSE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target/wheelhouse"));
-    assert!(p.is_dir(), "no wheelhouse at {}: run ci/setup.sh (it downloads setuptools and wheel there)", p.display());
-    p
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "[status] {}\n[stdout]\n{}\n[stderr]\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn run_ok(cmd: &mut Command, what: &str) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{what}: cannot run {cmd:?}: {e}"));

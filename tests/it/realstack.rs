@@ -28,7 +28,7 @@ use crate::support::archive::{gz, tar_of};
 use crate::support::git::{git, GitDaemon, Repo};
 use crate::support::host::{meeting_needs_of, FakeHost};
 use crate::support::http::HttpServer;
-use crate::support::{copy_tree, repo_root, rocmforge};
+use crate::support::{copy_tree, repo_root, rocmforge, text};
 
 const STACK: &str = "rocm-6.2";
 /// The recipes asked for: the closure of the first two is the preflight; composable-kernel is
@@ -176,10 +176,6 @@ struct Source {
 enum Kind {
     Url { url: String, sha256: String },
     Git { url: String, tag: Option<String>, rev: String, submodules: bool },
-}
-
-fn text(o: &std::process::Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
 /// The plan of `ASKED` from the embedded recipes (no config: nothing is fetched).

@@ -4,6 +4,7 @@
 //! run goes on to the next case, nothing of a case is left running (processes are found in /proc
 //! by a marker in their environment), and the exit status says whether the profile expected it.
 
+use crate::support::text;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
@@ -42,15 +43,6 @@ case "$what" in
   *) echo 'ROCMFORGE-RESULT {"first": 1.25, "cached": 0.004}' ;;
 esac
 "#;
-
-fn text(o: &Output) -> String {
-    format!(
-        "[status] {}\n[stdout]\n{}\n[stderr]\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// Live processes whose environment holds `RF_VERIFY_MARK=<mark>`.
 fn marked(mark: &str) -> Vec<i32> {

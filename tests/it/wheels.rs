@@ -9,21 +9,9 @@ use std::process::Output;
 use std::time::Duration;
 
 use crate::support::git::{GitDaemon, Repo};
-use crate::support::{copy_tree, repo_root, rocmforge};
+use crate::support::{copy_tree, repo_root, rocmforge, text, wheelhouse};
 
 const TIMEOUT: Duration = Duration::from_secs(240);
-
-fn wheelhouse() -> PathBuf {
-    let p = std::env::var_os("ROCMFORGE_TEST_WHEELHOUSE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target/wheelhouse"));
-    assert!(p.is_dir(), "no wheelhouse at {}: run ci/setup.sh (it downloads setuptools and wheel there)", p.display());
-    p
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
 
 struct World {
     home: PathBuf,

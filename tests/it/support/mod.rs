@@ -156,3 +156,23 @@ impl ExampleUpstream {
         ExampleUpstream { daemon, http }
     }
 }
+
+/// The wheelhouse of setuptools and wheel that tests build wheels with offline
+/// (`ROCMFORGE_TEST_WHEELHOUSE`, else `target/wheelhouse`, which ci/setup.sh fills).
+pub fn wheelhouse() -> PathBuf {
+    let p = std::env::var_os("ROCMFORGE_TEST_WHEELHOUSE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/wheelhouse"));
+    assert!(p.is_dir(), "no wheelhouse at {}: run ci/setup.sh (it downloads setuptools and wheel there)", p.display());
+    p
+}
+
+/// A finished command's status, stdout and stderr, for assertions and their messages.
+pub fn text(o: &std::process::Output) -> String {
+    format!(
+        "[status] {}\n[stdout]\n{}\n[stderr]\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
