@@ -140,12 +140,29 @@ fn debug_info_artifacts_and_wheels_are_byte_identical_from_two_work_dirs() {
     assert!(prefixes[0].iter().any(|(p, _)| p.ends_with(".whl")), "{:?}", prefixes[0]);
     assert_eq!(wheels[0], wheels[1], "the published wheels differ");
     assert!(!wheels[0].is_empty());
+
+    // The index, copied to the team's server as README says, installs from there.
+    let nginx = Nginx::readme(&f.dir.path().join("nginx"), "unused");
+    copy_tree(&f.home("a").join("state/rocmforge/index"), &nginx.root.join("wheels"));
+    let got = f.dir.path().join("got");
+    let out = Command::new("python3")
+        .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-d"])
+        .arg(&got)
+        .args(["--index-url", &nginx.url("wheels/simple/"), "pyext"])
+        .env_remove("PIP_FIND_LINKS")
+        .env_remove("PIP_NO_INDEX")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let served: Vec<String> = snapshot(&got).into_iter().map(|(_, sha)| sha).collect();
+    assert!(!served.is_empty() && served.iter().all(|sha| wheels[0].iter().any(|(_, w)| w == sha)), "{}", text(&out));
+    assert!(nginx.access_log().contains("\"GET /wheels/simple/pyext/"), "{}", nginx.access_log());
 }
 
 #[test]
 fn ccache_remote_storage_on_nginx_gives_an_empty_local_cache_remote_hits() {
     let dir = tempfile::tempdir().unwrap();
-    let nginx = Nginx::start(&dir.path().join("nginx"));
+    let nginx = Nginx::readme(&dir.path().join("nginx"), "unused");
     let remote = nginx.url("ccache/");
     let f = Fixture::new(&format!(
         "compiler-cache = \"ccache\"\n[compiler-cache-env]\nCCACHE_REMOTE_STORAGE = \"{remote}\"\n"
@@ -244,13 +261,9 @@ fn ccache_remote_storage_on_nginx_gives_an_empty_local_cache_remote_hits() {
 #[test]
 fn sccache_webdav_on_nginx_gives_an_empty_local_cache_remote_hits_counted_per_recipe() {
     let dir = tempfile::tempdir().unwrap();
-    // The README's location for sccache: its WebDAV storage asks for directories (PROPFIND, from
+    // README's `/sccache/` location: sccache's WebDAV storage asks for directories (PROPFIND, of
     // nginx's dav-ext module) and makes them (MKCOL) before it writes.
-    let nginx = Nginx::start_with_modules(
-        &dir.path().join("nginx"),
-        &["ngx_http_dav_ext_module"],
-        "location /sccache/ {\n dav_methods PUT DELETE MKCOL;\n dav_ext_methods PROPFIND OPTIONS;\n create_full_put_path on;\n client_max_body_size 0;\n }",
-    );
+    let nginx = Nginx::readme(&dir.path().join("nginx"), "unused");
     let remote = nginx.url("sccache/");
     let f = Fixture::new(&format!(
         "compiler-cache = \"sccache\"\n[compiler-cache-env]\nSCCACHE_WEBDAV_ENDPOINT = \"{remote}\"\n"

@@ -1,6 +1,6 @@
-//! The shared artifact cache against a real nginx on 127.0.0.1, configured as the README's
-//! "A team's shared cache" says (WebDAV `PUT`, `create_full_put_path`, no body limit, basic auth
-//! on uploads): machine A builds and uploads, machine B (its own cache, work and state dirs, its
+//! The shared artifact cache against a real nginx on 127.0.0.1, configured with the README's
+//! own block from "A team's shared cache" (WebDAV `PUT`, `create_full_put_path`, no body limit,
+//! basic auth on uploads): machine A builds and uploads, machine B (its own cache, work and state dirs, its
 //! own PATH to the same tools, the same prefix path emptied first) downloads everything and
 //! compiles nothing; altered, truncated, unsigned-by-a-trusted-key, altered-after-signing and
 //! replayed artifacts are refused and built locally with the reason; a server stopped mid-build
@@ -17,20 +17,10 @@ pub const PASSWORD: &str = "s3cret-upl0ad-pw";
 
 pub use crate::support::nginx::Nginx;
 
-/// nginx serving `/cache/` as README's "A team's shared cache" configures it: WebDAV `PUT`,
-/// `create_full_put_path`, no body limit, basic auth (user `lab`, [`PASSWORD`]) on uploads.
+/// nginx with README's config ("A team's shared cache"): `/cache/` takes WebDAV `PUT`s, with
+/// `create_full_put_path`, no body limit and basic auth (user `lab`, [`PASSWORD`]) on uploads.
 pub fn cache_server(dir: &Path) -> Nginx {
-    std::fs::create_dir_all(dir).unwrap();
-    // nginx reads `{PLAIN}` passwords in its user files.
-    std::fs::write(dir.join("htpasswd"), format!("lab:{{PLAIN}}{PASSWORD}\n")).unwrap();
-    let d = dir.display();
-    Nginx::start_with(
-        dir,
-        &format!(
-            "location /cache/ {{ dav_methods PUT; create_full_put_path on; client_max_body_size 0; \
-             limit_except GET HEAD {{ auth_basic \"rocmforge uploads\"; auth_basic_user_file {d}/htpasswd; }} }}"
-        ),
-    )
+    Nginx::readme(dir, PASSWORD)
 }
 
 /// The `cache-url` of [`cache_server`].

@@ -1,6 +1,6 @@
-//! A real nginx on 127.0.0.1 serving a directory with WebDAV `PUT` (as a team's cache server
-//! would: README's config), with its own prefix, config, pid file and logs in a temp dir, on a
-//! free port; stopped by its PID (SIGQUIT, then SIGKILL) on drop.
+//! A real nginx on 127.0.0.1 with README's own config of a team's server (artifact cache,
+//! compiler caches, wheel index), with its own prefix, config, pid file and logs in a temp dir,
+//! on a free port; stopped by its PID (SIGQUIT, then SIGKILL) on drop.
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -17,22 +17,33 @@ pub struct Nginx {
 }
 
 impl Nginx {
-    /// Starts nginx in `dir` (created), serving `<dir>/root` with WebDAV `PUT` and `DELETE`.
-    pub fn start(dir: &Path) -> Nginx {
-        Nginx::start_with(
-            dir,
-            "location / {\n            dav_methods PUT DELETE;\n            create_full_put_path on;\n            dav_access user:rw group:r all:r;\n        }",
-        )
+    /// nginx configured with README's block (the "A team's shared cache" section), as a team
+    /// would install it: only its port (`127.0.0.1`, a free one), its directory (`/srv/rocmforge`
+    /// becomes `<dir>/srv`) and its password file (`<dir>/htpasswd`, user `lab` with `password`)
+    /// are changed. Loads Debian's dav-ext module, which README's `/sccache/` location needs.
+    pub fn readme(dir: &Path, password: &str) -> Nginx {
+        let readme = std::fs::read_to_string(super::repo_root().join("README.md")).unwrap();
+        let blocks: Vec<&str> = readme.split("```nginx\n").skip(1).map(|b| b.split("```").next().unwrap()).collect();
+        assert_eq!(blocks.len(), 1, "README.md has one nginx block");
+        let srv = dir.join("srv");
+        for sub in ["tmp", "wheels"] {
+            std::fs::create_dir_all(srv.join(sub)).unwrap();
+        }
+        std::fs::write(dir.join("htpasswd"), format!("lab:{{PLAIN}}{password}\n")).unwrap();
+        let block = blocks[0]
+            .replace("/srv/rocmforge", &srv.display().to_string())
+            .replace("/etc/nginx/rocmforge.htpasswd", &dir.join("htpasswd").display().to_string());
+        assert!(block.contains("listen 8080;"), "README's nginx block listens on 8080:\n{block}");
+        Nginx::start_server(dir, &["ngx_http_dav_ext_module"], &srv, |port| {
+            block.replace("listen 8080;", &format!("listen 127.0.0.1:{port};"))
+        })
     }
 
-    /// Starts nginx in `dir` (created), serving `<dir>/root` with these `location` blocks.
-    pub fn start_with(dir: &Path, locations: &str) -> Nginx {
-        Nginx::start_with_modules(dir, &[], locations)
-    }
-
-    /// As `start_with`, loading these dynamic modules first (Debian's, from
-    /// `/usr/lib/nginx/modules`: `ngx_http_dav_ext_module` of libnginx-mod-http-dav-ext).
-    pub fn start_with_modules(dir: &Path, modules: &[&str], locations: &str) -> Nginx {
+    /// Starts nginx in `dir` (created) with these dynamic modules (Debian's, from
+    /// `/usr/lib/nginx/modules`: `ngx_http_dav_ext_module` of libnginx-mod-http-dav-ext) and
+    /// the `server` block `server(port)`, which serves `root`.
+    fn start_server(dir: &Path, modules: &[&str], root: &Path, server: impl Fn(u16) -> String) -> Nginx {
+        std::fs::create_dir_all(dir).unwrap();
         let mut load = String::new();
         for m in modules {
             let so = Path::new("/usr/lib/nginx/modules").join(format!("{m}.so"));
@@ -43,10 +54,9 @@ impl Nginx {
             );
             load.push_str(&format!("load_module {};\n", so.display()));
         }
-        let root = dir.join("root");
-        std::fs::create_dir_all(&root).unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let d = dir.display();
+        let server = server(port);
         // As root, nginx's workers would become `nobody`, who cannot write the temp dir.
         let user = if rustix::process::geteuid().is_root() { "user root root;\n" } else { "" };
         let conf = format!(
@@ -62,12 +72,7 @@ http {{
     fastcgi_temp_path {d}/tmp-fastcgi;
     uwsgi_temp_path {d}/tmp-uwsgi;
     scgi_temp_path {d}/tmp-scgi;
-    server {{
-        listen 127.0.0.1:{port};
-        root {d}/root;
-        client_max_body_size 1g;
-        {locations}
-    }}
+    {server}
 }}
 "
         );
@@ -85,7 +90,7 @@ http {{
             .stderr(Stdio::null())
             .spawn()
             .expect("nginx starts (Debian package nginx; run ci/setup.sh)");
-        let mut n = Nginx { port, root, dir: dir.to_path_buf(), child: Some(child) };
+        let mut n = Nginx { port, root: root.to_path_buf(), dir: dir.to_path_buf(), child: Some(child) };
         let start = Instant::now();
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             if let Some(status) = n.child.as_mut().and_then(|c| c.try_wait().unwrap()) {
