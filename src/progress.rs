@@ -53,7 +53,7 @@ pub trait Progress: Send + Sync {
     fn compiler_cache(&self, recipe: &str, stats: &CompilerCacheStats) {
         let _ = (recipe, stats);
     }
-    /// `outcome`: "built", "cached", "failed", "skipped" or "source".
+    /// `outcome`: "built", "cached", "downloaded", "failed", "skipped" or "source".
     fn recipe_finished(&self, recipe: &str, outcome: &str) {
         let _ = (recipe, outcome);
     }

@@ -97,12 +97,21 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
         return Ok(());
     }
     let built: Vec<&str> = outcomes.iter().filter(|(_, o)| *o == Outcome::Built).map(|(n, _)| n.as_str()).collect();
-    let cached = outcomes.iter().filter(|(_, o)| *o == Outcome::Cached).count();
+    let downloaded = outcomes.iter().filter(|(_, o)| *o == Outcome::Downloaded).count();
+    let cached = outcomes.iter().filter(|(_, o)| *o == Outcome::Cached).count() + downloaded;
     let prefix = run.prefix.display();
+    let from_remote = match downloaded {
+        0 => String::new(),
+        n => format!(" ({n} downloaded from the shared cache)"),
+    };
     if built.is_empty() {
-        println!("nothing to build: {cached} recipe(s) up to date in the cache; prefix {prefix}");
+        println!("nothing to build: {cached} recipe(s) up to date in the cache{from_remote}; prefix {prefix}");
     } else {
-        println!("built {} recipe(s): {}; {cached} from the cache; prefix {prefix}", built.len(), built.join(", "));
+        println!(
+            "built {} recipe(s): {}; {cached} from the cache{from_remote}; prefix {prefix}",
+            built.len(),
+            built.join(", ")
+        );
     }
     if let Some(l) = report_line {
         println!("{l}");

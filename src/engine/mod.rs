@@ -94,7 +94,10 @@ pub struct EngineOptions {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Built,
+    /// From the local cache.
     Cached,
+    /// From the shared (remote) cache: downloaded, checked, stored locally.
+    Downloaded,
     SourceOnly,
     Skipped,
     External,
@@ -105,6 +108,7 @@ impl Outcome {
         match self {
             Outcome::Built => "built",
             Outcome::Cached => "cached",
+            Outcome::Downloaded => "downloaded",
             Outcome::SourceOnly => "source",
             Outcome::Skipped => "skipped",
             Outcome::External => "external",

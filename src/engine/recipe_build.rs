@@ -50,6 +50,8 @@ impl Engine<'_> {
         crate::fault::point("reuse", &d.name);
         let mut altered = None;
         let mut refused = None;
+        // The plan found it only on the shared cache: `get` downloads it.
+        let downloaded = matches!(d.status, Status::Remote(_));
         {
             // Held while deploying: `cache gc` takes the same lock before it removes anything.
             let _lock = self.store.lock(&d.key)?;
@@ -78,7 +80,7 @@ impl Engine<'_> {
                 }
                 self.publish_wheels(r, &a)?;
                 self.remember(d)?;
-                return Ok(Outcome::Cached);
+                return Ok(if downloaded { Outcome::Downloaded } else { Outcome::Cached });
             }
         }
         if let Some(why) = altered {

@@ -130,6 +130,7 @@ pub fn render(rec: &BuildRecord) -> String {
                 // A recipe that failed before any step ran: a red mark labelled with the reason.
                 let (label, fill, text_fill) = match (outcome, &r.error) {
                     ("cached", _) => ("cached (cache hit)".to_string(), "#9aa3ad", "#6b7580"),
+                    ("downloaded", _) => ("downloaded (shared cache hit)".to_string(), "#9aa3ad", "#6b7580"),
                     ("failed", Some(e)) => (format!("failed: {}", clip(e, 110)), color("failed"), color("failed")),
                     ("failed", None) => ("failed".to_string(), color("failed"), color("failed")),
                     (other, _) => (other.to_string(), "#9aa3ad", "#6b7580"),
@@ -236,7 +237,7 @@ td.failed {{ color: #d64545; font-weight: 600; }}
 code {{ font-size: 11px; color: #56606b; }}
 </style></head><body>
 <h1>rocmforge build: stack {stack}</h1>
-<div class="sub"><span class="badge">{state}</span> started {started} (UTC) &middot; {total} &middot; {n} recipes: {built} built, {cached} cached, {failed} failed</div>
+<div class="sub"><span class="badge">{state}</span> started {started} (UTC) &middot; {total} &middot; {n} recipes: {built} built, {cached} cached, {downloaded} downloaded, {failed} failed</div>
 <div class="legend"><span><i style="background:#3a9d5d"></i>step ok</span><span><i style="background:#d64545"></i>failed</span><span><i style="background:#e3a32b"></i>running / interrupted</span><span><i style="background:#9aa3ad"></i>cache hit</span></div>
 {svg}
 {table}
@@ -254,6 +255,7 @@ code {{ font-size: 11px; color: #56606b; }}
         n = rec.recipes.len(),
         built = count("built"),
         cached = count("cached"),
+        downloaded = count("downloaded"),
         failed = count("failed"),
     )
 }

@@ -79,7 +79,7 @@ pub struct RunningRecipe {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct RecipeRecord {
     pub name: String,
-    /// "built", "cached", "failed", "skipped", "source"; `None`: waiting or running.
+    /// "built", "cached", "downloaded", "failed", "skipped", "source"; `None`: waiting or running.
     pub outcome: Option<String>,
     /// "hit" (artifact reused) or "miss" (built); `None` until it starts.
     pub cache: Option<String>,
@@ -280,9 +280,10 @@ impl Recorder {
             }
         }
         rec.refresh_running();
-        // A build that found everything up to date leaves no report (the last one stays latest).
-        let did_work =
-            state != BuildState::Succeeded || rec.recipes.iter().any(|r| r.outcome.as_deref() == Some("built"));
+        // A build that found everything up to date leaves no report (the last one stays latest);
+        // one that downloaded from the shared cache does.
+        let did_work = state != BuildState::Succeeded
+            || rec.recipes.iter().any(|r| matches!(r.outcome.as_deref(), Some("built" | "downloaded")));
         if did_work {
             let report = write_report(&self.state_dir, &self.start_sys, rec).map_err(|e| e.to_string());
             if let Ok(dir) = &report {

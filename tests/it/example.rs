@@ -359,7 +359,13 @@ fn a_second_machine_gets_the_example_stack_from_a_shared_cache_and_compiles_noth
     for r in ["vecmath", "hipvec", "pyvec"] {
         assert!(text(&out).contains(&format!("{r}: downloaded artifact")), "{r}:\n{}", text(&out));
     }
-    assert!(text(&out).contains("nothing to build: 3 recipe(s) up to date in the cache"), "{}", text(&out));
+    let line = "nothing to build: 3 recipe(s) up to date in the cache (3 downloaded from the shared cache)";
+    assert!(text(&out).contains(line), "{}", text(&out));
+    let report = std::fs::read(b.join("state/rocmforge/reports/example/latest/report.json")).unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&report).unwrap();
+    let outcomes: Vec<&str> =
+        report["recipes"].as_array().unwrap().iter().map(|r| r["outcome"].as_str().unwrap()).collect();
+    assert_eq!(outcomes, ["downloaded"; 3], "{report}");
     // Nothing compiled: no work dir was even made, and the prefix is A's, byte for byte.
     assert!(!b.join("cache/rocmforge/work").exists(), "{}", text(&out));
     assert!(crate::support::tree_bytes(&e.prefix()) == built, "B's prefix differs from A's");
