@@ -58,6 +58,17 @@ pub fn stale_transfers(cache_dir: &Path) -> Vec<PathBuf> {
 /// Who shows up in messages about the store itself.
 const WHO: &str = "remote cache";
 
+/// Why `cache push` did not push an artifact.
+#[derive(Debug, thiserror::Error)]
+pub enum PushError {
+    /// Nothing can be pushed: read-only, no signing key, or the server cannot be reached.
+    #[error("{0}")]
+    Stop(String),
+    /// This artifact cannot be pushed (damaged, unreadable, refused by the server).
+    #[error("{0}")]
+    Artifact(String),
+}
+
 impl LayeredStore {
     /// The store for `cfg` with the remote cache at `url`. Errors: a bad URL, a malformed
     /// `trusted-keys` entry or signing key file (each named).
@@ -262,13 +273,14 @@ impl LayeredStore {
         Ok(Some(a))
     }
 
-    /// Uploads a stored artifact: blob, then signed manifest.
-    fn upload(&self, a: &Artifact, inputs: &KeyInputs) -> Result<(), RemoteError> {
-        let Some(signer) = &self.signer else { return Ok(()) };
+    /// Uploads a stored artifact: blob, then signed manifest. Returns the blob's size, or `None`
+    /// when the server has the artifact already (or there is no key to sign it with).
+    fn upload(&self, a: &Artifact, inputs: &KeyInputs) -> Result<Option<u64>, RemoteError> {
+        let Some(signer) = &self.signer else { return Ok(None) };
         let key = &a.key;
         // Another machine got there first (unless its copy was refused here: then it is replaced).
         if !self.was_refused(key) && self.remote.has_manifest(key.as_str())? {
-            return Ok(());
+            return Ok(None);
         }
         let io = |p: &Path| {
             let p = p.to_path_buf();
@@ -303,7 +315,48 @@ impl LayeredStore {
                 self.remote.shown()
             ),
         );
+        Ok(Some(m.blob.size))
+    }
+
+    /// Whether this store may push (`cache push`): not read-only, and with a key to sign with.
+    pub fn can_push(&self) -> Result<(), PushError> {
+        if self.read_only {
+            return Err(PushError::Stop(format!(
+                "`cache-read-only` is set (or --cache-read-only): nothing is pushed to {}",
+                self.remote.shown()
+            )));
+        }
+        if self.signer.is_none() {
+            return Err(PushError::Stop(format!(
+                "no signing key: artifacts pushed to {} must be signed (`rocmforge cache keygen` makes a key)",
+                self.remote.shown()
+            )));
+        }
         Ok(())
+    }
+
+    /// `cache push`: uploads the local artifact `a` unless the server has it, after re-hashing
+    /// its files (a damaged artifact is never shared). Returns the uploaded size, `None` when the
+    /// server had it. The caller holds the key's lock.
+    pub fn push(&self, a: &Artifact) -> Result<Option<u64>, PushError> {
+        self.can_push()?;
+        self.local.verify(a).map_err(|e| PushError::Artifact(format!("{e}: not pushed")))?;
+        let inputs = a.inputs().ok_or_else(|| {
+            PushError::Artifact(format!("artifact {} has no readable inputs (`rocmforge cache verify`)", a.key.short()))
+        })?;
+        self.upload(a, &inputs).map_err(|e| {
+            let msg = format!("uploading artifact {}: {e}", a.key.short());
+            if e.is_unreachable() {
+                PushError::Stop(msg)
+            } else {
+                PushError::Artifact(msg)
+            }
+        })
+    }
+
+    /// The local store behind the remote one.
+    pub fn local(&self) -> &LocalStore {
+        &self.local
     }
 }
 

@@ -1,8 +1,10 @@
-//! `rocmforge cache list|verify|gc` and `rocmforge clean`.
+//! `rocmforge cache list|verify|gc|keygen|push` and `rocmforge clean`.
 
 use super::{CliResult, Context, Failure};
 use crate::fsutil::human_size;
-use crate::ops::cache::{cache_gc, cache_keygen, cache_list, cache_verify, clean as clean_work_dirs, GcRequest};
+use crate::ops::cache::{
+    cache_gc, cache_keygen, cache_list, cache_push, cache_verify, clean as clean_work_dirs, GcRequest,
+};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Cmd {
@@ -19,6 +21,13 @@ pub enum Cmd {
         damaged: bool,
         #[arg(long)]
         unused: bool,
+    },
+    /// Upload to the shared cache (`cache-url`) the local artifacts it lacks (of these recipes;
+    /// all when none is named): those built while the server was down or before `cache-url` was
+    /// set. Each is re-hashed first and signed; exit 1 if any could not be pushed.
+    Push {
+        /// Recipes whose artifacts to push (every artifact of the local cache when none).
+        recipes: Vec<String>,
     },
     /// Make the key pair that signs uploads to a shared cache (`signing-key` in the config, default
     /// <state-dir>/cache-signing.key, mode 0600) and print its public key for other machines'
@@ -101,6 +110,31 @@ pub fn run(ctx: &Context, cmd: Cmd) -> CliResult {
             eprintln!("public key (add it to `trusted-keys` in the config of every machine that should accept this one's uploads):");
             println!("{}", k.public);
             Ok(())
+        }
+        Cmd::Push { recipes } => {
+            let progress = std::sync::Arc::new(crate::progress::Lines::new());
+            let r = cache_push(&cfg, &recipes, progress).map_err(Failure::failed)?;
+            for (recipe, key) in &r.present {
+                println!("{}  {recipe:<24} already in the shared cache", key.short());
+            }
+            for (recipe, key, size) in &r.uploaded {
+                println!("{}  {recipe:<24} uploaded ({})", key.short(), human_size(*size));
+            }
+            for (recipe, why) in &r.failed {
+                eprintln!("error: {recipe}: {why}");
+            }
+            let total: u64 = r.uploaded.iter().map(|(_, _, s)| s).sum();
+            let summary = format!(
+                "{} artifact(s) uploaded ({}), {} already there",
+                r.uploaded.len(),
+                human_size(total),
+                r.present.len()
+            );
+            if r.failed.is_empty() {
+                println!("{summary}");
+                return Ok(());
+            }
+            Err(Failure::failed(anyhow::anyhow!("{} artifact(s) not pushed; {summary}", r.failed.len())))
         }
         Cmd::Gc { damaged, unused } => {
             let (removed, freed) = cache_gc(&cfg, GcRequest { damaged, unused }).map_err(Failure::failed)?;

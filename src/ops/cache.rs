@@ -220,3 +220,53 @@ pub fn cache_keygen(cfg: &Config, name: Option<&str>) -> anyhow::Result<NewKey> 
     key.write_new(&secret_file)?;
     Ok(NewKey { secret_file, public: key.public().to_string() })
 }
+
+/// What `cache push` did.
+#[derive(Default)]
+pub struct PushReport {
+    /// Recipe, key, uploaded size.
+    pub uploaded: Vec<(String, CacheKey, u64)>,
+    /// Recipe and key of artifacts the server had.
+    pub present: Vec<(String, CacheKey)>,
+    /// Recipe and why its artifact was not pushed.
+    pub failed: Vec<(String, String)>,
+}
+
+/// Uploads to the shared cache (`cache-url`) the local artifacts of `recipes` (all when empty)
+/// that it lacks: those built while the server was down, or before `cache-url` was set.
+pub fn cache_push(
+    cfg: &Config,
+    recipes: &[String],
+    progress: std::sync::Arc<dyn crate::progress::Progress>,
+) -> anyhow::Result<PushReport> {
+    let Some(url) = &cfg.remote.url else {
+        anyhow::bail!("no shared cache to push to: set `cache-url` in the config, ROCMFORGE_CACHE_URL or --cache-url");
+    };
+    let store = crate::cache::LayeredStore::open(cfg, url, LocalStore::new(&cfg.cache_dir), progress)?;
+    let mut listed = cache_list(cfg).artifacts;
+    if !recipes.is_empty() {
+        let missing: Vec<&str> =
+            recipes.iter().filter(|r| !listed.iter().any(|a| &a.recipe == *r)).map(String::as_str).collect();
+        if !missing.is_empty() {
+            anyhow::bail!(
+                "no artifact of {} in the local cache {} (`rocmforge cache list` shows what is there)",
+                missing.join(", "),
+                cfg.cache_dir.display()
+            );
+        }
+        listed.retain(|a| recipes.contains(&a.recipe));
+    }
+    store.can_push()?;
+    let mut report = PushReport::default();
+    for info in listed {
+        let key = info.artifact.key.clone();
+        let _lock = store.local().lock(&key)?;
+        match store.push(&info.artifact) {
+            Ok(Some(size)) => report.uploaded.push((info.recipe, key, size)),
+            Ok(None) => report.present.push((info.recipe, key)),
+            Err(e @ crate::cache::PushError::Stop(_)) => return Err(e.into()),
+            Err(e) => report.failed.push((info.recipe, e.to_string())),
+        }
+    }
+    Ok(report)
+}

@@ -332,3 +332,74 @@ fn an_unreachable_cache_costs_a_warning_not_the_build() {
         "{text}"
     );
 }
+
+#[test]
+fn cache_push_uploads_what_a_build_could_not_and_refuses_what_it_must() {
+    let (s, nginx) = setup();
+    let a = Machine::new(&s, "a", std::env::var("PATH").unwrap());
+    a.config("");
+    let a_pub = a.keygen(&s, "machine-a");
+    // Built while the server is unreachable: nothing is uploaded.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    a.config(&format!("cache-url = \"http://127.0.0.1:{dead}/cache/\"\ntrusted-keys = [\"{a_pub}\"]\n"));
+    let text = a.build(&s, &[]);
+    assert!(text.contains("cannot be reached") && !text.contains("uploaded artifact"), "{text}");
+    compiled_and_reset(&s);
+    let push = |m: &Machine, args: &[&str]| {
+        let out = m.cmd(&s).env("ROCMFORGE_CACHE_PASSWORD", PASSWORD).args(args).output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(!text.contains(PASSWORD), "the password was printed:\n{text}");
+        (out.status.success(), text)
+    };
+    let (ok, text) = push(&a, &["cache", "push"]);
+    assert!(!ok && text.contains("cannot be reached"), "{text}");
+
+    // The server up: `cache push` uploads all four, then finds them there.
+    a.config(&format!("cache-url = \"{}\"\ncache-user = \"lab\"\ntrusted-keys = [\"{a_pub}\"]\n", cache_url(&nginx)));
+    let (ok, text) = push(&a, &["cache", "push"]);
+    assert!(ok, "{text}");
+    assert!(text.contains("4 artifact(s) uploaded"), "{text}");
+    for (r, key) in a.keys(&s) {
+        assert!(cache_file(&nginx, &format!("ac/{key}")).is_file(), "{r} was not pushed:\n{text}");
+    }
+    let (ok, text) = push(&a, &["cache", "push"]);
+    assert!(ok && text.contains("0 artifact(s) uploaded (0 B), 4 already there"), "{text}");
+
+    // What was pushed is what a build would have uploaded: B downloads everything.
+    let b = Machine::new(&s, "b", other_path(&s.home.path().join("b-bin")));
+    b.config(&format!("cache-url = \"{}\"\ncache-read-only = true\ntrusted-keys = [\"{a_pub}\"]\n", cache_url(&nginx)));
+    let text = b.build(&s, &[]);
+    assert!(text.contains("(4 downloaded from the shared cache)"), "{text}");
+    assert_eq!(compiled_and_reset(&s), Vec::<String>::new());
+
+    // Refused: a read-only machine, a machine without a key, a recipe with no artifact, and an
+    // artifact damaged on disk (never shared; the server keeps lacking it).
+    let (ok, text) = push(&b, &["cache", "push"]);
+    assert!(!ok && text.contains("`cache-read-only` is set"), "{text}");
+    let d = Machine::new(&s, "d", std::env::var("PATH").unwrap());
+    d.config(&format!("cache-url = \"{}\"\ntrusted-keys = [\"{a_pub}\"]\n", cache_url(&nginx)));
+    d.build(&s, &[]);
+    compiled_and_reset(&s);
+    let (ok, text) = push(&d, &["cache", "push"]);
+    assert!(!ok && text.contains("no signing key") && text.contains("rocmforge cache keygen"), "{text}");
+    let (ok, text) = push(&a, &["cache", "push", "nosuch"]);
+    assert!(!ok && text.contains("no artifact of nosuch in the local cache"), "{text}");
+    let base_key = a.keys(&s).into_iter().find(|(r, _)| r == "base").unwrap().1;
+    std::fs::remove_file(cache_file(&nginx, &format!("ac/{base_key}"))).unwrap();
+    let big = walkdir::WalkDir::new(a.dir.join("cache"))
+        .into_iter()
+        .filter_map(Result::ok)
+        .find(|e| e.file_name() == "libbig.bin")
+        .expect("base's artifact in A's cache")
+        .into_path();
+    let mut bytes = std::fs::read(&big).unwrap();
+    bytes[0] ^= 0xff;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&big, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(&big, &bytes).unwrap();
+    let (ok, text) = push(&a, &["cache", "push", "base", "top"]);
+    assert!(!ok, "{text}");
+    assert!(text.contains("error: base:") && text.contains("not pushed"), "{text}");
+    assert!(text.contains("1 artifact(s) not pushed; 0 artifact(s) uploaded (0 B), 1 already there"), "{text}");
+    assert!(!cache_file(&nginx, &format!("ac/{base_key}")).exists());
+}
