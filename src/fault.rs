@@ -1,6 +1,6 @@
 //! Fault injection for crash tests: `ROCMFORGE_FAULT=<point>` makes rocmforge SIGKILL itself
 //! when it reaches that point, the way a power cut or `kill -9` would. Points are named
-//! `<phase>:<recipe>`: fetch, patch, step:<step>, store, deploy (e.g. `store:hipvec`,
+//! `<phase>:<recipe>`: fetch, patch, step:<step>, store, deploy, upload (e.g. `store:hipvec`,
 //! `step:build:hipvec`). Unset in normal use; reading one environment variable costs nothing.
 //!
 //! `ROCMFORGE_FAULT=pause:<point>` instead pauses there: rocmforge creates the file named by

@@ -5,13 +5,20 @@
 //! then uploaded (blob first, signed manifest last, so a reader never finds a manifest whose
 //! blob is missing), unless the store is read-only or has no signing key.
 //!
+//! During a build, uploads run on one thread of their own, in the order the artifacts were
+//! stored ([`Store::run_uploads`]): the recipe's dependents start as soon as its artifact is
+//! stored locally instead of waiting for the upload, which on a slow link can take minutes
+//! for LLVM or PyTorch. The build waits for the queue at its end; what an interrupted build
+//! did not upload, `rocmforge cache push` does.
+//!
 //! Nothing remote can fail a build: an unreachable server is one warning, after which the
 //! store stops asking it; a refused artifact is built locally, with the reason.
 
+use std::collections::VecDeque;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use super::remote::{self, Manifest, RemoteCache, RemoteError, COMPRESSION, MANIFEST_FORMAT};
 use super::trust::{signed_text, PublicKey, SecretKey, Trusted};
@@ -37,6 +44,19 @@ pub struct LayeredStore {
     refused: Mutex<HashSet<String>>,
     /// Where blobs are packed and unpacked (inside the cache dir: same filesystem as the store).
     scratch: PathBuf,
+    /// Artifacts waiting for the upload thread, when one runs.
+    uploads: Mutex<Uploads>,
+    uploads_changed: Condvar,
+}
+
+/// The upload queue of a build ([`Store::run_uploads`]).
+#[derive(Default)]
+struct Uploads {
+    /// An upload thread is running: `put` queues instead of uploading itself.
+    running: bool,
+    /// No more will be queued: the thread ends when the queue is empty.
+    closed: bool,
+    queue: VecDeque<(Artifact, KeyInputs)>,
 }
 
 /// The scratch dir of blob transfers in the cache dir: `{get,put}-<key>-<random>-<pid>/` each.
@@ -131,6 +151,8 @@ impl LayeredStore {
             down: AtomicBool::new(false),
             checked: Mutex::new(HashMap::new()),
             refused: Mutex::new(HashSet::new()),
+            uploads: Mutex::new(Uploads::default()),
+            uploads_changed: Condvar::new(),
         })
     }
 
@@ -335,6 +357,14 @@ impl LayeredStore {
         Ok(())
     }
 
+    /// Uploads `a` for a build: a failure costs a warning.
+    fn upload_logged(&self, a: &Artifact, inputs: &KeyInputs) {
+        crate::fault::point("upload", &inputs.recipe);
+        if let Err(e) = self.upload(a, inputs) {
+            self.failed(&inputs.recipe, &format!("uploading artifact {}", a.key.short()), &e);
+        }
+    }
+
     /// `cache push`: uploads the local artifact `a` unless the server has it, after re-hashing
     /// its files (a damaged artifact is never shared). Returns the uploaded size, `None` when the
     /// server had it. The caller holds the key's lock.
@@ -401,12 +431,62 @@ impl Store for LayeredStore {
 
     fn put(&self, key: &CacheKey, inputs: &KeyInputs, stage: &Path) -> Result<Artifact, CacheError> {
         let a = self.local.store(key, inputs, stage)?;
-        if !self.read_only && !self.is_down() {
-            if let Err(e) = self.upload(&a, inputs) {
-                self.failed(&inputs.recipe, &format!("uploading artifact {}", key.short()), &e);
-            }
+        if self.read_only || self.signer.is_none() || self.is_down() {
+            return Ok(a);
+        }
+        let mut q = self.uploads.lock().unwrap_or_else(|e| e.into_inner());
+        if q.running && !q.closed {
+            q.queue.push_back((a.clone(), inputs.clone()));
+            self.uploads_changed.notify_all();
+        } else {
+            drop(q);
+            self.upload_logged(&a, inputs);
         }
         Ok(a)
+    }
+
+    fn run_uploads(&self) {
+        self.uploads.lock().unwrap_or_else(|e| e.into_inner()).running = true;
+        loop {
+            let mut q = self.uploads.lock().unwrap_or_else(|e| e.into_inner());
+            let next = loop {
+                if let Some(job) = q.queue.pop_front() {
+                    break Some(job);
+                }
+                if q.closed {
+                    break None;
+                }
+                q = self.uploads_changed.wait(q).unwrap_or_else(|e| e.into_inner());
+            };
+            drop(q);
+            let Some((a, inputs)) = next else { break };
+            if !self.is_down() {
+                // Not while a build of this process uses the key (deploys it, or `gc` of
+                // another process removes it).
+                let _lock = self.local.lock(&a.key);
+                self.upload_logged(&a, &inputs);
+            }
+        }
+        let mut q = self.uploads.lock().unwrap_or_else(|e| e.into_inner());
+        q.running = false;
+        q.closed = false;
+    }
+
+    fn close_uploads(&self) {
+        let mut q = self.uploads.lock().unwrap_or_else(|e| e.into_inner());
+        // (Also before the thread began: it then finds the queue closed and returns.)
+        if !q.queue.is_empty() {
+            let n = q.queue.len();
+            self.progress.message(
+                WHO,
+                &format!(
+                    "waiting for {n} upload(s) to {} (Ctrl-C leaves them to `rocmforge cache push`)",
+                    self.remote.shown()
+                ),
+            );
+        }
+        q.closed = true;
+        self.uploads_changed.notify_all();
     }
 
     fn remove(&self, key: &CacheKey) -> Result<(), CacheError> {

@@ -61,6 +61,12 @@ pub trait Store: Send + Sync {
     fn check_intact(&self, a: &Artifact) -> Result<(), CacheError>;
     /// Serialises work on one key between processes (held while storing or deploying).
     fn lock(&self, key: &CacheKey) -> Result<KeyLock, CacheError>;
+    /// Runs, on the calling thread, the uploads `put` queues from now on (a store with a remote
+    /// tier uploads in the background of a build this way), until [`Store::close_uploads`] and
+    /// the queue is empty. Without a thread in here, `put` uploads before it returns.
+    fn run_uploads(&self) {}
+    /// No more uploads will be queued: `run_uploads` returns once the queue is empty.
+    fn close_uploads(&self) {}
 }
 
 /// The artifact store `cfg` asks for: the local store, behind a remote cache when `cache-url`

@@ -180,8 +180,15 @@ impl<'a> Engine<'a> {
         let result = self.host_preflight().and_then(|()| self.preflight()).and_then(|()| {
             let prefix = Prefix::new(&self.plan.prefix, self.cfg.link_mode);
             std::fs::create_dir_all(&self.plan.prefix).map_err(io_err("cannot create prefix", &self.plan.prefix))?;
-            schedule::run(entries, self.opts.jobs + remote, self.opts.keep_going, &want, &|e, jobs| {
-                self.run_recipe(e, jobs, &prefix)
+            // Uploads to a shared cache run beside the recipes, and end with the build.
+            std::thread::scope(|s| {
+                s.spawn(|| self.store.run_uploads());
+                let result =
+                    schedule::run(entries, self.opts.jobs + remote, self.opts.keep_going, &want, &|e, jobs| {
+                        self.run_recipe(e, jobs, &prefix)
+                    });
+                self.store.close_uploads();
+                result
             })
         });
         self.progress.build_finished(result.is_ok());

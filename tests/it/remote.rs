@@ -403,3 +403,45 @@ fn cache_push_uploads_what_a_build_could_not_and_refuses_what_it_must() {
     assert!(text.contains("1 artifact(s) not pushed; 0 artifact(s) uploaded (0 B), 1 already there"), "{text}");
     assert!(!cache_file(&nginx, &format!("ac/{base_key}")).exists());
 }
+
+/// Uploads run beside the build: with base's upload held at its start, mid, tool and top are
+/// built (a synchronous upload would hold base's slot, and so its dependents, until it ended);
+/// once it is let go, every artifact is uploaded before the build exits.
+#[test]
+fn uploads_run_beside_the_build_and_end_with_it() {
+    let (s, nginx) = setup();
+    let a = Machine::new(&s, "a", std::env::var("PATH").unwrap());
+    a.config("");
+    let a_pub = a.keygen(&s, "machine-a");
+    a.config(&format!("cache-url = \"{}\"\ncache-user = \"lab\"\ntrusted-keys = [\"{a_pub}\"]\n", cache_url(&nginx)));
+    let pause = s.home.path().join("pause");
+    let prefix = s.prefix().display().to_string();
+    let child = a
+        .cmd(&s)
+        .env("ROCMFORGE_CACHE_PASSWORD", PASSWORD)
+        .env("ROCMFORGE_FAULT", "pause:upload:base")
+        .env("ROCMFORGE_FAULT_PAUSE", &pause)
+        .args(["build", "top", "-j", "1", "--prefix", prefix.as_str()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(40);
+    while !s.out().join("top.runs").exists() {
+        assert!(Instant::now() < until, "top was not built while base's upload was held");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(pause.exists(), "base's upload was let go before top was built");
+    assert!(!nginx.root.join("cache/ac").exists(), "nothing is uploaded yet");
+    std::fs::remove_file(&pause).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    for r in ["base", "mid", "tool", "top"] {
+        line_with(&text, r, "uploaded artifact");
+    }
+    for (r, key) in a.keys(&s) {
+        assert!(cache_file(&nginx, &format!("ac/{key}")).is_file(), "{r} is not on the server:\n{text}");
+    }
+    assert!(String::from_utf8_lossy(&out.stdout).contains("built 4 recipe(s)"), "{text}");
+}
