@@ -8,6 +8,9 @@
 #   BENCH_GB=4 ci/bench.sh           a bigger artifact for the store/restore pairs (default 2)
 #   NOOP_PAIRS=200 ci/bench.sh       more no-op pairs (default 100)
 #   NIGHT_UNIT=5 ci/bench.sh         seconds per unit of the 16-recipe sleep graph (default 3)
+#   BENCH_SECTIONS="1 5" ci/bench.sh  only these sections (numbered below)
+#   RF_BEFORE=/path/to/rocmforge ci/bench.sh   section 5 also times that binary (a build of an
+#                                    earlier commit), interleaved with this one
 #
 # 1. no-op `build` of the example stack vs `rocmforge --version`, timed in interleaved pairs
 #    (one of each, repeated); per-pair ratio min / median / max                 target <= 3x
@@ -21,6 +24,8 @@
 #    the bound and a sequential build
 # 4. rocmforge's peak RSS while a step prints 1 GiB of log                        target <= 64 MB
 #    (plain lines, live bars on a pseudo-terminal, and `rocmforge log` of that log)
+# 5. a chain of 4 recipes built with a shared cache whose uploads are slow, vs the same build
+#    without one, timed in interleaved pairs                                     target <= 1.5x
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need() { command -v "$1" >/dev/null || { apt-get update -qq && apt-get install -y -qq "$2" >/dev/null; }; }
@@ -35,8 +40,10 @@ rm -rf "$out" && mkdir -p "$out"
 results=$out/results.md
 rf=$target/release/rocmforge
 echo "# ci/bench.sh $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, $(git rev-parse --short HEAD 2>/dev/null || echo '?')" | tee "$results"
+on() { [[ " ${BENCH_SECTIONS:-1 2 3 4 5} " == *" $1 "* ]]; }
 ratio() { python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" "$1" "$2"; }
 
+if on 1; then
 # 1. No-op build. The example stack is built once (ci/example.sh), then the two commands are
 #    timed in pairs, one right after the other (5 pairs of warm-up), each spawned directly
 #    (no shell) and timed from spawn to exit.
@@ -70,12 +77,16 @@ print(f"- no-op build vs rocmforge --version, {pairs} interleaved pairs: per-pai
       f"{med(ta):.1f} ms; target <= 3x)")
 PY
 unset ROCMFORGE_CONFIG
+fi
 
+if on 2; then
 # 2. Artifact store and restore (benches/artifacts.rs drives the library's cache and deploy).
 ROCMFORGE_BENCH_GB=${BENCH_GB:-2} ROCMFORGE_BENCH_DIR=$out/artifacts cargo bench --quiet --bench artifacts 2>/dev/null | tee "$out/artifacts.txt"
 rm -rf "$out/artifacts"
 grep '^ratio ' "$out/artifacts.txt" | sed 's/^ratio \([^ ]*\) /- \1: /' | tee -a "$results"
+fi
 
+if on 3; then
 # 3. The schedule. In simulation (benches/schedule.rs): the 16-recipe graph and the rocm-6.2
 #    stack. With real sleeps: the tests/fixtures/night stack (the same graph) on 3 jobs, each
 #    order from a fresh state (estimates from the recipes), timed in pairs; the bound is the
@@ -96,7 +107,9 @@ for pair in $(seq "${NIGHT_PAIRS:-1}"); do
     rm -rf "$home"
   done
 done
+fi
 
+if on 4; then
 # 4. Peak memory while a step prints 1 GiB of log. GNU time's %M is the largest resident set of
 #    rocmforge and its children (bash, yes, head: all a few MB), so it bounds rocmforge's own.
 tree=$out/spew
@@ -138,4 +151,87 @@ test "$(stat -c %s "$log")" -eq 1073741824 || { echo "the step did not log 1 GiB
 peak "build, live bars on a terminal" script -qec "$rf --recipes $tree build spew --rebuild spew" /dev/null
 peak "rocmforge log of the 1 GiB log" "$rf" --recipes "$tree" log spew --step step1
 rm -rf "$tree"
+fi
+
+# 5. Uploads beside the build. The tests/fixtures/night chain zeta-1 .. zeta-4 (3 s each, one
+#    after another), from a fresh state each time, with and without a shared cache whose
+#    blob uploads each take UPLOAD_DELAY seconds (a slow uplink; a small Python WebDAV-like
+#    server on 127.0.0.1). Uploads that held each recipe's slot would add every upload to the
+#    chain; run beside the build, only the last one.
+if on 5; then
+  unset ROCMFORGE_CACHE_DIR ROCMFORGE_WORK_DIR ROCMFORGE_STATE_DIR ROCMFORGE_CONFIG
+  delay=${UPLOAD_DELAY:-3}
+  srv=$out/slow-cache
+  mkdir -p "$srv/root"
+  python3 - "$srv" "$delay" <<'PY' &
+import http.server, os, sys, time
+root, delay = os.path.join(sys.argv[1], "root"), float(sys.argv[2])
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def path_of(self): return os.path.join(root, self.path.lstrip("/").replace("..", ""))
+    def do_GET(self, body=True):
+        p = self.path_of()
+        if not os.path.isfile(p):
+            self.send_response(404); self.send_header("Content-Length", "0"); self.end_headers(); return
+        data = open(p, "rb").read()
+        self.send_response(200); self.send_header("Content-Length", str(len(data))); self.end_headers()
+        if body: self.wfile.write(data)
+    def do_HEAD(self): self.do_GET(body=False)
+    def do_PUT(self):
+        data = self.rfile.read(int(self.headers["Content-Length"]))
+        if "/cas/" in self.path: time.sleep(delay)
+        p = self.path_of(); os.makedirs(os.path.dirname(p), exist_ok=True)
+        open(p, "wb").write(data)
+        self.send_response(201); self.send_header("Content-Length", "0"); self.end_headers()
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+open(os.path.join(sys.argv[1], "port"), "w").write(str(s.server_address[1]))
+s.serve_forever()
+PY
+  server=$!
+  while [ ! -s "$srv/port" ]; do sleep 0.1; done
+  url="http://127.0.0.1:$(cat "$srv/port")/"
+  chain() { # binary, label, with-cache (0/1): prints the seconds from start to exit
+    local home=$out/chain-$2
+    rm -rf "$home" && mkdir -p "$home/out" && echo 1 > "$home/out/unit"
+    local cfg=$home/config.toml
+    : > "$cfg"
+    if [ "$3" = 1 ]; then
+      rm -rf "$srv/root" && mkdir -p "$srv/root"
+      local pub
+      pub=$(env HOME="$home" XDG_STATE_HOME="$home/state" ROCMFORGE_CONFIG="$cfg" "$1" cache keygen --name bench 2>/dev/null)
+      printf 'cache-url = "%s"\ntrusted-keys = ["%s"]\n' "$url" "$pub" > "$cfg"
+    fi
+    local start end
+    start=$(date +%s%N)
+    env HOME="$home" XDG_STATE_HOME="$home/state" XDG_CACHE_HOME="$home/cache" ROCMFORGE_CONFIG="$cfg" \
+      "$1" --quiet --recipes tests/fixtures/night --stack night build zeta-4 -j 3 --compiler-cache none --prefix "$home/out/prefix" 2>/dev/null
+    end=$(date +%s%N)
+    if [ "$3" = 1 ] && [ "$(find "$srv/root/ac" -type f | wc -l)" != 4 ]; then
+      echo "the build did not upload its 4 artifacts" >&2; exit 1
+    fi
+    rm -rf "$home"
+    python3 -c "import sys; print((int(sys.argv[2]) - int(sys.argv[1])) / 1e9)" "$start" "$end"
+  }
+  pairs=${UPLOAD_PAIRS:-3}
+  : > "$out/chain.txt"
+  for pair in $(seq "$pairs"); do
+    line="$(chain "$rf" none 0) $(chain "$rf" slow 1)"
+    if [ -n "${RF_BEFORE:-}" ]; then line="$line $(chain "$RF_BEFORE" before 1)"; fi
+    echo "$line" >> "$out/chain.txt"
+  done
+  kill "$server"
+  python3 - "$out/chain.txt" "$delay" "${RF_BEFORE:+before}" <<'PY' | tee -a "$results"
+import statistics, sys
+rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+def fig(i):
+    r = sorted(row[i] / row[0] for row in rows)
+    return f"{r[0]:.2f}x / {statistics.median(r):.2f}x / {r[-1]:.2f}x"
+base = statistics.median(row[0] for row in rows)
+print(f"- chain of 4 recipes (3 s each) with uploads of {sys.argv[2]} s each vs without a shared cache, "
+      f"{len(rows)} interleaved pairs: {fig(1)} (min / median / max; without: median {base:.1f} s; target <= 1.5x)")
+if len(sys.argv) > 3 and sys.argv[3]:
+    print(f"- the same with RF_BEFORE (uploads holding each recipe's slot): {fig(2)}")
+PY
+fi
+
 echo "results: $results"

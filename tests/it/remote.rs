@@ -145,6 +145,15 @@ fn line_with<'a>(text: &'a str, recipe: &str, what: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no line about {recipe} with `{what}` in:\n{text}"))
 }
 
+/// A machine that uploads to `url` (basic auth user `lab`), with a key of its own, trusting it.
+fn uploader(s: &ScriptsStack, name: &str, url: &str) -> (Machine, String) {
+    let m = Machine::new(s, name, std::env::var("PATH").unwrap());
+    m.config("");
+    let public = m.keygen(s, &format!("machine-{name}"));
+    m.config(&format!("cache-url = \"{url}\"\ncache-user = \"lab\"\ntrusted-keys = [\"{public}\"]\n"));
+    (m, public)
+}
+
 fn setup() -> (ScriptsStack, Nginx) {
     let s = ScriptsStack::new();
     // An artifact over nginx's default 1 MiB body limit, random so zstd cannot shrink it.
@@ -245,10 +254,7 @@ fn a_second_machine_downloads_every_artifact_and_refuses_what_it_must() {
     let ac = |r: &str| cache_file(&nginx, &format!("ac/{}", key_of(&keys, r)));
     let a_base = std::fs::read(ac("base")).unwrap();
     std::fs::remove_file(ac("base")).unwrap();
-    let c = Machine::new(&s, "c", system_path.clone());
-    c.config("");
-    let c_pub = c.keygen(&s, "machine-c");
-    c.config(&format!("cache-url = \"{}\"\ncache-user = \"lab\"\ntrusted-keys = [\"{c_pub}\"]\n", cache_url(&nginx)));
+    let (c, _) = uploader(&s, "c", &cache_url(&nginx));
     let mut cmd = c.cmd(&s);
     cmd.env("ROCMFORGE_CACHE_PASSWORD", PASSWORD);
     let out = cmd.args(["build", "base", "--prefix", prefix.as_str()]).output().unwrap();
@@ -336,12 +342,9 @@ fn an_unreachable_cache_costs_a_warning_not_the_build() {
 #[test]
 fn cache_push_uploads_what_a_build_could_not_and_refuses_what_it_must() {
     let (s, nginx) = setup();
-    let a = Machine::new(&s, "a", std::env::var("PATH").unwrap());
-    a.config("");
-    let a_pub = a.keygen(&s, "machine-a");
     // Built while the server is unreachable: nothing is uploaded.
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    a.config(&format!("cache-url = \"http://127.0.0.1:{dead}/cache/\"\ntrusted-keys = [\"{a_pub}\"]\n"));
+    let (a, a_pub) = uploader(&s, "a", &format!("http://127.0.0.1:{dead}/cache/"));
     let text = a.build(&s, &[]);
     assert!(text.contains("cannot be reached") && !text.contains("uploaded artifact"), "{text}");
     compiled_and_reset(&s);
@@ -410,10 +413,7 @@ fn cache_push_uploads_what_a_build_could_not_and_refuses_what_it_must() {
 #[test]
 fn uploads_run_beside_the_build_and_end_with_it() {
     let (s, nginx) = setup();
-    let a = Machine::new(&s, "a", std::env::var("PATH").unwrap());
-    a.config("");
-    let a_pub = a.keygen(&s, "machine-a");
-    a.config(&format!("cache-url = \"{}\"\ncache-user = \"lab\"\ntrusted-keys = [\"{a_pub}\"]\n", cache_url(&nginx)));
+    let (a, _) = uploader(&s, "a", &cache_url(&nginx));
     let pause = s.home.path().join("pause");
     let prefix = s.prefix().display().to_string();
     let child = a
