@@ -170,6 +170,8 @@ class H(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a): pass
     def path_of(self): return os.path.join(root, self.path.lstrip("/").replace("..", ""))
     def do_GET(self, body=True):
+        if "/ac/" in self.path and os.path.exists(os.path.join(sys.argv[1], "get-delay")):
+            time.sleep(float(open(os.path.join(sys.argv[1], "get-delay")).read()))
         p = self.path_of()
         if not os.path.isfile(p):
             self.send_response(404); self.send_header("Content-Length", "0"); self.end_headers(); return
@@ -219,7 +221,44 @@ PY
     if [ -n "${RF_BEFORE:-}" ]; then line="$line $(chain "$RF_BEFORE" before 1)"; fi
     echo "$line" >> "$out/chain.txt"
   done
+  # `plan` of the 16-recipe night graph against a shared cache whose manifest requests each take
+  # 0.2 s (a far server; none has the artifacts), vs `plan` without one.
+  echo 0.2 > "$srv/get-delay"
+  home=$out/plan-home
+  rm -rf "$home" && mkdir -p "$home"
+  : > "$home/none.toml"
+  pub=$(env HOME="$home" XDG_STATE_HOME="$home/state" ROCMFORGE_CONFIG="$home/none.toml" "$rf" cache keygen --name bench 2>/dev/null)
+  printf 'cache-url = "%s"\ntrusted-keys = ["%s"]\n' "$url" "$pub" > "$home/remote.toml"
+  plan_secs() { # binary, config
+    local start end
+    start=$(date +%s%N)
+    env HOME="$home" XDG_STATE_HOME="$home/state" XDG_CACHE_HOME="$home/cache" ROCMFORGE_CONFIG="$2" \
+      "$1" --quiet --recipes tests/fixtures/night --stack night plan $night_all >/dev/null 2>&1
+    end=$(date +%s%N)
+    python3 -c "import sys; print((int(sys.argv[2]) - int(sys.argv[1])) / 1e9)" "$start" "$end"
+  }
+  night_all="zeta-4 a b c d e f g h i j k l"
+  plan_secs "$rf" "$home/none.toml" >/dev/null   # remembers the host tools' identities
+  : > "$out/plan.txt"
+  for pair in $(seq "${PLAN_PAIRS:-5}"); do
+    line="$(plan_secs "$rf" "$home/none.toml") $(plan_secs "$rf" "$home/remote.toml")"
+    if [ -n "${RF_BEFORE:-}" ]; then line="$line $(plan_secs "$RF_BEFORE" "$home/remote.toml")"; fi
+    echo "$line" >> "$out/plan.txt"
+  done
+  rm -f "$srv/get-delay"
   kill "$server"
+  python3 - "$out/plan.txt" "${RF_BEFORE:+before}" <<'PY' | tee -a "$results"
+import statistics, sys
+rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+def fig(i):
+    r = sorted(row[i] / row[0] for row in rows)
+    return f"{r[0]:.1f}x / {statistics.median(r):.1f}x / {r[-1]:.1f}x"
+med = lambda i: statistics.median(row[i] for row in rows)
+print(f"- plan of 16 recipes, manifests 0.2 s each, vs no shared cache, {len(rows)} interleaved pairs: {fig(1)} "
+      f"(medians {med(1):.2f} s vs {med(0):.2f} s)")
+if len(sys.argv) > 2 and sys.argv[2]:
+    print(f"- the same with RF_BEFORE (one manifest after another): {fig(2)} (median {med(2):.2f} s)")
+PY
   python3 - "$out/chain.txt" "$delay" "${RF_BEFORE:+before}" <<'PY' | tee -a "$results"
 import statistics, sys
 rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]

@@ -36,9 +36,9 @@ pub struct LayeredStore {
     progress: Arc<dyn Progress>,
     /// Set once the server did not answer: it is not asked again by this process.
     down: AtomicBool,
-    /// Manifests checked by `locate` (the plan), for `get` (the build): the manifest, or why
-    /// it was refused.
-    checked: Mutex<HashMap<String, Result<Manifest, String>>>,
+    /// Manifests checked by `locate` (the plan), for `get` (the build): the manifest (`None`:
+    /// the server has none), or why it was refused.
+    checked: Mutex<HashMap<String, Result<Option<Manifest>, String>>>,
     /// Keys whose remote copy was refused: not downloaded again, and replaced by the local
     /// build's upload.
     refused: Mutex<HashSet<String>>,
@@ -58,6 +58,9 @@ struct Uploads {
     closed: bool,
     queue: VecDeque<(Artifact, KeyInputs)>,
 }
+
+/// How many manifests `prefetch` asks for side by side.
+const PREFETCH_CONNECTIONS: usize = 8;
 
 /// The scratch dir of blob transfers in the cache dir: `{get,put}-<key>-<random>-<pid>/` each.
 const SCRATCH: &str = "remote-tmp";
@@ -179,22 +182,37 @@ impl LayeredStore {
     /// down), `Err(reason)` when it cannot be used.
     fn manifest(&self, key: &CacheKey) -> Result<Option<Manifest>, String> {
         if let Some(c) = self.checked.lock().unwrap_or_else(|e| e.into_inner()).get(key.as_str()) {
-            return c.clone().map(Some);
+            return c.clone();
         }
         if self.is_down() {
             return Ok(None);
         }
-        let bytes = match self.remote.get_manifest(key.as_str()) {
-            Ok(Some(b)) => b,
-            Ok(None) => return Ok(None),
+        let checked = match self.remote.get_manifest(key.as_str()) {
+            Ok(Some(bytes)) => self.check_manifest(key, &bytes).map(Some),
+            Ok(None) => Ok(None),
             Err(e) => {
                 self.failed(WHO, &format!("asking for artifact {}", key.short()), &e);
                 return Ok(None);
             }
         };
-        let checked = self.check_manifest(key, &bytes);
         self.checked.lock().unwrap_or_else(|e| e.into_inner()).insert(key.0.clone(), checked.clone());
-        checked.map(Some)
+        checked
+    }
+
+    /// Fetches and checks the manifests of `keys` (those not in the local store), up to
+    /// [`PREFETCH_CONNECTIONS`] at a time, for `manifest` to answer from memory.
+    fn fetch_manifests(&self, keys: &[CacheKey]) {
+        let todo: Vec<&CacheKey> = keys.iter().filter(|k| self.local.get(k).is_none()).collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..PREFETCH_CONNECTIONS.min(todo.len()) {
+                s.spawn(|| {
+                    while let Some(k) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        let _ = self.manifest(k);
+                    }
+                });
+            }
+        });
     }
 
     /// Everything about a manifest that can be checked before its blob is downloaded.
@@ -397,6 +415,10 @@ impl Store for LayeredStore {
 
     fn check(&self, key: &CacheKey) -> bool {
         matches!(self.locate(key), Located::Local | Located::Remote(_))
+    }
+
+    fn prefetch(&self, keys: &[CacheKey]) {
+        self.fetch_manifests(keys);
     }
 
     fn locate(&self, key: &CacheKey) -> Located {

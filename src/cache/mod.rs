@@ -61,6 +61,11 @@ pub trait Store: Send + Sync {
     fn check_intact(&self, a: &Artifact) -> Result<(), CacheError>;
     /// Serialises work on one key between processes (held while storing or deploying).
     fn lock(&self, key: &CacheKey) -> Result<KeyLock, CacheError>;
+    /// `locate` will be asked about these keys: a store with a remote tier fetches what it needs
+    /// for them side by side now.
+    fn prefetch(&self, keys: &[CacheKey]) {
+        let _ = keys;
+    }
     /// Runs, on the calling thread, the uploads `put` queues from now on (a store with a remote
     /// tier uploads in the background of a build this way), until [`Store::close_uploads`] and
     /// the queue is empty. Without a thread in here, `put` uploads before it returns.

@@ -231,6 +231,7 @@ pub fn resolve(
     }
     let mut keys: BTreeMap<String, CacheKey> = BTreeMap::new();
     let mut recipes = Vec::new();
+    let mut keyed = Vec::new();
     for name in graph.order() {
         let r = &stack.recipes[name];
         let targets = if r.is_source_only() { TargetDecision::SourceOnly } else { r.targets.decide(&opts.targets) };
@@ -265,6 +266,23 @@ pub fn resolve(
         };
         let key = inputs.key();
         keys.insert(name.to_string(), key.clone());
+        keyed.push((name, r, targets, external, inputs, key));
+    }
+    // Every key the store will be asked about, at once: a shared cache fetches their manifests
+    // side by side instead of one round trip after another.
+    let asked: Vec<CacheKey> = keyed
+        .iter()
+        .filter(|(name, r, targets, external, _, _)| {
+            external.is_none()
+                && !matches!(targets, TargetDecision::Skip { .. } | TargetDecision::Unsupported { .. })
+                && !r.source.is_unlocked()
+                && !r.is_source_only()
+                && !forced.contains(name)
+        })
+        .map(|k| k.5.clone())
+        .collect();
+    store.prefetch(&asked);
+    for (name, r, targets, external, inputs, key) in keyed {
         let status = if let Some(reason) = external {
             Status::External(reason)
         } else if let TargetDecision::Unsupported { reason } = &targets {

@@ -445,3 +445,57 @@ fn uploads_run_beside_the_build_and_end_with_it() {
     }
     assert!(String::from_utf8_lossy(&out.stdout).contains("built 4 recipe(s)"), "{text}");
 }
+
+/// `plan` asks the shared cache for every manifest it needs at once: a server that answers no
+/// request until four are open at the same time (or 5 s have passed) sees all four of the
+/// stack's, each once.
+#[test]
+fn plan_asks_for_the_manifests_side_by_side_and_each_once() {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::Arc;
+    let s = ScriptsStack::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (open, most, total) =
+        (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let paths = Arc::new(std::sync::Mutex::new(Vec::new()));
+    {
+        let (open, most, total, paths) = (open.clone(), most.clone(), total.clone(), paths.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let (open, most, total, paths) = (open.clone(), most.clone(), total.clone(), paths.clone());
+                std::thread::spawn(move || {
+                    let mut req = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match conn.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => req.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let line = String::from_utf8_lossy(&req).lines().next().unwrap_or("").to_string();
+                    paths.lock().unwrap().push(line);
+                    total.fetch_add(1, SeqCst);
+                    let now = open.fetch_add(1, SeqCst) + 1;
+                    most.fetch_max(now, SeqCst);
+                    let until = Instant::now() + Duration::from_secs(5);
+                    while most.load(SeqCst) < 4 && Instant::now() < until {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    let _ = conn.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                    open.fetch_sub(1, SeqCst);
+                });
+            }
+        });
+    }
+    let m = Machine::new(&s, "m", std::env::var("PATH").unwrap());
+    m.config(&format!("cache-url = \"http://127.0.0.1:{port}/cache/\"\ntrusted-keys = []\n"));
+    let (ok, text) = m.run(&s, &["plan", "top"]);
+    assert!(ok, "{text}");
+    let paths = paths.lock().unwrap().clone();
+    assert_eq!(most.load(SeqCst), 4, "at most {} requests at once: {paths:?}", most.load(SeqCst));
+    assert_eq!(total.load(SeqCst), 4, "{paths:?}");
+    assert!(paths.iter().all(|p| p.starts_with("GET /cache/ac/")), "{paths:?}");
+}
