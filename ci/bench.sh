@@ -185,7 +185,9 @@ class H(http.server.BaseHTTPRequestHandler):
         p = self.path_of(); os.makedirs(os.path.dirname(p), exist_ok=True)
         open(p, "wb").write(data)
         self.send_response(201); self.send_header("Content-Length", "0"); self.end_headers()
-s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+class Server(http.server.ThreadingHTTPServer):
+    request_queue_size = 128  # socketserver's 5 would drop SYNs of side-by-side requests (1 s retry)
+s = Server(("127.0.0.1", 0), H)
 open(os.path.join(sys.argv[1], "port"), "w").write(str(s.server_address[1]))
 s.serve_forever()
 PY

