@@ -260,6 +260,8 @@ print(f"- plan of 16 recipes, manifests 0.2 s each, vs no shared cache, {len(row
       f"(medians {med(1):.2f} s vs {med(0):.2f} s)")
 if len(sys.argv) > 2 and sys.argv[2]:
     print(f"- the same with RF_BEFORE (one manifest after another): {fig(2)} (median {med(2):.2f} s)")
+    r = sorted(row[1] / row[2] for row in rows)
+    print(f"- plan with this binary vs RF_BEFORE, same server: {r[0]:.3f}x / {statistics.median(r):.3f}x / {r[-1]:.3f}x")
 PY
   python3 - "$out/chain.txt" "$delay" "${RF_BEFORE:+before}" <<'PY' | tee -a "$results"
 import statistics, sys

@@ -5,11 +5,12 @@ use std::path::PathBuf;
 
 use super::{CliResult, Context, Failure};
 use crate::index::{self, serve, IndexError, PublishOutcome, Selector};
-use crate::ops::index::{index_dir, index_serve, index_url};
+use crate::ops::index::{index_serve, index_url};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The index directory (default: `index-dir` from the config file, else <state-dir>/index).
+    /// The index directory (default: the stack's: `index-dir` from the config file, else
+    /// <state-dir>/index, with the stack's `index-path` below it).
     #[arg(long = "index", global = true, env = "ROCMFORGE_INDEX_DIR", value_name = "DIR")]
     pub index: Option<PathBuf>,
 
@@ -67,8 +68,21 @@ fn index_failure(e: IndexError) -> Failure {
     }
 }
 
-pub fn run(_ctx: &Context, args: Args) -> CliResult {
-    let dir = index_dir(args.index).map_err(Failure::usage)?;
+/// `--index DIR` (or ROCMFORGE_INDEX_DIR), else the stack's index: `index-dir` from the config
+/// (else <state-dir>/index), and below it the stack's `index-path` if it has one. The stack is
+/// `--stack`, else the one built last, else the default one.
+fn index_dir(ctx: &Context, flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
+    if let Some(d) = flag {
+        return Ok(d);
+    }
+    let cfg = ctx.config()?;
+    let name = ctx.build_stack(&cfg)?;
+    let stack = ctx.stack_named(&ctx.tree()?, Some(&name))?;
+    Ok(index::stack_dir(&cfg.index_dir(), &stack))
+}
+
+pub fn run(ctx: &Context, args: Args) -> CliResult {
+    let dir = index_dir(ctx, args.index)?;
     match args.cmd {
         Cmd::Publish { wheels } => {
             let reports = index::publish_all(&dir, &wheels).map_err(index_failure)?;

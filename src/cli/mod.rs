@@ -226,9 +226,14 @@ impl Context {
 
     /// The stack as its recipe files say, without the lock applied.
     pub fn stack_unlocked(&self, tree: &RecipeTree) -> Result<Stack, Failure> {
+        self.stack_named(tree, self.cli_stack.as_deref())
+    }
+
+    /// The stack `name` (the default stack when `None`), without the lock applied.
+    pub fn stack_named(&self, tree: &RecipeTree, name: Option<&str>) -> Result<Stack, Failure> {
         // Every command validates the whole tree as `recipes check` does: a problem anywhere in
         // it (another stack, two default stacks) is reported the same way by all of them.
-        pick_valid_stack(tree, self.cli_stack.as_deref()).map_err(|e| match e {
+        pick_valid_stack(tree, name).map_err(|e| match e {
             StackError::Invalid(_) => Failure::new(exit::INVALID_RECIPES, e),
             _ => Failure::usage(e),
         })

@@ -138,6 +138,20 @@ fn fallback_stacks_plan_lock_from_the_index_pages_and_publish_into_their_own_ind
             let page = std::fs::read_to_string(own.join("simple").join(dist).join("index.html")).unwrap();
             assert!(page.contains(&format!("#sha256={}", sha256_hex(bytes))), "{page}");
         }
+        // The index commands mean the stack's own index: the `--stack` one, else the one built
+        // last.
+        let url = f.ok(stack, &["index", "url"]);
+        assert!(url.trim().ends_with(&format!("/index/{stack}/simple/")), "{url}");
+        let listed = f.ok(stack, &["index", "list"]);
+        assert!(listed.contains("torchvision"), "{listed}");
+        let mut last = rocmforge(f.home.path());
+        let out = last.env("ROCMFORGE_CONFIG", &f.config).arg("--recipes").arg(&f.tree).args(["index", "url"]);
+        let out = out.output().unwrap();
+        assert!(
+            String::from_utf8_lossy(&out.stdout).trim().ends_with(&format!("/index/{stack}/simple/")),
+            "{}",
+            text(&out)
+        );
     }
     // Never mixed: the shared index holds none of them, and each stack's index only its own.
     assert!(published(&f.index(), "torch").is_empty());
