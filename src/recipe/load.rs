@@ -55,21 +55,7 @@ pub fn load_stack(tree: &RecipeTree, stack: &str) -> Result<Stack, Diagnostics> 
         return Err(diags);
     }
     let h = header.expect("no diagnostics means the header parsed");
-    Ok(Stack {
-        name: h.name,
-        rocm_version: h.rocm_version,
-        summary: h.summary,
-        default_targets: h.default_targets,
-        is_default: h.is_default,
-        python: h.python,
-        venv_constraints: h.venv_constraints,
-        profiles: h.profiles,
-        default_profile: h.default_profile,
-        index_path: h.index_path,
-        file: h.file,
-        disk_gb: h.disk_gb,
-        recipes,
-    })
+    Ok(Stack { recipes, ..h.stack })
 }
 
 /// Parses and lowers one recipe file; `None` if it is not UTF-8 TOML of a recipe's shape.
@@ -170,7 +156,7 @@ fn choose_stack(tree: &RecipeTree, wanted: Option<&str>) -> Result<String, Stack
     // Find the default by reading only the headers, so a broken other stack does not block.
     for n in &names {
         let mut d = Diagnostics::default();
-        if read_stack_header(tree, n, &mut d).is_some_and(|h| h.is_default) {
+        if read_stack_header(tree, n, &mut d).is_some_and(|h| h.stack.is_default) {
             return Ok(n.clone());
         }
     }

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use super::raw::{FileText, RawBuild, RawProfile, RawRecipe, RawSource, RawStack, RawTargets};
 use super::tree::RecipeTree;
 use super::{
-    url_file_name, BuildSpec, BuildSystem, ExternalSpec, PatchRef, PinFrom, Profile, Recipe, SourceSpec, TargetPolicy,
-    WhenUnsupported, GFX_OVERRIDE_VAR,
+    url_file_name, BuildSpec, BuildSystem, ExternalSpec, PatchRef, PinFrom, Profile, Recipe, SourceSpec, Stack,
+    TargetPolicy, WhenUnsupported, GFX_OVERRIDE_VAR,
 };
 use crate::diagnostic::{Diagnostic, Diagnostics};
 use crate::target::{GpuTarget, TargetSet};
@@ -29,22 +29,11 @@ pub(super) struct Lowered<'a> {
     pub deps: Vec<(String, Range<usize>)>,
 }
 
-/// The header of a stack (`stack.toml`), lowered.
+/// A stack's `stack.toml`, lowered: the stack without its recipes, and one diagnostic per
+/// profile that sets the GPU override (an error if the stack turns out native).
 pub(super) struct StackHeader {
-    pub name: String,
-    pub rocm_version: String,
-    pub summary: String,
-    pub default_targets: TargetSet,
-    pub is_default: bool,
-    pub python: Option<String>,
-    pub venv_constraints: Vec<String>,
-    pub profiles: BTreeMap<String, Profile>,
-    pub default_profile: Option<String>,
-    pub index_path: Option<String>,
-    pub file: String,
-    /// One per profile that sets the GPU override: an error if the stack turns out native.
+    pub stack: Stack,
     pub override_diags: Vec<Diagnostic>,
-    pub disk_gb: Option<f64>,
 }
 
 pub(super) fn lower_stack(
@@ -126,7 +115,7 @@ pub(super) fn lower_stack(
             None
         }
     });
-    StackHeader {
+    let stack = Stack {
         name: stack.to_string(),
         rocm_version: raw.rocm_version,
         summary: raw.summary,
@@ -138,9 +127,10 @@ pub(super) fn lower_stack(
         default_profile,
         index_path,
         file: file.display.clone(),
-        override_diags,
         disk_gb: raw.disk_gb,
-    }
+        recipes: BTreeMap::new(),
+    };
+    StackHeader { stack, override_diags }
 }
 
 /// `[profile.<name>]`: environment variable names, case ids of `verify`'s matrix (checked there:

@@ -11,30 +11,9 @@ use std::time::{Duration, Instant};
 
 use crate::support::git::{GitDaemon, Repo};
 use crate::support::nginx::Nginx;
-use crate::support::{copy_tree, repo_root, rocmforge, text, wheelhouse, ExampleUpstream};
+use crate::support::{copy_tree, repo_root, rocmforge, snapshot, text, wheelhouse, ExampleUpstream};
 
 const TIMEOUT: Duration = Duration::from_secs(600);
-
-/// Every file of a tree with the sha256 of its bytes (a symlink: its target); the prefix's
-/// build lock is left out.
-fn snapshot(p: &Path) -> Vec<(String, String)> {
-    use sha2::Digest;
-    let mut v: Vec<(String, String)> = walkdir::WalkDir::new(p)
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter(|e| !e.file_type().is_dir() && !e.path().starts_with(p.join(".rocmforge")))
-        .map(|e| {
-            let bytes = if e.file_type().is_symlink() {
-                std::fs::read_link(e.path()).unwrap().display().to_string().into_bytes()
-            } else {
-                std::fs::read(e.path()).unwrap()
-            };
-            (e.path().strip_prefix(p).unwrap().display().to_string(), hex::encode(sha2::Sha256::digest(&bytes)))
-        })
-        .collect();
-    v.sort();
-    v
-}
 
 fn contains(hay: &[u8], needle: &str) -> bool {
     hay.windows(needle.len()).any(|w| w == needle.as_bytes())
@@ -122,8 +101,8 @@ fn debug_info_artifacts_and_wheels_are_byte_identical_from_two_work_dirs() {
         let out = f.build(machine, &["devlib", "pyext", "--target", "gfx1010"], &["--compiler-cache", "none"]);
         assert!(out.status.success(), "{machine}: {}", text(&out));
         assert!(text(&out).contains("built 3 recipe(s)"), "{}", text(&out));
-        prefixes.push(snapshot(&f.prefix()));
-        wheels.push(snapshot(&f.home(machine).join("state/rocmforge/index/simple/pyext")));
+        prefixes.push(snapshot(&f.prefix(), &[".rocmforge"]));
+        wheels.push(snapshot(&f.home(machine).join("state/rocmforge/index/simple/pyext"), &[]));
         // Debug info is there, and names the stable path, never this machine's work dir.
         let work = f.work(machine).display().to_string();
         for lib in ["lib/libhostlib.so.1.0.0", "lib/libdevlib.so"] {
@@ -154,7 +133,7 @@ fn debug_info_artifacts_and_wheels_are_byte_identical_from_two_work_dirs() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
-    let served: Vec<String> = snapshot(&got).into_iter().map(|(_, sha)| sha).collect();
+    let served: Vec<String> = snapshot(&got, &[".rocmforge"]).into_iter().map(|(_, sha)| sha).collect();
     assert!(!served.is_empty() && served.iter().all(|sha| wheels[0].iter().any(|(_, w)| w == sha)), "{}", text(&out));
     assert!(nginx.access_log().contains("\"GET /wheels/simple/pyext/"), "{}", nginx.access_log());
 }
@@ -404,11 +383,11 @@ fn distcc_takes_the_example_stacks_host_compiles_not_hip_and_the_bytes_match_a_l
     let log = distccd.log();
     assert!(log.contains("COMPILE_OK") && log.contains("vecmath.c"), "distccd did not compile vecmath.c:\n{log}");
     assert!(!log.contains("hipvec"), "a HIP compile went to distcc:\n{log}");
-    let via_distcc = snapshot(&prefix);
+    let via_distcc = snapshot(&prefix, &[".rocmforge"]);
 
     // The same build without distcc, in another work dir: the same bytes.
     build("b", None);
-    assert_eq!(snapshot(&prefix), via_distcc, "a distcc build differs from a local one");
+    assert_eq!(snapshot(&prefix, &[".rocmforge"]), via_distcc, "a distcc build differs from a local one");
 
     // C++ too, and behind ccache (its misses go to distcc through CCACHE_PREFIX): the debuginfo
     // fixture's host library.
@@ -437,7 +416,7 @@ fn distcc_takes_the_example_stacks_host_compiles_not_hip_and_the_bytes_match_a_l
             std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
         )),
     );
-    assert_eq!(snapshot(&prefix), via_distcc);
+    assert_eq!(snapshot(&prefix, &[".rocmforge"]), via_distcc);
     let vlog =
         std::fs::read_to_string(dir.path().join("c/cache/rocmforge/work/example/vecmath/logs/build.log")).unwrap();
     assert!(

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::support::{copy_tree, repo_root, rocmforge, text, wheelhouse, ExampleUpstream};
+use crate::support::{copy_tree, repo_root, rocmforge, snapshot, text, wheelhouse, ExampleUpstream};
 
 struct Example {
     home: tempfile::TempDir,
@@ -128,26 +128,6 @@ fn example_stack_builds_gfx1010_code_and_pip_installs_the_wheel() {
     assert!(objs.contains("gfx1010") && objs.contains("gfx1030"), "{objs}");
 }
 
-/// Every file of a tree with the sha256 of its bytes (a symlink: its target).
-fn snapshot(p: &Path) -> Vec<(String, String)> {
-    use sha2::Digest;
-    let mut v: Vec<(String, String)> = walkdir::WalkDir::new(p)
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter(|e| !e.file_type().is_dir())
-        .map(|e| {
-            let bytes = if e.file_type().is_symlink() {
-                std::fs::read_link(e.path()).unwrap().display().to_string().into_bytes()
-            } else {
-                std::fs::read(e.path()).unwrap()
-            };
-            (e.path().strip_prefix(p).unwrap().display().to_string(), hex::encode(sha2::Sha256::digest(&bytes)))
-        })
-        .collect();
-    v.sort();
-    v
-}
-
 #[test]
 fn sigkill_at_every_phase_then_resume_gives_the_same_prefix() {
     let e = Example::new();
@@ -162,8 +142,8 @@ fn sigkill_at_every_phase_then_resume_gives_the_same_prefix() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
-    let want = snapshot(&prefix);
-    let want_wheels = snapshot(&clean_home.join("state/rocmforge/index/simple/pyvec"));
+    let want = snapshot(&prefix, &[]);
+    let want_wheels = snapshot(&clean_home.join("state/rocmforge/index/simple/pyvec"), &[]);
 
     for point in ["fetch:hipvec", "patch:hipvec", "step:build:hipvec", "store:hipvec", "deploy:hipvec", "store:pyvec"] {
         std::fs::remove_dir_all(&prefix).unwrap();
@@ -195,7 +175,7 @@ fn sigkill_at_every_phase_then_resume_gives_the_same_prefix() {
         if point == "store:hipvec" || point == "deploy:hipvec" {
             assert!(!t.contains("hipvec: build ("), "{point}: finished compile re-run\n{t}");
         }
-        let got = snapshot(&prefix);
+        let got = snapshot(&prefix, &[]);
         let differ: Vec<&String> = got.iter().filter(|f| !want.contains(f)).map(|(p, _)| p).collect();
         let manifests: Vec<String> = differ
             .iter()
@@ -207,7 +187,7 @@ fn sigkill_at_every_phase_then_resume_gives_the_same_prefix() {
             "{point}: prefix differs from an uninterrupted build: {differ:?} {manifests:?}"
         );
         assert_eq!(
-            snapshot(&home.join("state/rocmforge/index/simple/pyvec")),
+            snapshot(&home.join("state/rocmforge/index/simple/pyvec"), &[]),
             want_wheels,
             "{point}: published wheel differs"
         );

@@ -176,3 +176,24 @@ pub fn text(o: &std::process::Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// Every file of a tree with the sha256 of its bytes (a symlink: of its target path), sorted;
+/// those below the top-level folders `skip` are left out.
+pub fn snapshot(p: &Path, skip: &[&str]) -> Vec<(String, String)> {
+    use sha2::Digest;
+    let mut v: Vec<(String, String)> = walkdir::WalkDir::new(p)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| !e.file_type().is_dir() && !skip.iter().any(|s| e.path().starts_with(p.join(s))))
+        .map(|e| {
+            let bytes = if e.file_type().is_symlink() {
+                std::fs::read_link(e.path()).unwrap().display().to_string().into_bytes()
+            } else {
+                std::fs::read(e.path()).unwrap()
+            };
+            (e.path().strip_prefix(p).unwrap().display().to_string(), hex::encode(sha2::Sha256::digest(&bytes)))
+        })
+        .collect();
+    v.sort();
+    v
+}

@@ -3,6 +3,7 @@
 //! on a free port; stopped by its PID (SIGQUIT, then SIGKILL) on drop.
 
 use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -62,6 +63,7 @@ impl Nginx {
         let conf = format!(
             "{load}{user}daemon off;
 worker_processes 1;
+worker_shutdown_timeout 1s;
 pid {d}/nginx.pid;
 error_log {d}/error.log info;
 events {{ worker_connections 64; }}
@@ -88,6 +90,7 @@ http {{
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .process_group(0)
             .spawn()
             .expect("nginx starts (Debian package nginx; run ci/setup.sh)");
         let mut n = Nginx { port, root: root.to_path_buf(), dir: dir.to_path_buf(), child: Some(child) };
@@ -119,22 +122,19 @@ http {{
         std::fs::read_to_string(self.dir.join("access.log")).unwrap_or_default()
     }
 
-    /// Stops nginx by its PID: SIGQUIT (workers finish and exit with the master), SIGKILL after
-    /// 5 seconds.
+    /// Stops nginx by its process group (the master and its workers, which lead no group of
+    /// their own): SIGQUIT (workers finish and exit with the master), then SIGKILL to all of
+    /// them after 5 seconds. A SIGKILL of the master alone would leave its workers serving.
     pub fn stop(&mut self) {
         let Some(mut child) = self.child.take() else { return };
-        if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::QUIT);
-        }
+        let Some(group) = rustix::process::Pid::from_raw(child.id() as i32) else { return };
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::QUIT);
         let start = Instant::now();
-        while child.try_wait().ok().flatten().is_none() {
-            if start.elapsed() > Duration::from_secs(5) {
-                let _ = child.kill();
-                let _ = child.wait();
-                break;
-            }
+        while child.try_wait().ok().flatten().is_none() && start.elapsed() < Duration::from_secs(5) {
             std::thread::sleep(Duration::from_millis(20));
         }
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        let _ = child.wait();
     }
 }
 
