@@ -168,14 +168,28 @@ impl LayeredStore {
     fn failed(&self, who: &str, doing: &str, e: &RemoteError) {
         if e.is_unreachable() {
             if !self.down.swap(true, Ordering::Relaxed) {
+                let later = if self.uploads_anything() {
+                    "; what this build makes is not uploaded (`rocmforge cache push` uploads it later)"
+                } else {
+                    ""
+                };
                 self.progress.warn(
                     who,
-                    &format!("{e} (while {doing}): going on without it, building locally what it would have given"),
+                    &format!(
+                        "{e} (while {doing}): going on without it, building locally what it would have given{later}"
+                    ),
                 );
             }
+        } else if doing.starts_with("uploading") {
+            self.progress.warn(who, &format!("{doing}: {e} (`rocmforge cache push` uploads it later)"));
         } else {
             self.progress.warn(who, &format!("{doing}: {e}"));
         }
+    }
+
+    /// Does a build upload what it stores (not read-only, with a key to sign with)?
+    fn uploads_anything(&self) -> bool {
+        !self.read_only && self.signer.is_some()
     }
 
     /// The manifest under `key`, checked: `Ok(None)` when there is none (or the server is
@@ -453,7 +467,7 @@ impl Store for LayeredStore {
 
     fn put(&self, key: &CacheKey, inputs: &KeyInputs, stage: &Path) -> Result<Artifact, CacheError> {
         let a = self.local.store(key, inputs, stage)?;
-        if self.read_only || self.signer.is_none() || self.is_down() {
+        if !self.uploads_anything() || self.is_down() {
             return Ok(a);
         }
         let mut q = self.uploads.lock().unwrap_or_else(|e| e.into_inner());

@@ -347,6 +347,7 @@ fn cache_push_uploads_what_a_build_could_not_and_refuses_what_it_must() {
     let (a, a_pub) = uploader(&s, "a", &format!("http://127.0.0.1:{dead}/cache/"));
     let text = a.build(&s, &[]);
     assert!(text.contains("cannot be reached") && !text.contains("uploaded artifact"), "{text}");
+    assert!(text.contains("(`rocmforge cache push` uploads it later)"), "{text}");
     compiled_and_reset(&s);
     let push = |m: &Machine, args: &[&str]| {
         let out = m.cmd(&s).env("ROCMFORGE_CACHE_PASSWORD", PASSWORD).args(args).output().unwrap();
