@@ -183,12 +183,17 @@ impl<'a> Engine<'a> {
             // Uploads to a shared cache run beside the recipes, and end with the build.
             std::thread::scope(|s| {
                 s.spawn(|| self.store.run_uploads());
-                let result =
-                    schedule::run(entries, self.opts.jobs + remote, self.opts.keep_going, &want, &|e, jobs| {
-                        self.run_recipe(e, jobs, &prefix)
-                    });
-                self.store.close_uploads();
-                result
+                // Closed however the schedule ends (a panic too), or the scope would wait forever.
+                struct Close<'s>(&'s dyn Store);
+                impl Drop for Close<'_> {
+                    fn drop(&mut self) {
+                        self.0.close_uploads();
+                    }
+                }
+                let _close = Close(self.store);
+                schedule::run(entries, self.opts.jobs + remote, self.opts.keep_going, &want, &|e, jobs| {
+                    self.run_recipe(e, jobs, &prefix)
+                })
             })
         });
         self.progress.build_finished(result.is_ok());
