@@ -59,6 +59,15 @@ struct Uploads {
     queue: VecDeque<(Artifact, KeyInputs)>,
 }
 
+/// Uploads queued or under way in this process (all stores), for the interrupt handler to say.
+static UNFINISHED_UPLOADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many uploads this process queued and has not finished: what an interrupted build leaves
+/// to `rocmforge cache push`.
+pub fn unfinished_uploads() -> usize {
+    UNFINISHED_UPLOADS.load(Ordering::SeqCst)
+}
+
 /// How many manifests `prefetch` asks for side by side.
 const PREFETCH_CONNECTIONS: usize = 8;
 
@@ -472,6 +481,7 @@ impl Store for LayeredStore {
         }
         let mut q = self.uploads.lock().unwrap_or_else(|e| e.into_inner());
         if q.running && !q.closed {
+            UNFINISHED_UPLOADS.fetch_add(1, Ordering::SeqCst);
             q.queue.push_back((a.clone(), inputs.clone()));
             self.uploads_changed.notify_all();
         } else {
@@ -502,6 +512,7 @@ impl Store for LayeredStore {
                 let _lock = self.local.lock(&a.key);
                 self.upload_logged(&a, &inputs);
             }
+            UNFINISHED_UPLOADS.fetch_sub(1, Ordering::SeqCst);
         }
         let mut q = self.uploads.lock().unwrap_or_else(|e| e.into_inner());
         q.running = false;

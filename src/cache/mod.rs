@@ -17,7 +17,7 @@ use crate::config::Config;
 use crate::key::{CacheKey, KeyInputs};
 use crate::progress::Progress;
 
-pub use layered::{stale_transfers, LayeredStore, PushError};
+pub use layered::{stale_transfers, unfinished_uploads, LayeredStore, PushError};
 pub use local::{Artifact, CacheError, KeyLock, LocalStore, StatPrint};
 
 /// Where an artifact was found (the plan's "cached" or "remote hit").

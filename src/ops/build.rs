@@ -169,6 +169,12 @@ fn install_interrupt_handler(recorder: Arc<Recorder>) {
             eprintln!("report: {}", dir.display());
         }
         crate::engine::step::kill_running_groups();
+        match crate::cache::unfinished_uploads() {
+            0 => {}
+            n => eprintln!(
+                "{n} upload(s) to the shared cache did not finish: `rocmforge cache push` uploads what the server lacks"
+            ),
+        }
         std::process::exit(130);
     });
 }

@@ -500,3 +500,41 @@ fn plan_asks_for_the_manifests_side_by_side_and_each_once() {
     assert_eq!(total.load(SeqCst), 4, "{paths:?}");
     assert!(paths.iter().all(|p| p.starts_with("GET /cache/ac/")), "{paths:?}");
 }
+
+/// Ctrl-C while uploads are still queued: the build says how many did not finish and which
+/// command makes them; `cache push` then uploads exactly what the server lacks.
+#[test]
+fn an_interrupted_build_names_its_unfinished_uploads_and_cache_push_makes_them() {
+    let (s, nginx) = setup();
+    let (a, _) = uploader(&s, "a", &cache_url(&nginx));
+    let pause = s.home.path().join("pause");
+    let prefix = s.prefix().display().to_string();
+    let child = a
+        .cmd(&s)
+        .env("ROCMFORGE_CACHE_PASSWORD", PASSWORD)
+        .env("ROCMFORGE_FAULT", "pause:upload:base")
+        .env("ROCMFORGE_FAULT_PAUSE", &pause)
+        .args(["build", "top", "-j", "1", "--prefix", prefix.as_str()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(40);
+    while !s.out().join("top.runs").exists() {
+        assert!(Instant::now() < until, "top was not built while base's upload was held");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let _ = std::fs::remove_file(&pause);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(130), "{text}");
+    // base, mid and tool are queued; top too if it was stored before the signal.
+    let said = " upload(s) to the shared cache did not finish: `rocmforge cache push` uploads what the server lacks";
+    let n = ["3", "4"].into_iter().find(|n| text.contains(&format!("{n}{said}"))).unwrap_or_else(|| panic!("{text}"));
+    assert!(!nginx.root.join("cache/ac").exists(), "nothing was uploaded:\n{text}");
+    let out = a.cmd(&s).env("ROCMFORGE_CACHE_PASSWORD", PASSWORD).args(["cache", "push"]).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains(&format!("{n} artifact(s) uploaded")), "{text}");
+}
