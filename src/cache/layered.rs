@@ -332,7 +332,12 @@ impl LayeredStore {
             return Err(self.refuse(key, format!("its blob cannot be unpacked: {e}")));
         }
         let a = self.local.store(key, &m.inputs, &stage)?;
-        self.progress.message(who, &format!("downloaded artifact {} from {}", key.short(), self.remote.shown()));
+        let resumed = match got.resumes {
+            0 => String::new(),
+            n => format!(" (the transfer broke off and was resumed {n} time(s))"),
+        };
+        self.progress
+            .message(who, &format!("downloaded artifact {} from {}{resumed}", key.short(), self.remote.shown()));
         Ok(Some(a))
     }
 

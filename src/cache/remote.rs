@@ -57,8 +57,10 @@ pub struct BlobRef {
 pub struct Received {
     pub sha256: String,
     pub len: u64,
-    /// The read error that ended the transfer early, if one did.
+    /// The read error that ended the transfer early for good, if one did.
     pub broke: Option<String>,
+    /// How often the transfer broke off and was resumed.
+    pub resumes: u32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -208,20 +210,63 @@ impl RemoteCache {
     }
 
     /// Downloads `cas/<sha256>` into `dest`, reading at most `limit + 1` bytes: the sha256 and
-    /// length of what arrived, and how the transfer broke off if it did (the caller compares
-    /// them with the manifest: a broken transfer is a truncated blob).
+    /// length of what arrived, and how the transfer broke off if it did for good (the caller
+    /// compares them with the manifest: a broken transfer is a truncated blob). A transfer that
+    /// breaks off is resumed where it stopped (`Range`; from the start if the server ignores
+    /// it), as source downloads are: `ROCMFORGE_RETRIES` tries in a row that bring nothing new,
+    /// `ROCMFORGE_RETRY_BASE_MS` apart, doubling.
     pub fn get_blob(&self, sha256: &str, dest: &Path, limit: u64) -> Result<Received, RemoteError> {
         let url = self.url(&format!("cas/{sha256}"));
-        let resp = self.send(self.request(reqwest::Method::GET, &url).timeout(self.blob_timeout))?;
-        if !resp.status().is_success() {
-            return Err(Self::status_error("GET", &url, resp.status()));
-        }
+        let policy = crate::source::download::RetryPolicy::from_env();
         let io = |source| RemoteError::Io { path: dest.to_path_buf(), source };
         let mut out = HashingWriter::new(File::create(dest).map_err(io)?);
-        let broke = std::io::copy(&mut resp.take(limit.saturating_add(1)), &mut out).err().map(|e| e.to_string());
-        out.inner.flush().map_err(io)?;
+        let (mut resumes, mut fruitless) = (0u32, 0u32);
+        loop {
+            let from = out.len;
+            let mut rb = self.request(reqwest::Method::GET, &url).timeout(self.blob_timeout);
+            if from > 0 {
+                rb = rb.header(reqwest::header::RANGE, format!("bytes={from}-"));
+            }
+            let broke = match self.send(rb) {
+                Err(e) if from == 0 => return Err(e),
+                Err(e) => e.to_string(),
+                Ok(resp) if resp.status() == StatusCode::PARTIAL_CONTENT && from > 0 => {
+                    self.copy_body(resp, &mut out, limit)
+                }
+                Ok(resp) if resp.status().is_success() => {
+                    if from > 0 {
+                        // The server sent the whole blob again: start over.
+                        out = HashingWriter::new(File::create(dest).map_err(io)?);
+                    }
+                    self.copy_body(resp, &mut out, limit)
+                }
+                Ok(resp) if from == 0 => return Err(Self::status_error("GET", &url, resp.status())),
+                Ok(resp) => format!("the resumed transfer was answered {}", resp.status()),
+            };
+            out.inner.flush().map_err(io)?;
+            if broke.is_empty() || out.len > limit {
+                break;
+            }
+            fruitless = if out.len > from { 0 } else { fruitless + 1 };
+            if fruitless >= policy.attempts {
+                let (sha256, len) = out.finish();
+                return Ok(Received { sha256, len, broke: Some(broke), resumes });
+            }
+            resumes += 1;
+            std::thread::sleep(policy.backoff(fruitless.max(1)));
+        }
         let (sha256, len) = out.finish();
-        Ok(Received { sha256, len, broke })
+        Ok(Received { sha256, len, broke: None, resumes })
+    }
+
+    /// Appends `resp`'s body to `out`, up to `limit + 1` bytes in all: how the transfer broke
+    /// off, or "" when it ended.
+    fn copy_body(&self, resp: reqwest::blocking::Response, out: &mut HashingWriter<File>, limit: u64) -> String {
+        let room = limit.saturating_add(1).saturating_sub(out.len);
+        match std::io::copy(&mut resp.take(room), out) {
+            Ok(_) => String::new(),
+            Err(e) => e.to_string(),
+        }
     }
 
     /// PUTs the file `path` (of `len` bytes) at `rel` (`cas/<sha>`).

@@ -64,7 +64,7 @@ impl RetryPolicy {
         }
     }
 
-    fn backoff(&self, failures: u32) -> Duration {
+    pub fn backoff(&self, failures: u32) -> Duration {
         let factor = 1u32 << failures.saturating_sub(1).min(10);
         (self.base * factor).min(Duration::from_secs(30))
     }

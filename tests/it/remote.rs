@@ -538,3 +538,46 @@ fn an_interrupted_build_names_its_unfinished_uploads_and_cache_push_makes_them()
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success() && text.contains(&format!("{n} artifact(s) uploaded")), "{text}");
 }
+
+/// A blob transfer that breaks off is resumed where it stopped (`Range`), not refused and built
+/// locally: the shared cache A filled, served by a server that drops every connection after
+/// 700 kB, still gives B every artifact.
+#[test]
+fn a_blob_transfer_that_breaks_off_is_resumed_not_rebuilt() {
+    let (s, nginx) = setup();
+    let (a, a_pub) = uploader(&s, "a", &cache_url(&nginx));
+    let (ok, text) = {
+        let mut build = a.cmd(&s);
+        build.env("ROCMFORGE_CACHE_PASSWORD", PASSWORD).args(["build", "top", "--prefix"]).arg(s.prefix());
+        let out = build.output().unwrap();
+        (
+            out.status.success(),
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+        )
+    };
+    assert!(ok, "{text}");
+    compiled_and_reset(&s);
+    let http = crate::support::http::HttpServer::start();
+    let served = nginx.root.join("cache");
+    for e in walkdir::WalkDir::new(&served).into_iter().filter_map(Result::ok).filter(|e| e.file_type().is_file()) {
+        let rel = e.path().strip_prefix(&served).unwrap().display().to_string();
+        http.add(&format!("cache/{rel}"), std::fs::read(e.path()).unwrap());
+    }
+    http.with(|st| st.drop_after.extend([700_000; 32]));
+    let b = Machine::new(&s, "b", std::env::var("PATH").unwrap());
+    b.config(&format!(
+        "cache-url = \"{}\"\ncache-read-only = true\ntrusted-keys = [\"{a_pub}\"]\n",
+        http.url("cache/")
+    ));
+    let out =
+        b.cmd(&s).env("ROCMFORGE_RETRY_BASE_MS", "10").args(["build", "top", "--prefix"]).arg(s.prefix()).output();
+    let out = out.unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    line_with(&text, "base", "downloaded artifact");
+    line_with(&text, "base", "the transfer broke off and was resumed 2 time(s)");
+    assert!(text.contains("(4 downloaded from the shared cache)"), "{text}");
+    assert_eq!(compiled_and_reset(&s), Vec::<String>::new(), "B compiled nothing:\n{text}");
+    let ranges: Vec<String> = http.with(|st| st.requests.iter().filter_map(|(_, r)| r.clone()).collect());
+    assert_eq!(ranges, ["bytes=700000-", "bytes=1400000-"], "{text}");
+}
