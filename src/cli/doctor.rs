@@ -116,6 +116,14 @@ fn render(d: &Doctor) -> String {
         format!("{} ({}){}", d.account.user, groups.join(", "), if d.account.uid == 0 { " [root]" } else { "" }),
     );
     line(
+        "compilers",
+        match &d.compiler_cache {
+            Some(c) if c == "none" => "no compiler cache, no distcc".into(),
+            Some(c) => format!("{c} in front of them"),
+            None => "a build would refuse to start (below)".into(),
+        },
+    );
+    line(
         "override",
         d.hsa_override
             .as_ref()

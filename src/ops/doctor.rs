@@ -1,7 +1,8 @@
 //! `doctor`: is this host ready to build a closure tonight? The OS, compilers, CMake, the
 //! stack's Python, every `[host]` need of the recipes (with the command that installs what is
 //! missing), disk against the stack's estimate, RAM against the jobs, the GPUs the kernel sees,
-//! membership of the GPU groups, and a leftover `HSA_OVERRIDE_GFX_VERSION`. The host is read
+//! membership of the GPU groups, a leftover `HSA_OVERRIDE_GFX_VERSION`, and the compiler cache
+//! a build would use. The host is read
 //! through [`HostRoot`] (`ROCMFORGE_HOST_ROOT`), commands on `PATH`.
 
 use std::path::PathBuf;
@@ -67,6 +68,9 @@ pub struct Doctor {
     pub targets_from: String,
     pub account: Account,
     pub hsa_override: Option<String>,
+    /// What a build would put in front of the compilers (`ccache`, `sccache`, `distcc`, or
+    /// `none`); `None` when it would refuse to start (a warning says why).
+    pub compiler_cache: Option<String>,
     /// What may go wrong but does not stop a build.
     pub warnings: Vec<String>,
 }
@@ -78,7 +82,7 @@ impl Doctor {
     }
 }
 
-const TOOLS: &[&str] = &["cc", "c++", "hipcc", "cmake", "ninja", "git", "python3"];
+const TOOLS: &[&str] = &["cc", "c++", "hipcc", "cmake", "ninja", "git", "python3", "ccache", "sccache"];
 
 pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor, GraphError> {
     let root = HostRoot::from_env();
@@ -90,7 +94,7 @@ pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor
     };
     let building: Vec<&Recipe> = recipes.iter().copied().filter(|r| !r.is_source_only()).collect();
     let check = needs::check(&root, &building, stack.python.as_deref().map(|v| (v, stack.name.as_str())));
-    let tools = TOOLS
+    let tools: Vec<Tool> = TOOLS
         .iter()
         .map(|t| {
             let path = host::which(t);
@@ -180,6 +184,32 @@ pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor
             "HSA_OVERRIDE_GFX_VERSION={v} is set: a native build for {targets} must run without it (it makes ROCm load code for another GPU, the crashes and hangs this build avoids): `unset HSA_OVERRIDE_GFX_VERSION`, and remove it from your shell's startup files"
         ));
     }
+    let compiler_cache = match crate::engine::compilers::Launchers::resolve(cfg, None) {
+        Ok(l) => {
+            if l.cache.is_none() && cfg.compiler_cache == crate::config::CompilerCacheChoice::Auto {
+                let old = tools
+                    .iter()
+                    .find(|t: &&Tool| t.name == "sccache")
+                    .and_then(|t| t.version.as_deref())
+                    .filter(|v| !crate::engine::compilers::sccache_recent(v.split_whitespace().nth(1).unwrap_or("")))
+                    .map(|v| format!("; `{v}` is older"))
+                    .unwrap_or_default();
+                warnings.push(format!(
+                    "no compiler cache on PATH (ccache, or sccache {} or later{old}): a recipe rebuilt after a change compiles everything again; `apt install ccache`",
+                    crate::engine::compilers::SCCACHE_MIN
+                ));
+            }
+            let mut parts: Vec<&str> = l.cache.map(|c| c.name()).into_iter().collect();
+            if l.distcc_hosts.is_some() {
+                parts.push("distcc");
+            }
+            Some(if parts.is_empty() { "none".to_string() } else { parts.join(" + ") })
+        }
+        Err(e) => {
+            warnings.push(format!("a build would not start: {e}"));
+            None
+        }
+    };
     Ok(Doctor {
         stack: stack.name.clone(),
         recipes: recipes.len(),
@@ -192,6 +222,7 @@ pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor
         targets_from,
         account,
         hsa_override,
+        compiler_cache,
         warnings,
     })
 }

@@ -58,6 +58,7 @@ fn rx5700_with_override() -> FakeHost {
         .users(true, false)
         .kfd_node(0, "cpu_cores_count 8\nsimd_count 0\ngfx_target_version 0\nvendor_id 0\ndevice_id 0\n")
         .kfd_node(1, "cpu_cores_count 0\nsimd_count 80\ngfx_target_version 100100\nvendor_id 4098\ndevice_id 29471\n");
+    h.tool("ccache", "ccache version 4.8+ds");
     build_tools(&h);
     provide_needs(&h);
     h
@@ -159,6 +160,8 @@ fn doctor_on_a_host_without_a_gpu_or_dpkg() {
         .meminfo(32, 30)
         .users(false, false);
     build_tools(&h);
+    // Debian 12's sccache: too old for a server per recipe, so `auto` has no compiler cache.
+    h.tool("sccache", "sccache 0.4.0-pre.6");
     h.file("/usr/include/numa.h", "").file("/usr/lib64/pkgconfig/libdrm.pc", "");
     let t = tree(home.path());
     let out = h.rocmforge(home.path()).args(["--recipes", t.to_str().unwrap(), "doctor", "-j", "8"]).output().unwrap();

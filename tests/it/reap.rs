@@ -129,7 +129,7 @@ fn status_names_what_a_dead_build_left_running_and_building_again_stops_it() {
 
     // (On a loaded machine the killed processes' reparenting can lag: ask until it shows.)
     let mut status = String::new();
-    wait_for("status to name what the build left running", Duration::from_secs(10), || {
+    wait_for("status to name what the build left running", Duration::from_secs(30), || {
         let out = e.cmd().arg("status").output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         status = String::from_utf8(out.stdout).unwrap();
