@@ -2,59 +2,10 @@
 //! on 127.0.0.1, cmake/ninja, Debian's hipcc compiling gfx1010 code, a wheel installed by pip
 //! from the local index; plus crash-and-resume at every phase.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-use crate::support::{copy_tree, repo_root, rocmforge, snapshot, text, wheelhouse, ExampleUpstream};
-
-struct Example {
-    home: tempfile::TempDir,
-    tree: PathBuf,
-    config: PathBuf,
-    upstream: ExampleUpstream,
-}
-
-impl Example {
-    fn new() -> Example {
-        let home = tempfile::tempdir().unwrap();
-        let config = home.path().join("config.toml");
-        let upstream = ExampleUpstream::serve(home.path(), &config);
-        // A tree of our own, so a test can edit a patch.
-        let tree = home.path().join("tree");
-        copy_tree(&repo_root().join("recipes/example"), &tree.join("recipes/example"));
-        copy_tree(&repo_root().join("patches/example"), &tree.join("patches/example"));
-        Example { home, tree, config, upstream }
-    }
-
-    fn prefix(&self) -> PathBuf {
-        self.home.path().join("prefix")
-    }
-
-    fn cmd(&self, home: &Path) -> assert_cmd::Command {
-        let mut c = rocmforge(home);
-        c.env("ROCMFORGE_CONFIG", &self.config)
-            .env("PIP_NO_INDEX", "1")
-            .env("PIP_FIND_LINKS", wheelhouse())
-            .env("ROCMFORGE_RETRIES", "1")
-            .env("ROCMFORGE_RETRY_BASE_MS", "10")
-            .arg("--recipes")
-            .arg(&self.tree)
-            .args(["--stack", "example"]);
-        c
-    }
-
-    fn build(&self, home: &Path, prefix: &Path, args: &[&str]) -> std::process::Output {
-        self.cmd(home).args(["build", "--prefix"]).arg(prefix).args(args).output().unwrap()
-    }
-
-    /// One work dir path for every run of the crash test: compilers record source paths (debug
-    /// info of the Python extension), so only builds made in the same place are byte-identical.
-    fn shared_work(&self) -> PathBuf {
-        let w = self.home.path().join("work");
-        let _ = std::fs::remove_dir_all(&w);
-        w
-    }
-}
+use crate::support::{snapshot, text, Example};
 
 fn gpu_targets(lib: &Path) -> String {
     let o = Command::new("roc-obj-ls").arg(lib).output().expect("roc-obj-ls (Debian package hipcc) is installed");
@@ -311,14 +262,16 @@ fn a_second_machine_gets_the_example_stack_from_a_shared_cache_and_compiles_noth
     std::fs::write(a.join("config.toml"), format!("{trusted}cache-user = \"lab\"\n{base}")).unwrap();
     std::fs::write(b.join("config.toml"), format!("{trusted}cache-read-only = true\n{base}")).unwrap();
 
-    let out = e
-        .cmd(&a)
-        .env("ROCMFORGE_CONFIG", a.join("config.toml"))
-        .env("ROCMFORGE_CACHE_PASSWORD", PASSWORD)
-        .args(["build", "pyvec", "--target", "gfx1010", "--prefix"])
-        .arg(e.prefix())
-        .output()
-        .unwrap();
+    // `build pyvec` on a machine (its home, its config), with these variables.
+    let build_on = |home: &Path, vars: &[(&str, String)]| {
+        let mut c = e.cmd(home);
+        c.env("ROCMFORGE_CONFIG", home.join("config.toml"));
+        for (k, v) in vars {
+            c.env(k, v);
+        }
+        c.args(["build", "pyvec", "--target", "gfx1010", "--prefix"]).arg(e.prefix()).output().unwrap()
+    };
+    let out = build_on(&a, &[("ROCMFORGE_CACHE_PASSWORD", PASSWORD.to_string())]);
     assert!(out.status.success(), "{}", text(&out));
     for r in ["vecmath", "hipvec", "pyvec"] {
         assert!(text(&out).contains(&format!("{r}: uploaded artifact")), "{r}:\n{}", text(&out));
@@ -327,14 +280,7 @@ fn a_second_machine_gets_the_example_stack_from_a_shared_cache_and_compiles_noth
     let built = crate::support::tree_bytes(&e.prefix());
     std::fs::remove_dir_all(e.prefix()).unwrap();
 
-    let out = e
-        .cmd(&b)
-        .env("ROCMFORGE_CONFIG", b.join("config.toml"))
-        .env("PATH", other_path(&e.home.path().join("b-bin")))
-        .args(["build", "pyvec", "--target", "gfx1010", "--prefix"])
-        .arg(e.prefix())
-        .output()
-        .unwrap();
+    let out = build_on(&b, &[("PATH", other_path(&e.home.path().join("b-bin")))]);
     assert!(out.status.success(), "{}", text(&out));
     for r in ["vecmath", "hipvec", "pyvec"] {
         assert!(text(&out).contains(&format!("{r}: downloaded artifact")), "{r}:\n{}", text(&out));

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::support::{copy_tree, repo_root, rocmforge, ExampleUpstream};
+use crate::support::{rocmforge, Example};
 
 const KERNEL: &str = r#"#include <hip/hip_runtime.h>
 __global__ void axpy(float a, const float* x, float* y, int n) {
@@ -257,46 +257,15 @@ fn inspect_reads_compressed_bundles_built_from_a_hipcc_bundle() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("v2-zlib.hipfb: gfx1010 gfx1030"));
 }
 
-/// The example stack, its sources on 127.0.0.1 (as tests/it/example.rs sets it up), with a
-/// recipe tree of the test's own.
-struct ExampleStack {
-    home: tempfile::TempDir,
-    tree: PathBuf,
-    config: PathBuf,
-    _upstream: ExampleUpstream,
+/// `build <args> --prefix <home>/prefix` of the example stack: success, and what it printed.
+fn build(e: &Example, args: &[&str]) -> (bool, String) {
+    let out = e.build(e.home.path(), &e.prefix(), args);
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
 
-impl ExampleStack {
-    fn new() -> ExampleStack {
-        let home = tempfile::tempdir().unwrap();
-        let config = home.path().join("config.toml");
-        let upstream = ExampleUpstream::serve(home.path(), &config);
-        let tree = home.path().join("tree");
-        copy_tree(&repo_root().join("recipes/example"), &tree.join("recipes/example"));
-        copy_tree(&repo_root().join("patches/example"), &tree.join("patches/example"));
-        ExampleStack { home, tree, config, _upstream: upstream }
-    }
-
-    fn build(&self, args: &[&str]) -> (bool, String) {
-        let out = rocmforge(self.home.path())
-            .env("ROCMFORGE_CONFIG", &self.config)
-            .arg("--recipes")
-            .arg(&self.tree)
-            .args(["--stack", "example", "build", "--prefix"])
-            .arg(self.home.path().join("prefix"))
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            out.status.success(),
-            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
-        )
-    }
-
-    fn report(&self) -> serde_json::Value {
-        let p = self.home.path().join("state/rocmforge/reports/example/latest/report.json");
-        serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap()
-    }
+fn report_of(e: &Example) -> serde_json::Value {
+    let p = e.home.path().join("state/rocmforge/reports/example/latest/report.json");
+    serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap()
 }
 
 fn coverage_of<'a>(report: &'a serde_json::Value, recipe: &str) -> &'a serde_json::Value {
@@ -306,19 +275,19 @@ fn coverage_of<'a>(report: &'a serde_json::Value, recipe: &str) -> &'a serde_jso
 
 #[test]
 fn build_names_the_library_that_lacks_a_target_the_recipe_is_built_for() {
-    let e = ExampleStack::new();
+    let e = Example::new();
     // hipvec's build compiles for gfx1010 alone, whatever it is asked for.
     let recipe = e.tree.join("recipes/example/hipvec.toml");
     let text = std::fs::read_to_string(&recipe).unwrap();
     assert!(text.contains("\"-DAMDGPU_TARGETS={targets}\""), "{text}");
     std::fs::write(&recipe, text.replace("\"-DAMDGPU_TARGETS={targets}\"", "\"-DAMDGPU_TARGETS=gfx1010\"")).unwrap();
 
-    let (ok, out) = e.build(&["hipvec", "--target", "gfx1010,gfx1030"]);
+    let (ok, out) = build(&e, &["hipvec", "--target", "gfx1010,gfx1030"]);
     assert!(!ok, "{out}");
     assert!(out.contains("device-code `lib/libhipvec.so`: lib/libhipvec.so lacks gfx1030 (found: gfx1010)"), "{out}");
     assert!(out.contains("recipes/example/hipvec.toml"), "the error names the recipe file: {out}");
     assert!(out.contains("nothing was stored"), "{out}");
-    let report = e.report();
+    let report = report_of(&e);
     let c = coverage_of(&report, "hipvec");
     assert_eq!(c["ok"], false, "{report:#}");
     assert_eq!(strings(&c["missing"]), ["gfx1030"]);
@@ -326,9 +295,9 @@ fn build_names_the_library_that_lacks_a_target_the_recipe_is_built_for() {
 
     // Built for what it is asked, it passes, and the report lists what it carries.
     std::fs::write(&recipe, text).unwrap();
-    let (ok, out) = e.build(&["hipvec", "--target", "gfx1010,gfx1030"]);
+    let (ok, out) = build(&e, &["hipvec", "--target", "gfx1010,gfx1030"]);
     assert!(ok, "{out}");
-    let report = e.report();
+    let report = report_of(&e);
     let c = coverage_of(&report, "hipvec");
     assert_eq!(c["ok"], true, "{report:#}");
     assert_eq!(strings(&c["files"][0]["targets"]), ["gfx1010", "gfx1030"]);

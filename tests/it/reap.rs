@@ -13,21 +13,9 @@ use crate::support::ScriptsStack as Env;
 /// Every process but the step's shell carries `RF_REAP_MARK=<mark>` in its environment.
 const STEP: &str = r#"if [ -e {prefix}/../slow-mid ]; then export RF_REAP_MARK=@MARK@; bash -c 'bash -c \"sleep 301; true\"; true' & bash -c 'trap \"\" TERM; sleep 302; true' & setsid sleep 303 & echo 'mid: sleeping as asked'; sleep 304; fi"#;
 
-/// The marked processes alive now (zombies are dead, only not yet reaped).
+/// The marked processes alive now.
 fn marked(mark: &str) -> Vec<i32> {
-    let want = format!("RF_REAP_MARK={mark}");
-    let mut pids: Vec<i32> = std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let state = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next()).unwrap_or("Z");
-            state != "Z" && env.split(|b| *b == 0).any(|kv| kv == want.as_bytes())
-        })
-        .collect();
-    pids.sort();
-    pids
+    crate::support::processes_with_env("RF_REAP_MARK", mark)
 }
 
 /// The session id from `/proc/<pid>/stat` (0 when the session's leader lies outside this pid

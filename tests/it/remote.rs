@@ -408,17 +408,13 @@ fn cache_push_uploads_what_a_build_could_not_and_refuses_what_it_must() {
     assert!(!cache_file(&nginx, &format!("ac/{base_key}")).exists());
 }
 
-/// Uploads run beside the build: with base's upload held at its start, mid, tool and top are
-/// built (a synchronous upload would hold base's slot, and so its dependents, until it ended);
-/// once it is let go, every artifact is uploaded before the build exits.
-#[test]
-fn uploads_run_beside_the_build_and_end_with_it() {
-    let (s, nginx) = setup();
-    let (a, _) = uploader(&s, "a", &cache_url(&nginx));
+/// Starts `build top` on `a` with base's upload held at its start (a fault pause), and returns
+/// once top has been built: the running build, and the pause file to remove to let it go.
+fn build_with_base_upload_held(s: &ScriptsStack, a: &Machine) -> (std::process::Child, PathBuf) {
     let pause = s.home.path().join("pause");
     let prefix = s.prefix().display().to_string();
     let child = a
-        .cmd(&s)
+        .cmd(s)
         .env("ROCMFORGE_CACHE_PASSWORD", PASSWORD)
         .env("ROCMFORGE_FAULT", "pause:upload:base")
         .env("ROCMFORGE_FAULT_PAUSE", &pause)
@@ -432,6 +428,17 @@ fn uploads_run_beside_the_build_and_end_with_it() {
         assert!(Instant::now() < until, "top was not built while base's upload was held");
         std::thread::sleep(Duration::from_millis(20));
     }
+    (child, pause)
+}
+
+/// Uploads run beside the build: with base's upload held at its start, mid, tool and top are
+/// built (a synchronous upload would hold base's slot, and so its dependents, until it ended);
+/// once it is let go, every artifact is uploaded before the build exits.
+#[test]
+fn uploads_run_beside_the_build_and_end_with_it() {
+    let (s, nginx) = setup();
+    let (a, _) = uploader(&s, "a", &cache_url(&nginx));
+    let (child, pause) = build_with_base_upload_held(&s, &a);
     assert!(pause.exists(), "base's upload was let go before top was built");
     assert!(!nginx.root.join("cache/ac").exists(), "nothing is uploaded yet");
     std::fs::remove_file(&pause).unwrap();
@@ -507,23 +514,7 @@ fn plan_asks_for_the_manifests_side_by_side_and_each_once() {
 fn an_interrupted_build_names_its_unfinished_uploads_and_cache_push_makes_them() {
     let (s, nginx) = setup();
     let (a, _) = uploader(&s, "a", &cache_url(&nginx));
-    let pause = s.home.path().join("pause");
-    let prefix = s.prefix().display().to_string();
-    let child = a
-        .cmd(&s)
-        .env("ROCMFORGE_CACHE_PASSWORD", PASSWORD)
-        .env("ROCMFORGE_FAULT", "pause:upload:base")
-        .env("ROCMFORGE_FAULT_PAUSE", &pause)
-        .args(["build", "top", "-j", "1", "--prefix", prefix.as_str()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let until = Instant::now() + Duration::from_secs(40);
-    while !s.out().join("top.runs").exists() {
-        assert!(Instant::now() < until, "top was not built while base's upload was held");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (child, pause) = build_with_base_upload_held(&s, &a);
     let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
     let out = child.wait_with_output().unwrap();

@@ -44,19 +44,9 @@ case "$what" in
 esac
 "#;
 
-/// Live processes whose environment holds `RF_VERIFY_MARK=<mark>`.
+/// The marked processes alive now.
 fn marked(mark: &str) -> Vec<i32> {
-    let want = format!("RF_VERIFY_MARK={mark}");
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let state = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next()).unwrap_or("Z");
-            state != "Z" && env.split(|b| *b == 0).any(|kv| kv == want.as_bytes())
-        })
-        .collect()
+    crate::support::processes_with_env("RF_VERIFY_MARK", mark)
 }
 
 struct Verify {

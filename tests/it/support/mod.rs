@@ -157,6 +157,57 @@ impl ExampleUpstream {
     }
 }
 
+/// The example stack with its upstream on 127.0.0.1 and a recipe tree of the test's own (so a
+/// test can edit a patch), in a temp home.
+pub struct Example {
+    pub home: tempfile::TempDir,
+    pub tree: PathBuf,
+    pub config: PathBuf,
+    pub upstream: ExampleUpstream,
+}
+
+impl Example {
+    pub fn new() -> Example {
+        let home = tempfile::tempdir().unwrap();
+        let config = home.path().join("config.toml");
+        let upstream = ExampleUpstream::serve(home.path(), &config);
+        // A tree of our own, so a test can edit a patch.
+        let tree = home.path().join("tree");
+        copy_tree(&repo_root().join("recipes/example"), &tree.join("recipes/example"));
+        copy_tree(&repo_root().join("patches/example"), &tree.join("patches/example"));
+        Example { home, tree, config, upstream }
+    }
+
+    pub fn prefix(&self) -> PathBuf {
+        self.home.path().join("prefix")
+    }
+
+    pub fn cmd(&self, home: &Path) -> assert_cmd::Command {
+        let mut c = rocmforge(home);
+        c.env("ROCMFORGE_CONFIG", &self.config)
+            .env("PIP_NO_INDEX", "1")
+            .env("PIP_FIND_LINKS", wheelhouse())
+            .env("ROCMFORGE_RETRIES", "1")
+            .env("ROCMFORGE_RETRY_BASE_MS", "10")
+            .arg("--recipes")
+            .arg(&self.tree)
+            .args(["--stack", "example"]);
+        c
+    }
+
+    pub fn build(&self, home: &Path, prefix: &Path, args: &[&str]) -> std::process::Output {
+        self.cmd(home).args(["build", "--prefix"]).arg(prefix).args(args).output().unwrap()
+    }
+
+    /// One work dir path for every run of the crash test: compilers record source paths (debug
+    /// info of the Python extension), so only builds made in the same place are byte-identical.
+    pub fn shared_work(&self) -> PathBuf {
+        let w = self.home.path().join("work");
+        let _ = std::fs::remove_dir_all(&w);
+        w
+    }
+}
+
 /// The wheelhouse of setuptools and wheel that tests build wheels with offline
 /// (`ROCMFORGE_TEST_WHEELHOUSE`, else `target/wheelhouse`, which ci/setup.sh fills).
 pub fn wheelhouse() -> PathBuf {
@@ -196,4 +247,22 @@ pub fn snapshot(p: &Path, skip: &[&str]) -> Vec<(String, String)> {
         .collect();
     v.sort();
     v
+}
+
+/// The live processes (zombies are dead, only not yet reaped) whose environment holds
+/// `var=value`, sorted.
+pub fn processes_with_env(var: &str, value: &str) -> Vec<i32> {
+    let want = format!("{var}={value}");
+    let mut pids: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next()).unwrap_or("Z");
+            state != "Z" && env.split(|b| *b == 0).any(|kv| kv == want.as_bytes())
+        })
+        .collect();
+    pids.sort();
+    pids
 }
