@@ -83,14 +83,16 @@ pub fn verify(
             p
         }
     };
-    let activation = crate::activate::activation(&crate::activate::Request {
+    // The same activation `rocmforge env` prints.
+    let activation = super::env::env(
+        cfg,
         stack,
-        prefix: &req.prefix,
-        venv: &venv,
-        profile,
-        targets: &req.targets,
-        caller_override: std::env::var(GFX_OVERRIDE_VAR).ok(),
-    });
+        &super::env::EnvRequest {
+            targets: req.targets.clone(),
+            prefix: req.prefix.clone(),
+            profile: req.profile.clone(),
+        },
+    )?;
     let mut env: BTreeMap<String, String> = std::env::vars().collect();
     // A native build must run its own code, whatever the caller's environment says.
     if stack.is_native() {
