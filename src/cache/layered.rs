@@ -277,18 +277,22 @@ impl LayeredStore {
         self.refused.lock().unwrap_or_else(|e| e.into_inner()).contains(key.as_str())
     }
 
+    /// A scratch dir for one blob transfer (`<kind>-<key>-<random>-<pid>`, see [`stale_transfers`]).
+    fn transfer_dir(&self, kind: &str, key: &CacheKey) -> std::io::Result<tempfile::TempDir> {
+        std::fs::create_dir_all(&self.scratch)?;
+        tempfile::Builder::new()
+            .prefix(&format!("{kind}-{}-", key.short()))
+            .suffix(&format!("-{}", std::process::id()))
+            .tempdir_in(&self.scratch)
+    }
+
     /// Downloads, checks and unpacks the blob `m` names, then stores it locally.
     fn download(&self, key: &CacheKey, m: &Manifest) -> Result<Option<Artifact>, CacheError> {
         let io = |p: &Path| {
             let p = p.to_path_buf();
             move |source| CacheError::Io { path: p, source }
         };
-        std::fs::create_dir_all(&self.scratch).map_err(io(&self.scratch))?;
-        let tmp = tempfile::Builder::new()
-            .prefix(&format!("get-{}-", key.short()))
-            .suffix(&format!("-{}", std::process::id()))
-            .tempdir_in(&self.scratch)
-            .map_err(io(&self.scratch))?;
+        let tmp = self.transfer_dir("get", key).map_err(io(&self.scratch))?;
         let blob = tmp.path().join("blob");
         let who = m.inputs.recipe.as_str();
         self.progress.message(
@@ -354,12 +358,7 @@ impl LayeredStore {
             let p = p.to_path_buf();
             move |source| RemoteError::Io { path: p, source }
         };
-        std::fs::create_dir_all(&self.scratch).map_err(io(&self.scratch))?;
-        let tmp = tempfile::Builder::new()
-            .prefix(&format!("put-{}-", key.short()))
-            .suffix(&format!("-{}", std::process::id()))
-            .tempdir_in(&self.scratch)
-            .map_err(io(&self.scratch))?;
+        let tmp = self.transfer_dir("put", key).map_err(io(&self.scratch))?;
         let blob = tmp.path().join("blob");
         let (sha256, size) = remote::pack(&a.tree(), &blob).map_err(io(&blob))?;
         self.remote.put_file(&format!("cas/{sha256}"), &blob, size)?;

@@ -16,7 +16,6 @@
 //! resumed build reports every compile of the recipe, as ccache's statistics log does.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -152,14 +151,8 @@ impl Drop for Server {
 
 /// The counts recorded in `stats_file` by earlier servers of the recipe (zero when none).
 pub fn recorded(stats_file: &Path) -> CompilerCacheStats {
-    let mut s: CompilerCacheStats = std::fs::File::open(stats_file)
-        .ok()
-        .and_then(|mut f| {
-            let mut t = String::new();
-            f.read_to_string(&mut t).ok()?;
-            serde_json::from_str(&t).ok()
-        })
-        .unwrap_or_default();
+    let mut s: CompilerCacheStats =
+        std::fs::read(stats_file).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
     s.tool = "sccache".into();
     s
 }
