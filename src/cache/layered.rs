@@ -189,8 +189,6 @@ impl LayeredStore {
                     ),
                 );
             }
-        } else if doing.starts_with("uploading") {
-            self.progress.warn(who, &format!("{doing}: {e} (`rocmforge cache push` uploads it later)"));
         } else {
             self.progress.warn(who, &format!("{doing}: {e}"));
         }
@@ -406,7 +404,12 @@ impl LayeredStore {
     fn upload_logged(&self, a: &Artifact, inputs: &KeyInputs) {
         crate::fault::point("upload", &inputs.recipe);
         if let Err(e) = self.upload(a, inputs) {
-            self.failed(&inputs.recipe, &format!("uploading artifact {}", a.key.short()), &e);
+            let doing = format!("uploading artifact {}", a.key.short());
+            if e.is_unreachable() {
+                self.failed(&inputs.recipe, &doing, &e);
+            } else {
+                self.progress.warn(&inputs.recipe, &format!("{doing}: {e} (`rocmforge cache push` uploads it later)"));
+            }
         }
     }
 
