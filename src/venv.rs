@@ -75,11 +75,6 @@ pub fn stack_wheels(prefix: &Path, index: &Path) -> Result<Vec<PathBuf>, VenvErr
     Ok(out)
 }
 
-fn on_path(exe: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(exe)).find(|p| p.is_file())
-}
-
 /// The record of what the venv was last filled with (wheel paths and constraints).
 fn record_path(state_dir: &Path, stack: &str) -> PathBuf {
     dir(state_dir, stack).with_extension("filled")
@@ -114,7 +109,7 @@ pub fn fill(state_dir: &Path, stack: &Stack, wheels: &[PathBuf]) -> Result<Optio
         .ok_or_else(|| VenvError::NoPython { stack: stack.name.clone(), file: stack.file.clone() })?;
     let venv = dir(state_dir, &stack.name);
     let host = crate::host::python::find_python(&version);
-    let uv = on_path("uv").filter(|_| std::env::var_os("ROCMFORGE_VENV_NO_UV").is_none());
+    let uv = crate::host::which("uv").filter(|_| std::env::var_os("ROCMFORGE_VENV_NO_UV").is_none());
     let constraints = venv.with_extension("constraints.txt");
     if let Some(parent) = venv.parent() {
         std::fs::create_dir_all(parent).map_err(|source| VenvError::Io {

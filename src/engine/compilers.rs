@@ -27,7 +27,7 @@
 //!   compiles locally when no host answers (`DISTCC_FALLBACK`, on by default).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::config::{CompilerCacheChoice, Config};
 use crate::layout::WorkDir;
@@ -75,14 +75,6 @@ pub enum LauncherError {
     SccacheAndDistcc { from: String, hosts: String },
 }
 
-/// The first executable `name` on `path_var`.
-fn on_path(name: &str, path_var: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    std::env::split_paths(path_var)
-        .map(|d| d.join(name))
-        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
-}
-
 impl Launchers {
     /// Resolves the compiler cache (`flag` beats `compiler-cache` in the config, which
     /// `ROCMFORGE_COMPILER_CACHE` already overrode; `auto` takes the first installed of ccache and
@@ -90,9 +82,9 @@ impl Launchers {
     pub fn resolve(cfg: &Config, flag: Option<CompilerCacheChoice>) -> Result<Launchers, LauncherError> {
         let path_var = std::env::var("PATH").unwrap_or_default();
         // A sccache too old for its own server per recipe counts as absent for `auto`.
-        let sccache_version = || on_path("sccache", &path_var).map(|p| (sccache_version(&p), p));
+        let sccache_version = || crate::host::which_in("sccache", &path_var).map(|p| (sccache_version(&p), p));
         let installed = |t: CacheTool| match t {
-            CacheTool::Ccache => on_path("ccache", &path_var).is_some(),
+            CacheTool::Ccache => crate::host::which_in("ccache", &path_var).is_some(),
             CacheTool::Sccache => sccache_version().is_some_and(|(v, _)| v.as_deref().is_some_and(sccache_recent)),
         };
         let (choice, from) = match flag {
@@ -136,7 +128,7 @@ impl Launchers {
             None => (None, ""),
         };
         if let Some(h) = &hosts {
-            if on_path("distcc", &path_var).is_none() {
+            if crate::host::which_in("distcc", &path_var).is_none() {
                 return Err(LauncherError::NoDistcc { from: from.into(), hosts: h.clone() });
             }
             if cache == Some(CacheTool::Sccache) {
@@ -243,9 +235,7 @@ pub const SCCACHE_MIN: &str = "0.13";
 
 /// `sccache --version` of the sccache at `path` (`sccache 0.16.0` gives `0.16.0`).
 fn sccache_version(path: &Path) -> Option<String> {
-    let out = std::process::Command::new(path).arg("--version").stdin(std::process::Stdio::null()).output().ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.split_whitespace().nth(1).map(str::to_string)
+    crate::host::tool_version(path)?.split_whitespace().nth(1).map(str::to_string)
 }
 
 /// Is sccache `version` (`0.16.0`, `0.4.0-pre.6`) [`SCCACHE_MIN`] or later?

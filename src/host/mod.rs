@@ -112,9 +112,13 @@ pub fn account(root: &HostRoot) -> Account {
 
 /// `name` found on `PATH` (an executable file), as the build's steps would find it.
 pub fn which(name: &str) -> Option<PathBuf> {
+    which_in(name, &std::env::var_os("PATH")?)
+}
+
+/// `name` found on the search path `path_var` (an executable file).
+pub fn which_in(name: &str, path_var: impl AsRef<std::ffi::OsStr>) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
+    std::env::split_paths(&path_var)
         .map(|d| d.join(name))
         .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
 }
