@@ -243,10 +243,12 @@ pub fn cache_push(
         anyhow::bail!("no shared cache to push to: set `cache-url` in the config, ROCMFORGE_CACHE_URL or --cache-url");
     };
     let store = crate::cache::LayeredStore::open(cfg, url, LocalStore::new(&cfg.cache_dir), progress)?;
-    let mut listed = cache_list(cfg).artifacts;
+    // (Not `cache_list`: it measures every artifact's size, which pushing does not need.)
+    let recipe_of = |a: &Artifact| a.inputs().map(|i| i.recipe).unwrap_or_else(|| "?".into());
+    let mut listed: Vec<(String, Artifact)> = store.local().list().0.into_iter().map(|a| (recipe_of(&a), a)).collect();
     if !recipes.is_empty() {
         let missing: Vec<&str> =
-            recipes.iter().filter(|r| !listed.iter().any(|a| &a.recipe == *r)).map(String::as_str).collect();
+            recipes.iter().filter(|r| !listed.iter().any(|(name, _)| name == *r)).map(String::as_str).collect();
         if !missing.is_empty() {
             anyhow::bail!(
                 "no artifact of {} in the local cache {} (`rocmforge cache list` shows what is there)",
@@ -254,18 +256,18 @@ pub fn cache_push(
                 cfg.cache_dir.display()
             );
         }
-        listed.retain(|a| recipes.contains(&a.recipe));
+        listed.retain(|(name, _)| recipes.contains(name));
     }
     store.can_push()?;
     let mut report = PushReport::default();
-    for info in listed {
-        let key = info.artifact.key.clone();
+    for (recipe, artifact) in listed {
+        let key = artifact.key.clone();
         let _lock = store.local().lock(&key)?;
-        match store.push(&info.artifact) {
-            Ok(Some(size)) => report.uploaded.push((info.recipe, key, size)),
-            Ok(None) => report.present.push((info.recipe, key)),
+        match store.push(&artifact) {
+            Ok(Some(size)) => report.uploaded.push((recipe, key, size)),
+            Ok(None) => report.present.push((recipe, key)),
             Err(e @ crate::cache::PushError::Stop(_)) => return Err(e.into()),
-            Err(e) => report.failed.push((info.recipe, e.to_string())),
+            Err(e) => report.failed.push((recipe, e.to_string())),
         }
     }
     Ok(report)
