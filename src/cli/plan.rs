@@ -15,6 +15,10 @@ pub struct Args {
     /// The job budget the night's estimate is for (default: number of cores).
     #[arg(long, short = 'j')]
     pub jobs: Option<usize>,
+    /// Estimate the night for a machine with this much memory (GiB) instead of this host's
+    /// available memory (it caps each recipe's jobs by its `memory-per-job-gb`).
+    #[arg(long, value_name = "GIB")]
+    pub memory_gb: Option<f64>,
     /// Machine-readable output.
     #[arg(long)]
     pub json: bool,
@@ -39,7 +43,10 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
         order: Order::from_env().map_err(|e| Failure::usage(anyhow::anyhow!(e)))?,
     };
     let jobs = args.jobs.unwrap_or_else(budget::default_jobs).max(1);
-    let plan = plan(&cfg, &tree, &stack, &req, jobs).map_err(Failure::from_op)?;
+    if let Some(m) = args.memory_gb.filter(|m| !(m.is_finite() && *m > 0.0)) {
+        return Err(Failure::usage(anyhow::anyhow!("--memory-gb {m}: give the machine's memory in GiB, more than 0")));
+    }
+    let plan = plan(&cfg, &tree, &stack, &req, jobs, args.memory_gb).map_err(Failure::from_op)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&plan).map_err(Failure::failed)?);
     } else {

@@ -7,6 +7,7 @@
 pub mod budget;
 pub mod compilers;
 mod outputs;
+mod proofs;
 mod preflight;
 mod recipe_build;
 mod schedule;
@@ -67,8 +68,10 @@ pub enum BuildError {
     NoPython { stack: String, version: String },
     #[error("{} of the {checked} source(s) this build would prepare cannot be used; nothing was built:{}", failures.len(), failures.iter().map(|(r, e)| format!("\n  - {r}: {}", e.replace('\n', "\n    "))).collect::<String>())]
     Preflight { failures: Vec<(String, String)>, checked: usize },
-    #[error("{recipe}: its installed files do not carry what `[targets]` in {file} declares; nothing was stored:{}\nCheck that the build compiles for every target (the recipe passes {{targets}} to it) and that the declared paths are where it installs", problems.iter().map(|p| format!("\n  - {p}")).collect::<String>())]
-    Coverage { recipe: String, file: String, problems: Vec<String> },
+    #[error("{recipe}: its installed files do not carry what {what} in {file} declares; nothing was stored:{}\nCheck that the build compiles for every target (the recipe passes {{targets}} to it) and that the declared paths are where it installs", problems.iter().map(|p| format!("\n  - {p}")).collect::<String>())]
+    Coverage { recipe: String, file: String, what: String, problems: Vec<String> },
+    #[error("{recipe}: does not install what its consumers need (`[[provides]]` in {file}); nothing was stored:{}\nThis recipe is what is wrong, not its consumers: fix its build (each need names the consumer's file and line that take it), then build again", problems.iter().map(|p| format!("\n  - {p}")).collect::<String>())]
+    Provides { recipe: String, file: String, problems: Vec<String> },
     #[error("this host lacks what the recipes to build need; nothing was fetched or built (`rocmforge doctor` shows the whole host):{problems}")]
     Host { problems: String },
     #[error("{recipe}: artifact {key} is not in the cache at {store} right after it was stored; is another process cleaning the cache (`rocmforge cache gc`)? Build again")]

@@ -7,14 +7,12 @@ use super::{io_err, BuildError, Engine};
 use crate::cache::Artifact;
 use crate::deploy::Prefix;
 use crate::engine::systems;
-use crate::offload::coverage::{self, CoverageSpec, Installed};
-use crate::plan::PlanEntry;
 use crate::recipe::{BuildSystem, Recipe};
 
 impl Engine<'_> {
     /// The wheels a python-wheel or prebuilt-wheel recipe made, in its installed tree `tree`
     /// (none for other recipes; an error when such a recipe made none).
-    fn wheels_of(&self, r: &Recipe, tree: &Path) -> Result<Vec<PathBuf>, BuildError> {
+    pub(super) fn wheels_of(&self, r: &Recipe, tree: &Path) -> Result<Vec<PathBuf>, BuildError> {
         if !matches!(r.build.system, BuildSystem::PythonWheel | BuildSystem::PrebuiltWheel) {
             return Ok(Vec::new());
         }
@@ -45,34 +43,6 @@ impl Engine<'_> {
                 .map_err(|e| BuildError::Publish { recipe: r.name.clone(), source: e })?;
         }
         Ok(())
-    }
-
-    /// Before the artifact is stored: the installed files in `tree` (or the wheels the recipe
-    /// made) carry what the recipe's `[targets]` declares (`device-code` for every target it was
-    /// built for, substitutes included; `must-contain` texts). The checks go to the report; a
-    /// miss fails the recipe, naming the file and what it lacks.
-    pub(super) fn check_coverage(&self, r: &Recipe, d: &PlanEntry, tree: &Path) -> Result<(), BuildError> {
-        let spec = CoverageSpec { device_code: &r.targets.device_code, must_contain: &r.targets.must_contain };
-        if spec.is_empty() {
-            return Ok(());
-        }
-        let required: Vec<&str> = d.targets.targets().map(|t| t.names()).unwrap_or_default();
-        let wheels = self.wheels_of(r, tree)?;
-        let installed = if wheels.is_empty() { Installed::Tree(tree) } else { Installed::Wheels(&wheels) };
-        let checks = coverage::check(spec, &required, &installed).map_err(|e| BuildError::Coverage {
-            recipe: r.name.clone(),
-            file: r.file.clone(),
-            problems: vec![e.to_string()],
-        })?;
-        self.progress.coverage(&r.name, &checks);
-        for c in checks.iter().filter(|c| c.ok) {
-            self.progress.message(&r.name, &c.describe());
-        }
-        let problems: Vec<String> = checks.iter().filter(|c| !c.ok).map(|c| c.describe()).collect();
-        if problems.is_empty() {
-            return Ok(());
-        }
-        Err(BuildError::Coverage { recipe: r.name.clone(), file: r.file.clone(), problems })
     }
 
     /// Publishes the wheels of a python-wheel or prebuilt-wheel artifact into the local index

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::proofs;
 use super::step::{self, StepError};
 use super::systems::{self, Vars};
 use super::undeclared;
@@ -176,7 +177,7 @@ impl Engine<'_> {
                 self.progress.warn(&r.name, &format!("its steps installed nothing into `{}`", produced.display()));
             }
             self.check_wheels(r, &produced)?;
-            self.check_coverage(r, d, &produced)?;
+            self.check_outputs(r, d, &produced, &wd)?;
             if forced {
                 self.store.remove(&d.key)?;
             }
@@ -231,11 +232,7 @@ impl Engine<'_> {
             Ok(env)
         };
         let mut steps = systems::steps(r, &vars, &env(&vars)?)?;
-        let stage = wd.stage();
-        let produced = match r.build.system {
-            BuildSystem::Cmake => crate::fsutil::join_rel(&stage, &self.plan.prefix.display().to_string()),
-            _ => stage.clone(),
-        };
+        let produced = vars.installed.clone();
         // A store interrupted after it took the stage: redo the steps that fill the stage.
         if !produced.exists() {
             if let Some(first) = steps.iter().position(|s| s.fills_stage) {
@@ -259,6 +256,10 @@ impl Engine<'_> {
             if state.steps_done.contains(&s.name) {
                 i += 1;
                 continue;
+            }
+            // A check's first step starts from a fresh copy of its files.
+            if let Some(c) = r.checks.iter().find(|c| proofs::check_step_names(c).first() == Some(&s.name)) {
+                proofs::materialize(c, &s.cwd)?;
             }
             self.progress.message(&r.name, &format!("{} ({} jobs)", s.name, vars.jobs));
             self.progress.step_command(&r.name, &s.name, &s.command);
@@ -357,7 +358,13 @@ impl Engine<'_> {
         for dep in &r.source_deps {
             source_trees.insert(dep.clone(), self.work_dir(dep).src());
         }
+        let installed = match r.build.system {
+            BuildSystem::Cmake => crate::fsutil::join_rel(&wd.stage(), &self.plan.prefix.display().to_string()),
+            _ => wd.stage(),
+        };
         Ok(Vars {
+            installed,
+            requested: Some(self.plan.targets.clone()),
             prefix: self.plan.prefix.clone(),
             targets: d.targets.targets().cloned(),
             jobs,

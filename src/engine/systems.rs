@@ -45,6 +45,12 @@ pub struct Vars {
     pub src: PathBuf,
     pub build: PathBuf,
     pub stage: PathBuf,
+    /// `{installed}`: where the recipe's installed files are before they are stored (the stage,
+    /// or for cmake the prefix's path inside it), which `[[check]]` steps test.
+    pub installed: PathBuf,
+    /// The targets the build was asked for: what `{targets}` means in the `[[check]]` steps of
+    /// a host-only recipe (a toolchain's check compiles for them).
+    pub requested: Option<TargetSet>,
     /// The whole work dir (every recipe's `src`, `build` and `stage` lie under it): mapped to
     /// [`STABLE_WORK_DIR`] in what compilers record.
     pub work_dir: PathBuf,
@@ -66,7 +72,7 @@ pub struct Vars {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExpandError {
-    #[error("{recipe}: unknown placeholder `{{{name}}}` in `{text}`; known: {{prefix}} {{targets}} {{targets_comma}} {{jobs}} {{src}} {{build}} {{stage}} {{python}} {{version}} {{wheel_version}} {{src:<recipe>}}")]
+    #[error("{recipe}: unknown placeholder `{{{name}}}` in `{text}`; known: {{prefix}} {{targets}} {{targets_comma}} {{jobs}} {{src}} {{build}} {{stage}} {{installed}} {{python}} {{version}} {{wheel_version}} {{src:<recipe>}}")]
     Unknown { recipe: String, name: String, text: String },
     #[error("{recipe}: `{{src:{dep}}}` names a recipe that is not among its source dependencies; add it to `[dependencies] source`")]
     NotASourceDep { recipe: String, dep: String },
@@ -115,6 +121,7 @@ impl Vars {
             "src" => p(&self.src),
             "build" => p(&self.build),
             "stage" => p(&self.stage),
+            "installed" => p(&self.installed),
             "version" => self.version.clone(),
             "wheel_version" => self.wheel_version.clone(),
             "python" => p(self.python.as_deref().ok_or_else(|| ExpandError::NoPython { recipe: recipe.into() })?),
@@ -287,6 +294,16 @@ pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Re
             ));
         }
     }
+    // Checks after install: each line a step, in the check's own directory under {build}. A
+    // host-only recipe's checks compile for the requested targets.
+    let vars = &Vars { targets: vars.targets.clone().or_else(|| vars.requested.clone()), ..vars.clone() };
+    let x = |t: &str| vars.expand(&recipe.name, t);
+    for c in &recipe.checks {
+        let dir = vars.build.join("checks").join(&c.name);
+        for (name, line) in super::proofs::check_step_names(c).iter().zip(&c.steps) {
+            steps.push(step(name, x(line)?, &dir));
+        }
+    }
     Ok(steps)
 }
 
@@ -347,6 +364,8 @@ mod tests {
             src: "/w/src".into(),
             build: "/w/build".into(),
             stage: "/w/stage".into(),
+            installed: "/w/stage/opt/rf".into(),
+            requested: None,
             work_dir: "/w".into(),
             python: None,
             host_python: None,

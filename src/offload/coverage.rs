@@ -71,7 +71,7 @@ pub struct CoveredFile {
 impl CoverageCheck {
     /// One line for people: what is covered, or what is missing where.
     pub fn describe(&self) -> String {
-        if self.files.is_empty() {
+        if self.files.is_empty() && self.kind != "provides" {
             return format!("{} `{}`: no installed file matches it", self.kind, self.pattern);
         }
         let files = self.files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>();
@@ -97,6 +97,10 @@ impl CoverageCheck {
                     if files.len() == 1 { "s" } else { "" },
                     self.missing.join(", ")
                 )
+            }
+            ("provides", true) => format!("provides {}: {shown}", self.pattern),
+            ("provides", false) => {
+                format!("{} (needed by {}): {}", self.pattern, self.wants.join("; "), self.missing.join("; "))
             }
             (_, true) => format!(
                 "must-contain `{}`: {shown} contain{} the text",
@@ -179,6 +183,28 @@ pub fn check(
             missing: if ok || !missing.is_empty() { missing } else { vec![pattern.clone()] },
             ok,
         });
+    }
+    Ok(out)
+}
+
+/// The installed files `pattern` matches (paths as [`read_matching`] shows them), without
+/// reading a tree's files.
+pub fn matching(installed: &Installed<'_>, pattern: &str) -> Result<Vec<String>, OffloadError> {
+    let m = matcher(pattern).map_err(OffloadError::Malformed)?;
+    let mut out = Vec::new();
+    match installed {
+        Installed::Tree(root) => {
+            for e in walkdir::WalkDir::new(root).min_depth(1).sort_by_file_name().into_iter().filter_map(Result::ok) {
+                let rel = e.path().strip_prefix(root).unwrap_or(e.path()).to_string_lossy().replace('\\', "/");
+                if !e.path().is_dir() && m.is_match(&rel) {
+                    out.push(rel);
+                }
+            }
+        }
+        Installed::Wheels(_) => read_matching(installed, &m, &mut |path, _| {
+            out.push(path.to_string());
+            Ok(())
+        })?,
     }
     Ok(out)
 }

@@ -27,19 +27,26 @@ pub struct PlanRequest {
 
 /// Plans the closure of `req.recipes` against the artifact store (local, then the remote cache
 /// if one is set: "remote hit") and the stack's history,
-/// with the night's estimate for a budget of `jobs` (capped by memory per recipe, as a build is).
+/// with the night's estimate for a budget of `jobs` (capped by memory per recipe, as a build is:
+/// this host's available memory, or `memory_gb` to plan for another machine).
 pub fn plan(
     cfg: &Config,
     tree: &RecipeTree,
     stack: &Stack,
     req: &PlanRequest,
     jobs: usize,
+    memory_gb: Option<f64>,
 ) -> Result<Plan, anyhow::Error> {
     let graph = BuildGraph::closure(stack, &req.recipes)?;
     let store = crate::cache::open(cfg, std::sync::Arc::new(crate::progress::Silent))?;
     let mut plan = plan_graph(cfg, tree, stack, &graph, req, store.as_ref());
-    let memory = budget::available_memory();
-    plan.estimate_night(jobs, |e| budget::jobs_for(jobs, stack.recipes[&e.name].build.memory_per_job_gb, memory));
+    let memory = match memory_gb {
+        Some(g) => Some((g * (1u64 << 30) as f64) as u64),
+        None => budget::available_memory(),
+    };
+    plan.estimate_night(jobs, memory_gb, |e| {
+        budget::jobs_for(jobs, stack.recipes[&e.name].build.memory_per_job_gb, memory)
+    });
     Ok(plan)
 }
 

@@ -126,10 +126,15 @@ pub struct PlanEntry {
     pub inputs: KeyInputs,
     /// The recipe's work dir (source tree, build dir, step logs).
     pub work_dir: PathBuf,
-    /// How long its build is expected to take (0 when it builds nothing), and from what:
-    /// "last build", "recipe" (`estimate-minutes`), "default" (`night::DEFAULT_ESTIMATE_SECS`).
-    pub estimate_secs: f64,
+    /// Its build's work in the night's model (nothing when it builds nothing), and from what:
+    /// "last build" (all serial: measured at the jobs it had), "recipe" (`[estimate]`),
+    /// "default" (`night::DEFAULT_ESTIMATE_SECS`).
+    pub estimate: Work,
     pub estimate_from: &'static str,
+    /// What its build downloads and the disk it takes (`[estimate]`; 0 when unknown or when it
+    /// builds nothing).
+    pub download_mb: f64,
+    pub disk_gb: f64,
     /// Its longest remaining path: its estimate plus the longest chain of dependents after it.
     pub priority_secs: f64,
     /// Ready recipes start lowest rank first (the plan's `schedule` order).
@@ -324,11 +329,17 @@ pub fn resolve(
         // An unlocked recipe builds once it is locked: the night includes it.
         let will_build =
             matches!(status, Status::Build { .. }) || (matches!(status, Status::Unlocked) && !r.is_source_only());
-        let (estimate_secs, estimate_from) = match (opts.durations.get(name), r.build.estimate_minutes) {
-            _ if !will_build => (0.0, "nothing to build"),
-            (Some(secs), _) => (*secs, "last build"),
-            (None, Some(min)) => (min * 60.0, "recipe"),
-            (None, None) => (night::DEFAULT_ESTIMATE_SECS, "default"),
+        let (estimate, estimate_from) = match (opts.durations.get(name), &r.estimate) {
+            _ if !will_build => (Work::default(), "nothing to build"),
+            (Some(secs), _) => (Work::fixed(*secs), "last build"),
+            (None, Some(e)) => {
+                (Work { serial_secs: e.serial_minutes * 60.0, parallel_secs: e.parallel_core_hours * 3600.0 }, "recipe")
+            }
+            (None, None) => (Work::fixed(night::DEFAULT_ESTIMATE_SECS), "default"),
+        };
+        let (download_mb, disk_gb) = match &r.estimate {
+            Some(e) if will_build || r.is_source_only() => (e.download_mb, e.disk_gb),
+            _ => (0.0, 0.0),
         };
         recipes.push(PlanEntry {
             name: r.name.clone(),
@@ -346,8 +357,10 @@ pub fn resolve(
             key,
             inputs,
             work_dir: WorkDir::new(&opts.work_dir, &stack.name, name).root,
-            estimate_secs,
+            estimate,
             estimate_from,
+            download_mb,
+            disk_gb,
             priority_secs: 0.0,
             rank: 0,
             status,
@@ -381,7 +394,7 @@ fn tasks_of(entries: &[PlanEntry], want: impl Fn(&PlanEntry) -> usize) -> Vec<Ta
         .map(|e| Task {
             name: e.name.clone(),
             deps: e.deps.iter().filter_map(|d| index.get(d.as_str()).copied()).collect(),
-            work: Work::fixed(e.estimate_secs),
+            work: e.estimate,
             want: want(e),
         })
         .collect()
@@ -413,10 +426,10 @@ impl Plan {
 
     /// Estimates the night on a budget of `jobs`, each building recipe asking `want(entry)`
     /// jobs, by simulating the engine's schedule.
-    pub fn estimate_night(&mut self, jobs: usize, want: impl Fn(&PlanEntry) -> usize) {
-        let tasks = tasks_of(&self.recipes, |e| if e.estimate_secs > 0.0 { want(e) } else { 1 });
+    pub fn estimate_night(&mut self, jobs: usize, memory_gb: Option<f64>, want: impl Fn(&PlanEntry) -> usize) {
+        let tasks = tasks_of(&self.recipes, |e| if e.estimate.secs(1) > 0.0 { want(e) } else { 1 });
         let ranks: Vec<usize> = self.recipes.iter().map(|e| e.rank).collect();
-        self.night = Some(Night::of(&tasks, jobs, &ranks));
+        self.night = Some(Night { memory_gb, ..Night::of(&tasks, jobs, &ranks) });
     }
 
     /// The human-readable plan.
@@ -464,13 +477,40 @@ impl Plan {
                 night::human(n.critical_path_secs),
                 if n.critical_path.is_empty() { "nothing to build".to_string() } else { n.critical_path.join(" -> ") },
             ));
+            let download: f64 = self.recipes.iter().map(|e| e.download_mb).sum();
+            let disk: f64 = self.recipes.iter().map(|e| e.disk_gb).sum();
+            if download > 0.0 || disk > 0.0 {
+                s.push_str(&format!(
+                    "downloads {}, disk while building {} (work trees, build trees and artifacts of the recipes to build)\n",
+                    human_mb(download),
+                    human_mb(disk * 1024.0)
+                ));
+            }
+            let measured = self.recipes.iter().filter(|e| e.estimate_from == "last build").count();
+            s.push_str(&format!(
+                "an estimate: per recipe, its serial minutes plus its compile core-hours over the jobs it gets (capped by its `memory-per-job-gb` in {}){}; more cores shorten the compiles, not the serial parts or the chain (docs/night-estimate.md)\n",
+                match n.memory_gb {
+                    Some(g) => format!("{g} GiB"),
+                    None => "this host's free memory".to_string(),
+                },
+                if measured > 0 { format!("; {measured} recipe(s) take their last build here") } else { String::new() },
+            ));
             if guessed > 0 {
                 s.push_str(&format!(
-                    "({guessed} recipe(s) never built here and without `estimate-minutes` count {} each)\n",
+                    "({guessed} recipe(s) never built here and without `[estimate]` count {} each)\n",
                     night::human(night::DEFAULT_ESTIMATE_SECS)
                 ));
             }
         }
         s
+    }
+}
+
+/// `850 MB`, `12.4 GB`.
+fn human_mb(mb: f64) -> String {
+    if mb >= 1024.0 {
+        format!("{:.1} GB", mb / 1024.0)
+    } else {
+        format!("{mb:.0} MB")
     }
 }

@@ -1,7 +1,7 @@
 //! The night: in what order ready recipes start, and how long a build will take on some jobs.
 //!
-//! Every recipe has an estimated duration (its last build's, else the recipe's
-//! `estimate-minutes`, else [`DEFAULT_ESTIMATE_SECS`]). Its priority is the longest remaining
+//! Every recipe has an estimated duration (its last build's, else the recipe's `[estimate]`:
+//! serial minutes plus compile core-hours divided by its jobs, else [`DEFAULT_ESTIMATE_SECS`]). Its priority is the longest remaining
 //! path: its own duration plus the longest chain of dependents after it. Ready recipes start in
 //! priority order ([`Order::CriticalPath`], the default), so the head of the longest chain starts
 //! first; `ROCMFORGE_SCHEDULE=name|reverse-name` forces another order (a testing aid).
@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-/// The estimate of a recipe that builds and has neither a last build nor `estimate-minutes`: ten
+/// The estimate of a recipe that builds and has neither a last build nor `[estimate]`: ten
 /// minutes (a stated default, not a measurement; equal estimates make the priority the length of
 /// the chain in recipes).
 pub const DEFAULT_ESTIMATE_SECS: f64 = 600.0;
@@ -236,6 +236,9 @@ pub struct Night {
     pub lower_bound_secs: f64,
     pub critical_path: Vec<String>,
     pub critical_path_secs: f64,
+    /// The memory it was estimated for (`plan --memory-gb`); `None`: this host's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_gb: Option<f64>,
 }
 
 impl Night {
@@ -251,6 +254,7 @@ impl Night {
                 .map(|i| tasks[i].name.clone())
                 .collect(),
             critical_path_secs: cp,
+            memory_gb: None,
         }
     }
 }

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use super::raw::{FileText, RawBuild, RawProfile, RawRecipe, RawSource, RawStack, RawTargets};
 use super::tree::RecipeTree;
 use super::{
-    url_file_name, BuildSpec, BuildSystem, ExternalSpec, PatchRef, PinFrom, Profile, Recipe, SourceSpec, Stack,
-    TargetPolicy, WhenUnsupported, GFX_OVERRIDE_VAR,
+    url_file_name, BuildSpec, BuildSystem, Estimate, ExternalSpec, PatchRef, PinFrom, Profile, Recipe, SourceSpec,
+    Stack, TargetPolicy, WhenUnsupported, GFX_OVERRIDE_VAR,
 };
 use crate::diagnostic::{Diagnostic, Diagnostics};
 use crate::target::{GpuTarget, TargetSet};
@@ -203,6 +203,9 @@ pub(super) fn lower_recipe<'a>(
     let targets = lower_target_policy(&file, raw.targets, diags);
     let host = super::host::lower_host(&file, raw.host, raw.build.requirements.as_ref(), diags);
     let build = lower_build(&file, raw.build, !raw.dependencies.build.is_empty(), diags);
+    let provides = super::proofs::lower_provides(&file, raw.provides, diags);
+    let checks = super::proofs::lower_checks(tree, &file, stack, raw.check, diags);
+    let estimate = raw.estimate.map(|e| lower_estimate(&file, e, diags));
 
     let deps = raw.dependencies.build.iter().map(name_and_span).chain(source_deps.iter().cloned()).collect();
     let mut source_dep_names: Vec<String> = Vec::new();
@@ -227,24 +230,32 @@ pub(super) fn lower_recipe<'a>(
         cmake_packages: raw.package.cmake_packages,
         pin_from: (!source.is_unlocked() && source.pin().is_some()).then_some(PinFrom::Recipe),
         witness: raw.source.as_ref().and_then(|s| s.get_ref().witness.clone()),
-        canonical: canonical(file.text),
+        canonical: canonical(file.text) + &super::proofs::files_digest(&checks),
+        provides,
+        checks,
+        estimate,
     };
     Lowered { recipe, name_span: raw.package.name.span(), deps, file }
 }
 
 /// The recipe's content serialised canonically (keys sorted), immune to comments, whitespace
-/// and key order, to `build.estimate-minutes` (a guess of how long it takes changes nothing
-/// built), to `source.witness` (who else states the pin changes nothing built) and to `[host]`
-/// (what the machine must have is checked before a build, not built; the host's tools are in the
-/// key through their identities).
+/// and key order, to `[estimate]` (a guess of how long it takes changes nothing built), to
+/// `source.witness` (who else states the pin changes nothing built), to the words of
+/// `[[provides]]` (`what`, `consumers`: only its `files` and `query` decide what passes) and to
+/// `[host]` (what the machine must have is checked before a build, not built; the host's tools
+/// are in the key through their identities).
 fn canonical(text: &str) -> String {
     toml::from_str::<toml::Value>(text)
         .map(|mut v| {
             if let Some(t) = v.as_table_mut() {
                 t.remove("host");
+                t.remove("estimate");
             }
-            if let Some(build) = v.get_mut("build").and_then(|b| b.as_table_mut()) {
-                build.remove("estimate-minutes");
+            if let Some(provides) = v.get_mut("provides").and_then(|b| b.as_array_mut()) {
+                for p in provides.iter_mut().filter_map(|p| p.as_table_mut()) {
+                    p.remove("what");
+                    p.remove("consumers");
+                }
             }
             if let Some(source) = v.get_mut("source").and_then(|b| b.as_table_mut()) {
                 source.remove("witness");
@@ -523,11 +534,6 @@ fn lower_build(file: &FileText<'_>, raw: RawBuild, has_build_deps: bool, diags: 
             diags.push(file.whole(format!("`memory-per-job-gb` must be between 0 and 1024, got {mem}")));
         }
     }
-    if let Some(m) = raw.estimate_minutes {
-        if !(0.0..100_000.0).contains(&m) {
-            diags.push(file.whole(format!("`estimate-minutes` must be between 0 and 100000, got {m}")));
-        }
-    }
     if let Some(reqs) = &raw.requirements {
         if matches!(raw.system, BuildSystem::SourceOnly | BuildSystem::PrebuiltWheel) {
             diags.push(
@@ -578,9 +584,32 @@ fn lower_build(file: &FileText<'_>, raw: RawBuild, has_build_deps: bool, diags: 
         env: raw.env,
         steps: raw.steps,
         memory_per_job_gb: raw.memory_per_job_gb.unwrap_or(DEFAULT_MEMORY_PER_JOB_GB),
-        estimate_minutes: raw.estimate_minutes,
         requirements: raw.requirements.map(Spanned::into_inner).unwrap_or_default(),
         install_wheels,
+    }
+}
+
+/// `[estimate]`: figures in sane ranges (a minute to ten weeks; up to a thousand core-days).
+fn lower_estimate(file: &FileText<'_>, raw: Spanned<super::raw::RawEstimate>, diags: &mut Diagnostics) -> Estimate {
+    let span = raw.span();
+    let e = raw.into_inner();
+    let ranges = [
+        ("serial-minutes", e.serial_minutes, 100_000.0),
+        ("parallel-core-hours", e.parallel_core_hours, 24_000.0),
+        ("download-mb", e.download_mb.unwrap_or(0.0), 1_000_000.0),
+        ("disk-gb", e.disk_gb.unwrap_or(0.0), 100_000.0),
+    ];
+    for (field, v, max) in ranges {
+        if !(0.0..=max).contains(&v) {
+            diags.push(file.at(span.clone(), format!("`[estimate] {field}` must be between 0 and {max}, got {v}")));
+        }
+    }
+    Estimate {
+        serial_minutes: e.serial_minutes,
+        parallel_core_hours: e.parallel_core_hours,
+        download_mb: e.download_mb.unwrap_or(0.0),
+        disk_gb: e.disk_gb.unwrap_or(0.0),
+        source: e.source,
     }
 }
 

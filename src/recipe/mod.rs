@@ -18,6 +18,7 @@ pub mod host;
 mod load;
 pub mod lockfile;
 mod lower;
+pub mod proofs;
 #[cfg(test)]
 mod props;
 mod raw;
@@ -154,6 +155,15 @@ pub struct Recipe {
     /// `[source] witness`: who else states the pin (a packager's file, the upstream wheel...),
     /// so a reader can confirm it. Not part of the cache key.
     pub witness: Option<String>,
+    /// `[[provides]]`: what its consumers take from it, checked before its artifact is stored.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub provides: Vec<Provide>,
+    /// `[[check]]`: programs run after install, each a step of the build, failing the recipe.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<PostCheck>,
+    /// `[estimate]`: its work in the night's model, until a build here was timed. Not part of
+    /// the cache key.
+    pub estimate: Option<Estimate>,
     /// The recipe's parsed content, serialised canonically (keys sorted): the cache key's input,
     /// immune to comments, whitespace and key order.
     #[serde(skip)]
@@ -289,9 +299,6 @@ pub struct BuildSpec {
     pub env: BTreeMap<String, String>,
     pub steps: Vec<String>,
     pub memory_per_job_gb: f64,
-    /// How long a build takes, for the schedule and the night's estimate until a build was
-    /// timed (`plan::night`). Not part of the cache key.
-    pub estimate_minutes: Option<f64>,
     pub requirements: Vec<String>,
     /// python-wheel: projects (by name) whose wheels, built by the recipe's build dependencies,
     /// are installed into the build venv before the build; never taken from an index.
@@ -390,6 +397,44 @@ impl TargetDecision {
             TargetDecision::Unsupported { reason } => format!("UNSUPPORTED ({reason})"),
         }
     }
+}
+
+/// One need of a recipe's consumers (`[[provides]]`): files it must install, or a path one of
+/// its programs must print, each matched in the installed tree before the artifact is stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Provide {
+    pub what: String,
+    /// `<recipe>: <upstream file:line>` of each consumer that takes it.
+    pub consumers: Vec<String>,
+    /// Paths or globs relative to the prefix; `{target}` / `{target_isa}` expand per target.
+    pub files: Vec<String>,
+    /// A program the recipe installs (prefix-relative) and its arguments: the last line it prints
+    /// is a path that must exist.
+    pub query: Vec<String>,
+}
+
+/// A check after install (`[[check]]`): shell lines run as a step of the recipe's build, in a
+/// fresh copy of `recipes/<stack>/checks/<files>/`, and files there whose device code must
+/// carry every target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PostCheck {
+    pub name: String,
+    /// The files copied into the check's directory: (path relative to it, content).
+    #[serde(skip)]
+    pub files: Vec<(String, Vec<u8>)>,
+    pub steps: Vec<String>,
+    pub device_code: Vec<String>,
+}
+
+/// A recipe's work in the night's model (`[estimate]`): wall minutes more jobs do not shorten,
+/// and core-hours of compiling spread over its jobs; what it downloads and the disk it takes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Estimate {
+    pub serial_minutes: f64,
+    pub parallel_core_hours: f64,
+    pub download_mb: f64,
+    pub disk_gb: f64,
+    pub source: Option<String>,
 }
 
 /// How to recognise this component in an installed ROCm (`--rocm-path`).

@@ -67,6 +67,46 @@ pub(super) struct RawRecipe {
     pub external: Option<RawExternal>,
     #[serde(default)]
     pub host: RawHost,
+    /// `[[provides]]`: what consumers take from this recipe, checked before its artifact is stored.
+    #[serde(default)]
+    pub provides: Vec<Spanned<RawProvide>>,
+    /// `[[check]]`: programs run after install that prove the output works.
+    #[serde(default)]
+    pub check: Vec<Spanned<RawCheck>>,
+    /// `[estimate]`: how long it builds and what it takes, for `plan`.
+    pub estimate: Option<Spanned<RawEstimate>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawProvide {
+    pub what: String,
+    pub consumers: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub files: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub query: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawCheck {
+    pub name: Spanned<String>,
+    pub files: Option<Spanned<String>>,
+    pub steps: Vec<String>,
+    #[serde(default)]
+    pub device_code: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawEstimate {
+    pub serial_minutes: f64,
+    #[serde(default)]
+    pub parallel_core_hours: f64,
+    pub download_mb: Option<f64>,
+    pub disk_gb: Option<f64>,
+    pub source: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -123,7 +163,6 @@ pub(super) struct RawBuild {
     #[serde(default)]
     pub steps: Vec<String>,
     pub memory_per_job_gb: Option<f64>,
-    pub estimate_minutes: Option<f64>,
     pub requirements: Option<Spanned<Vec<String>>>,
     pub install_wheels: Option<Spanned<Vec<Spanned<String>>>>,
 }

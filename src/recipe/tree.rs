@@ -126,6 +126,12 @@ impl RecipeTree {
             .collect()
     }
 
+    /// Every file below the folder `dir` (`recipes/<stack>/checks/x/`), as (path relative to
+    /// it, content).
+    pub fn files_under<'a>(&'a self, dir: &'a str) -> impl Iterator<Item = (&'a str, &'a [u8])> + 'a {
+        self.files.iter().filter_map(move |(k, v)| Some((k.strip_prefix(dir)?, v.as_slice())))
+    }
+
     /// Patch files in `patches/<stack>/<recipe>/` that the recipe's series does not name (a
     /// patch someone meant to apply, forgotten in the series), as display paths.
     pub fn unlisted_patches(&self, stack: &str, recipe: &str, series: &[String]) -> Vec<String> {

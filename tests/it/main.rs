@@ -17,6 +17,7 @@ mod keys;
 mod layering;
 mod lock;
 mod prebuilt;
+mod proofs;
 mod reap;
 mod remote;
 mod realstack;

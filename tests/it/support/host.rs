@@ -145,7 +145,11 @@ pub fn real_uv() -> PathBuf {
 pub fn meeting_needs_of(dir: &Path) -> FakeHost {
     let (mut packages, mut modules, mut headers) = (Vec::new(), Vec::new(), Vec::new());
     for entry in std::fs::read_dir(dir).unwrap() {
-        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            continue;
+        }
+        let text = std::fs::read_to_string(path).unwrap();
         let Ok(v) = text.parse::<toml::Table>() else { continue };
         let Some(host) = v.get("host").and_then(|h| h.as_table()) else { continue };
         let list = |k: &str| -> Vec<String> {

@@ -1,0 +1,199 @@
+//! What a recipe answers for, checked at its own end, before its artifact is stored: the
+//! coverage `[targets]` declares, the needs of its consumers (`[[provides]]`: files, or a path a
+//! program of it prints), and the checks after install (`[[check]]`: steps of the build, run in
+//! a fresh copy of the check's files, and the device code of what they made). A miss fails the
+//! recipe that is wrong, naming the consumer or the check, instead of a consumer hours later.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::{io_err, BuildError, Engine};
+use crate::layout::WorkDir;
+use crate::offload::coverage::{self, CoverageCheck, CoverageSpec, Installed};
+use crate::plan::PlanEntry;
+use crate::recipe::proofs::TARGET_PLACEHOLDERS;
+use crate::recipe::{PostCheck, Provide, Recipe};
+
+/// How long a `[[provides]] query` program may take (a compiler printing a path: a second).
+const QUERY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The directory a check runs in: `<build>/checks/<name>`.
+pub fn check_dir(wd: &WorkDir, check: &str) -> PathBuf {
+    wd.build().join("checks").join(check)
+}
+
+/// The steps of a check: `check-<name>` for one line, `check-<name>.<i>` for several.
+pub fn check_step_names(c: &PostCheck) -> Vec<String> {
+    match c.steps.len() {
+        1 => vec![format!("check-{}", c.name)],
+        _ => (1..=c.steps.len()).map(|i| format!("check-{}.{i}", c.name)).collect(),
+    }
+}
+
+/// Writes a fresh copy of the check's files into its directory (before its first step runs).
+pub fn materialize(c: &PostCheck, dir: &Path) -> Result<(), BuildError> {
+    crate::fsutil::remove_dir_all_if_exists(dir).map_err(io_err("cannot clean", dir))?;
+    std::fs::create_dir_all(dir).map_err(io_err("cannot create", dir))?;
+    for (rel, bytes) in &c.files {
+        let path = dir.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io_err("cannot create", parent))?;
+        }
+        std::fs::write(&path, bytes).map_err(io_err("cannot write", &path))?;
+        if rel.ends_with(".sh") || rel.ends_with(".py") {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755));
+        }
+    }
+    Ok(())
+}
+
+impl Engine<'_> {
+    /// Every declaration of `r` checked against what it installed into `tree` and what its
+    /// checks made in `wd`; all go to the report, and any miss fails the recipe with every
+    /// problem listed.
+    pub(super) fn check_outputs(&self, r: &Recipe, d: &PlanEntry, tree: &Path, wd: &WorkDir) -> Result<(), BuildError> {
+        let built_for: Vec<&str> = d.targets.targets().map(|t| t.names()).unwrap_or_default();
+        let wheels = self.wheels_of(r, tree)?;
+        let installed = if wheels.is_empty() { Installed::Tree(tree) } else { Installed::Wheels(&wheels) };
+        let malformed = |what: &str, e: crate::offload::OffloadError| BuildError::Coverage {
+            recipe: r.name.clone(),
+            file: r.file.clone(),
+            what: what.to_string(),
+            problems: vec![e.to_string()],
+        };
+        let spec = CoverageSpec { device_code: &r.targets.device_code, must_contain: &r.targets.must_contain };
+        // The recipe's own declarations: `[targets]`, and the device code of what its checks made.
+        let mut own = coverage::check(spec, &built_for, &installed).map_err(|e| malformed("`[targets]`", e))?;
+        // A host-only recipe's checks compile for the requested targets (as `{targets}` says).
+        let requested: Vec<&str> = self.plan.targets.names();
+        let check_targets = if d.targets.targets().is_some() { &built_for } else { &requested };
+        for c in &r.checks {
+            let dir = check_dir(wd, &c.name);
+            let spec = CoverageSpec { device_code: &c.device_code, must_contain: &Default::default() };
+            for mut found in coverage::check(spec, check_targets, &Installed::Tree(&dir))
+                .map_err(|e| malformed(&format!("check `{}`", c.name), e))?
+            {
+                found.pattern = format!("check {}: {}", c.name, found.pattern);
+                own.push(found);
+            }
+        }
+        // Its consumers' needs.
+        let needs: Vec<CoverageCheck> = r.provides.iter().map(|p| provide(p, &requested, &installed, tree)).collect();
+        if own.is_empty() && needs.is_empty() {
+            return Ok(());
+        }
+        let all: Vec<CoverageCheck> = own.iter().chain(&needs).cloned().collect();
+        self.progress.coverage(&r.name, &all);
+        for c in all.iter().filter(|c| c.ok) {
+            self.progress.message(&r.name, &c.describe());
+        }
+        let failed =
+            |checks: &[CoverageCheck]| checks.iter().filter(|c| !c.ok).map(|c| c.describe()).collect::<Vec<_>>();
+        let (own, needs) = (failed(&own), failed(&needs));
+        if !own.is_empty() {
+            return Err(BuildError::Coverage {
+                recipe: r.name.clone(),
+                file: r.file.clone(),
+                what: "`[targets]` and `[[check]]`".into(),
+                problems: own.into_iter().chain(needs).collect(),
+            });
+        }
+        if !needs.is_empty() {
+            return Err(BuildError::Provides { recipe: r.name.clone(), file: r.file.clone(), problems: needs });
+        }
+        Ok(())
+    }
+}
+
+/// One `[[provides]]` checked: every file entry matches (once per requested target where it
+/// names one), and the query's program prints a path that exists.
+fn provide(p: &Provide, targets: &[&str], installed: &Installed<'_>, tree: &Path) -> CoverageCheck {
+    let mut found = Vec::new();
+    let mut missing = Vec::new();
+    for f in &p.files {
+        let expanded: Vec<String> = if TARGET_PLACEHOLDERS.iter().any(|ph| f.contains(ph)) {
+            targets
+                .iter()
+                .map(|t| f.replace("{target}", t).replace("{target_isa}", t.trim_start_matches("gfx")))
+                .collect()
+        } else {
+            vec![f.clone()]
+        };
+        for pattern in expanded {
+            match coverage::matching(installed, &pattern) {
+                Ok(m) if m.is_empty() => missing.push(format!("`{pattern}`: no installed file matches")),
+                Ok(m) => found.extend(m),
+                Err(e) => missing.push(e.to_string()),
+            }
+        }
+    }
+    if !p.query.is_empty() {
+        match query(&p.query, tree) {
+            Ok(path) => found.push(path),
+            Err(why) => missing.push(why),
+        }
+    }
+    let ok = missing.is_empty();
+    CoverageCheck {
+        kind: "provides".into(),
+        pattern: p.what.clone(),
+        wants: p.consumers.clone(),
+        files: found
+            .into_iter()
+            .map(|path| coverage::CoveredFile { path, targets: Vec::new(), contains: None })
+            .collect(),
+        missing,
+        ok,
+    }
+}
+
+/// Runs the installed program `q[0]` (relative to `tree`) with `q[1..]`; the last line it
+/// prints must name a file that exists. Returns that path, or what went wrong.
+fn query(q: &[String], tree: &Path) -> Result<String, String> {
+    let shown = q.join(" ");
+    let program = tree.join(&q[0]);
+    if !program.is_file() {
+        return Err(format!("`{shown}`: `{}` is not installed", q[0]));
+    }
+    let out = std::process::Command::new(&program)
+        .args(&q[1..])
+        .current_dir(tree)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|child| wait_within(child, QUERY_TIMEOUT))
+        .map_err(|e| format!("`{shown}` could not run: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return Err(format!("`{shown}` failed ({}): {}", out.status, stderr.trim().lines().last().unwrap_or("")));
+    }
+    let Some(line) = stdout.lines().rev().map(str::trim).find(|l| !l.is_empty()) else {
+        return Err(format!("`{shown}` printed nothing"));
+    };
+    let path = Path::new(line);
+    let path = if path.is_absolute() { path.to_path_buf() } else { tree.join(path) };
+    if path.is_file() {
+        Ok(path.strip_prefix(tree).map(|p| p.display().to_string()).unwrap_or_else(|_| line.to_string()))
+    } else {
+        Err(format!("`{shown}` printed `{line}`, which does not exist"))
+    }
+}
+
+/// Waits for `child` at most `limit`; kills it past that.
+fn wait_within(mut child: std::process::Child, limit: Duration) -> std::io::Result<std::process::Output> {
+    let start = Instant::now();
+    loop {
+        if child.try_wait()?.is_some() {
+            return child.wait_with_output();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::other(format!("no answer within {}s: killed", limit.as_secs())));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -1,0 +1,140 @@
+//! What a recipe answers for, as written in its file: `[[provides]]` (what its consumers take
+//! from it, checked in its installed tree before its artifact is stored) and `[[check]]`
+//! (programs run after install that prove the output works: a toolchain that links, a patched
+//! kernel that compiles). Lowered here; carried out by `engine::proofs`.
+
+use toml::Spanned;
+
+use super::raw::{FileText, RawCheck, RawProvide};
+use super::tree::RecipeTree;
+use super::{PostCheck, Provide};
+use crate::diagnostic::Diagnostics;
+
+/// The placeholders a `[[provides]] files` path may hold, expanded once per requested target.
+pub const TARGET_PLACEHOLDERS: [&str; 2] = ["{target}", "{target_isa}"];
+
+/// Where a check's files live: `recipes/<stack>/checks/<dir>/`.
+pub fn checks_dir(stack: &str, dir: &str) -> String {
+    format!("recipes/{stack}/checks/{dir}/")
+}
+
+pub(super) fn lower_provides(
+    file: &FileText<'_>,
+    raw: Vec<Spanned<RawProvide>>,
+    diags: &mut Diagnostics,
+) -> Vec<Provide> {
+    let mut out = Vec::new();
+    for p in raw {
+        let span = p.span();
+        let p = p.into_inner();
+        if p.files.is_empty() && p.query.is_empty() {
+            diags.push(
+                file.at(span.clone(), format!("`[[provides]]` `{}` names no `files` and no `query`: nothing would be checked", p.what))
+                    .with_help("list the installed files the consumers need (`files = [\"lib/libx.so\"]`), or a program that prints one (`query = [...]`)"),
+            );
+        }
+        if p.consumers.is_empty() {
+            diags.push(file.at(span.clone(), format!("`[[provides]]` `{}` names no consumer", p.what)).with_help(
+                "add `consumers = [\"<recipe>: <upstream file:line>\"]`: who needs it, and where that is written",
+            ));
+        }
+        for c in &p.consumers {
+            if !c.get_ref().split_once(':').is_some_and(|(r, why)| !r.trim().is_empty() && !why.trim().is_empty()) {
+                diags.push(
+                    file.at(c.span(), format!("consumer `{}` must read `<recipe>: <upstream file:line>`", c.get_ref()))
+                        .with_help("e.g. `clr: hipamd/hip-config-amd.cmake:159-185 (rocm-6.2.2)`"),
+                );
+            }
+        }
+        for f in &p.files {
+            let plain = TARGET_PLACEHOLDERS.iter().fold(f.get_ref().clone(), |s, ph| s.replace(ph, "gfx1010"));
+            if let Err(e) = crate::offload::coverage::matcher(&plain) {
+                diags.push(file.at(f.span(), e));
+            }
+        }
+        if let Some(program) = p.query.first() {
+            if crate::offload::coverage::matcher(program).is_err() || program.contains('*') {
+                diags.push(file.at(
+                    span.clone(),
+                    format!("`query` starts with `{program}`: it must be a program the recipe installs, as a path relative to the prefix"),
+                ));
+            }
+        }
+        out.push(Provide {
+            what: p.what,
+            consumers: p.consumers.into_iter().map(Spanned::into_inner).collect(),
+            files: p.files.into_iter().map(Spanned::into_inner).collect(),
+            query: p.query,
+        });
+    }
+    out
+}
+
+pub(super) fn lower_checks(
+    tree: &RecipeTree,
+    file: &FileText<'_>,
+    stack: &str,
+    raw: Vec<Spanned<RawCheck>>,
+    diags: &mut Diagnostics,
+) -> Vec<PostCheck> {
+    let mut out: Vec<PostCheck> = Vec::new();
+    for c in raw {
+        let span = c.span();
+        let c = c.into_inner();
+        let name = c.name.get_ref().clone();
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+            diags
+                .push(file.at(c.name.span(), format!("check name `{name}` must be lowercase letters, digits and `-`")));
+        } else if out.iter().any(|o| o.name == name) {
+            diags.push(file.at(c.name.span(), format!("check `{name}` is declared twice")));
+        }
+        if c.steps.iter().all(|s| s.trim().is_empty()) {
+            diags.push(
+                file.at(span.clone(), format!("check `{name}` has no steps: it would prove nothing"))
+                    .with_help("add the shell lines that build or run the check (`steps = [\"...\"]`)"),
+            );
+        }
+        let mut files = Vec::new();
+        if let Some(dir) = &c.files {
+            let base = checks_dir(stack, dir.get_ref());
+            if dir.get_ref().is_empty() || dir.get_ref().contains("..") || dir.get_ref().starts_with('/') {
+                diags.push(file.at(
+                    dir.span(),
+                    format!("check files `{}` must be a folder name under recipes/{stack}/checks/", dir.get_ref()),
+                ));
+            } else {
+                files = tree.files_under(&base).map(|(rel, bytes)| (rel.to_string(), bytes.to_vec())).collect();
+                if files.is_empty() {
+                    diags.push(
+                        file.at(dir.span(), format!("check `{name}`: no files in {}", tree.display_path(&base)))
+                            .with_help("put the check's files there, or remove `files`"),
+                    );
+                }
+            }
+        }
+        for d in &c.device_code {
+            if let Err(e) = crate::offload::coverage::matcher(d.get_ref()) {
+                diags.push(file.at(d.span(), format!("{e} (relative to the check's directory)")));
+            }
+        }
+        out.push(PostCheck {
+            name,
+            files,
+            steps: c.steps,
+            device_code: c.device_code.into_iter().map(Spanned::into_inner).collect(),
+        });
+    }
+    out
+}
+
+/// What of the checks' files enters the cache key (their steps are in the recipe's content):
+/// each file's path and sha256, one line each.
+pub(super) fn files_digest(checks: &[PostCheck]) -> String {
+    let mut s = String::new();
+    for c in checks {
+        for (rel, bytes) in &c.files {
+            s.push_str(&format!("\ncheck {} {rel} {}", c.name, crate::digest::sha256_hex(bytes)));
+        }
+    }
+    s
+}
