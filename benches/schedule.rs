@@ -6,9 +6,9 @@
 //!
 //! 1. The 16-recipe test graph (`plan::night::test_graph`, the `tests/fixtures/night` stack):
 //!    one job per recipe, 3 jobs.
-//! 2. The embedded rocm-6.2 stack, every recipe, with the durations stated (as assumptions) in
-//!    `ci/real-stack-durations.toml`, on three machines: each recipe asks for the job budget
-//!    capped by its `memory-per-job-gb`, as the engine does.
+//! 2. The embedded rocm-6.2 stack, every recipe, with the estimates its recipes state
+//!    (`[estimate]`, derived in docs/night-estimate.md), on three machines: each recipe asks for
+//!    the job budget capped by its `memory-per-job-gb`, as the engine does.
 //!
 //! Lines starting `sched ` are collected by ci/bench.sh.
 
@@ -34,8 +34,6 @@ fn main() {
         night::sequential(&tasks, 3)
     );
 
-    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/ci/real-stack-durations.toml");
-    let durations: BTreeMap<String, toml::Value> = toml::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
     let tree = RecipeTree::embedded();
     let stack = load_stack(&tree, "rocm-6.2").unwrap_or_else(|e| panic!("{e:?}"));
     let all: Vec<String> = stack.recipes.keys().cloned().collect();
@@ -48,13 +46,10 @@ fn main() {
             .iter()
             .map(|n| {
                 let r = &stack.recipes[*n];
-                let work = match durations.get(*n) {
-                    Some(d) => Work {
-                        serial_secs: num(&d["serial-minutes"]) * 60.0,
-                        parallel_secs: num(&d["parallel-core-hours"]) * 3600.0,
-                    },
+                let work = match &r.estimate {
+                    Some(e) => Work { serial_secs: e.serial_minutes * 60.0, parallel_secs: e.parallel_core_hours * 3600.0 },
                     None if r.is_source_only() => Work::default(),
-                    None => panic!("{file} has no `{n}`"),
+                    None => panic!("recipe `{n}` has no [estimate]"),
                 };
                 Task {
                     name: n.to_string(),
@@ -91,8 +86,4 @@ fn main() {
         }
         println!("sched real-stack [{machine}] sequential {:.3} ({})", seq / bound, night::human(seq));
     }
-}
-
-fn num(v: &toml::Value) -> f64 {
-    v.as_float().or_else(|| v.as_integer().map(|i| i as f64)).expect("a number")
 }

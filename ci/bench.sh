@@ -20,7 +20,7 @@
 #    (per run ratios, min / median / max over the runs)
 # 3. the schedule: the 16-recipe graph in simulation and with real sleeps, against the lower
 #    bound max(critical path, work / jobs)                                        target <= 1.05x
-#    and the rocm-6.2 stack in simulation (ci/real-stack-durations.toml, assumptions) against
+#    and the rocm-6.2 stack in simulation (the recipes' [estimate], docs/night-estimate.md) against
 #    the bound and a sequential build
 # 4. rocmforge's peak RSS while a step prints 1 GiB of log                        target <= 64 MB
 #    (plain lines, live bars on a pseudo-terminal, and `rocmforge log` of that log)

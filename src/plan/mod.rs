@@ -116,6 +116,11 @@ pub struct PlanEntry {
     /// The source's pin and where it came from (`None`: unpinned, or no source of its own).
     pub pin: Option<PinInfo>,
     pub patches: Vec<String>,
+    /// Its checks after install (`[[check]]` names) and how many needs of its consumers it
+    /// answers for (`[[provides]]`): both run before its artifact is stored.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<String>,
+    pub provides: usize,
     pub deps: Vec<String>,
     pub wave: usize,
     pub targets: TargetDecision,
@@ -349,6 +354,8 @@ pub fn resolve(
             locked: !r.source.is_unlocked(),
             pin: PinInfo::of(r),
             patches: r.patches.iter().map(|p| p.name.clone()).collect(),
+            checks: r.checks.iter().map(|c| c.name.clone()).collect(),
+            provides: r.provides.len(),
             deps: graph.deps_of(name).into_iter().map(String::from).collect(),
             wave: wave_of(name),
             targets,
@@ -456,6 +463,16 @@ impl Plan {
             }
             if !e.deps.is_empty() {
                 s.push_str(&format!("     deps:    {}\n", e.deps.join(", ")));
+            }
+            if !e.checks.is_empty() || e.provides > 0 {
+                let mut what = Vec::new();
+                if !e.checks.is_empty() {
+                    what.push(format!("after install: {}", e.checks.join(", ")));
+                }
+                if e.provides > 0 {
+                    what.push(format!("{} need(s) of its consumers", e.provides));
+                }
+                s.push_str(&format!("     checks:  {}\n", what.join("; ")));
             }
             s.push_str(&format!("     targets: {}\n", e.targets.describe()));
             s.push_str(&format!("     state:   {} ({})\n", e.state.as_str(), e.reason));

@@ -108,8 +108,20 @@ const ARGS: &[(&str, &str, &str)] = &[
     ),
     (
         "llvm",
-        "-DLLVM_ENABLE_RUNTIMES=openmp",
-        "Tensile Source/CMakeLists.txt:39,67-74: -fopenmp with the stack's clang",
+        "-DLLVM_ENABLE_RUNTIMES=compiler-rt;openmp",
+        "compiler-rt: clr hipamd/hip-config-amd.cmake:159-189 links its builtins into hip::host/hip::device; \
+         openmp: Tensile Source/CMakeLists.txt:39,67-74 compiles with -fopenmp by the stack's clang",
+    ),
+    (
+        "llvm",
+        "-DLLVM_ENABLE_PER_TARGET_RUNTIME_DIR=OFF",
+        "ROCm's layout: builtins in llvm/lib/clang/18/lib/linux, libomp in llvm/lib",
+    ),
+    ("llvm", "-DCOMPILER_RT_BUILD_BUILTINS=ON", "the builtins are what clr's hip-config and hipcc link"),
+    (
+        "rocminfo",
+        "-DROCRTST_BLD_TYPE=Release",
+        "rocminfo CMakeLists.txt:65-72,116: its build type comes from ROCRTST_BLD_TYPE (Debug otherwise)",
     ),
     ("rocfft", "-DSQLITE_USE_SYSTEM_PACKAGE=ON", "rocFFT cmake/sqlite.cmake:27: else downloads SQLite at configure"),
     ("miopen", "-DMIOPEN_USE_COMPOSABLEKERNEL=OFF", "gfx10: composable_kernel 6.2 has no gfx101 buffer resource"),
@@ -191,6 +203,35 @@ fn every_decided_option_is_passed_and_no_missing_option_is() {
         let name = |r: &str| r.split(['=', '<', '>', '~', '!', ' ', '[']).next().unwrap_or("").to_lowercase();
         if !reqs.iter().any(|r| name(r) == package.to_lowercase()) {
             failures.push(format!("{recipe} must list {package} in requirements ({reqs:?}): {why}"));
+        }
+    }
+    assert!(failures.is_empty(), "{} problem(s):\n{}", failures.len(), failures.join("\n"));
+}
+
+/// (recipe, `[host]` field, need, why): what a host must have that the upstream build finds with
+/// a REQUIRED find or runs, so `doctor` and `build` catch it before the night, not its configure.
+const HOST: &[(&str, &str, &str, &str)] = &[
+    ("miopen", "commands", "bzcat", "MIOpen CMakeLists.txt:542 find_program(UNZIPPER lbzcat bzcat REQUIRED)"),
+    ("miopen", "packages", "bzip2", "Debian's bzcat; libbz2-dev does not bring it"),
+    ("rocminfo", "commands", "python3", "rocm_agent_enumerator starts #!/usr/bin/env python3"),
+    ("hipblaslt", "headers", "msgpack.hpp", "tensilelite MessagePack.hpp:35 includes <msgpack.hpp> (the C library has none)"),
+    ("hipblaslt", "packages", "libmsgpack-dev", "tensilelite CMakeLists.txt:105 find_package(msgpack): the config named `msgpack`"),
+    ("rocblas", "headers", "msgpack.hpp", "Tensile MessagePack.hpp:35 includes <msgpack.hpp>"),
+];
+
+#[test]
+fn every_host_need_upstream_requires_is_declared() {
+    let stack = stack();
+    let mut failures = Vec::new();
+    for (recipe, field, need, why) in HOST {
+        let host = &stack.recipe(recipe).unwrap().host;
+        let have: Vec<String> = match *field {
+            "commands" => host.commands.clone(),
+            "headers" => host.headers.clone(),
+            _ => host.packages.iter().map(|p| p.to_string()).collect(),
+        };
+        if !have.iter().any(|h| h == need) {
+            failures.push(format!("{recipe} [host] {field} must have {need} ({have:?}): {why}"));
         }
     }
     assert!(failures.is_empty(), "{} problem(s):\n{}", failures.len(), failures.join("\n"));
