@@ -75,6 +75,8 @@ pub enum TargetError {
     Unknown { name: String, hint: String, known: String },
     #[error("no GPU target given: pass --target, e.g. --target gfx1010")]
     Empty,
+    #[error("`{spec}` has an empty target between its separators: list targets like `gfx1010,gfx1012`")]
+    EmptyItem { spec: String },
 }
 
 fn known_list() -> String {
@@ -89,7 +91,12 @@ impl TargetSet {
     /// Parses `gfx1010,gfx1012` (also `;` or space separated, as PYTORCH_ROCM_ARCH users type it).
     pub fn parse(spec: &str) -> Result<TargetSet, TargetError> {
         let mut set = BTreeSet::new();
-        for raw in spec.split([',', ';', ' ']).map(str::trim).filter(|s| !s.is_empty()) {
+        let items: Vec<&str> = spec.split([',', ';']).map(str::trim).collect();
+        // `gfx1010,,` or `,gfx1010`: a typo, not a list (a lone empty spec is `Empty` below).
+        if items.iter().any(|i| i.is_empty()) && items.iter().any(|i| !i.is_empty()) {
+            return Err(TargetError::EmptyItem { spec: spec.to_string() });
+        }
+        for raw in items.iter().flat_map(|i| i.split_whitespace()) {
             match GpuTarget::lookup(raw) {
                 Some(t) => {
                     set.insert(t);
@@ -196,6 +203,11 @@ mod tests {
     #[test]
     fn empty_is_refused() {
         assert_eq!(TargetSet::parse(" , ").unwrap_err(), TargetError::Empty);
+        for typo in ["gfx1010,,", ",gfx1010", "gfx1010,;gfx1030", "gfx1010, ,gfx1030"] {
+            let e = TargetSet::parse(typo).unwrap_err();
+            assert_eq!(e, TargetError::EmptyItem { spec: typo.into() }, "{typo}");
+            assert!(e.to_string().contains(&format!("`{typo}` has an empty target")), "{e}");
+        }
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub struct Args {
     #[command(flatten)]
     pub selection: Selection,
     /// Job budget shared by the build (default: number of cores); capped per recipe by memory.
-    #[arg(long, short = 'j')]
+    #[arg(long, short = 'j', value_parser = super::job_count)]
     pub jobs: Option<usize>,
     /// Rebuild this recipe (and everything that depends on it) even if cached. Repeatable.
     #[arg(long, value_name = "RECIPE")]
@@ -46,10 +46,12 @@ fn parse_compiler_cache(s: &str) -> Result<CompilerCacheChoice, String> {
 
 pub fn run(ctx: &Context, args: Args) -> CliResult {
     let tree = ctx.tree()?;
+    // The targets first: a typo in them is refused before anything is pinned or fetched.
+    let targets = ctx.targets(&ctx.stack(&tree)?, args.selection.target.as_deref())?;
     let stack = ctx.pinned_stack(&tree, &args.selection.recipes, args.locked)?;
     let cfg = ctx.config()?;
     let req = BuildRequest {
-        targets: ctx.targets(&stack, args.selection.target.as_deref())?,
+        targets,
         recipes: args.selection.recipes,
         jobs: args.jobs,
         rebuild: args.rebuild,

@@ -395,3 +395,12 @@ pub fn main() -> ExitCode {
         }
     }
 }
+
+/// `-j N`: a job budget of at least one.
+pub fn job_count(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("0 jobs would build nothing: give 1 or more (the default is the number of cores)".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{s}` is not a number of jobs: give 1 or more")),
+    }
+}

@@ -13,7 +13,7 @@ pub struct Args {
     #[arg(long)]
     pub prefix: Option<std::path::PathBuf>,
     /// The job budget the night's estimate is for (default: number of cores).
-    #[arg(long, short = 'j')]
+    #[arg(long, short = 'j', value_parser = super::job_count)]
     pub jobs: Option<usize>,
     /// Estimate the night for a machine with this much memory (GiB) instead of this host's
     /// available memory (it caps each recipe's jobs by its `memory-per-job-gb`).

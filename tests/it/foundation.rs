@@ -287,6 +287,32 @@ fn unknown_target_is_refused_with_the_list() {
 }
 
 #[test]
+fn zero_jobs_and_an_empty_target_in_a_list_are_refused_before_anything_runs() {
+    let home = tempfile::tempdir().unwrap();
+    for cmd in ["build", "plan", "doctor"] {
+        rocmforge(home.path())
+            .arg("--recipes")
+            .arg(fixture_tree())
+            .args([cmd, "torch", "-j", "0"])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(
+                "invalid value '0' for '--jobs <JOBS>': 0 jobs would build nothing: give 1 or more",
+            ));
+    }
+    for cmd in ["build", "plan"] {
+        rocmforge(home.path())
+            .arg("--recipes")
+            .arg(fixture_tree())
+            .args([cmd, "torch", "--target", "gfx1010,,"])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("error: `gfx1010,,` has an empty target between its separators"));
+    }
+    assert!(!home.path().join("state/rocmforge").join("builds").exists());
+}
+
+#[test]
 fn unknown_recipe_and_stack_suggest() {
     let home = tempfile::tempdir().unwrap();
     rocmforge(home.path())
