@@ -47,7 +47,9 @@ fn main() {
             .map(|n| {
                 let r = &stack.recipes[*n];
                 let work = match &r.estimate {
-                    Some(e) => Work { serial_secs: e.serial_minutes * 60.0, parallel_secs: e.parallel_core_hours * 3600.0 },
+                    Some(e) => {
+                        Work { serial_secs: e.serial_minutes * 60.0, parallel_secs: e.parallel_core_hours * 3600.0 }
+                    }
                     None if r.is_source_only() => Work::default(),
                     None => panic!("recipe `{n}` has no [estimate]"),
                 };

@@ -214,8 +214,18 @@ const HOST: &[(&str, &str, &str, &str)] = &[
     ("miopen", "commands", "bzcat", "MIOpen CMakeLists.txt:542 find_program(UNZIPPER lbzcat bzcat REQUIRED)"),
     ("miopen", "packages", "bzip2", "Debian's bzcat; libbz2-dev does not bring it"),
     ("rocminfo", "commands", "python3", "rocm_agent_enumerator starts #!/usr/bin/env python3"),
-    ("hipblaslt", "headers", "msgpack.hpp", "tensilelite MessagePack.hpp:35 includes <msgpack.hpp> (the C library has none)"),
-    ("hipblaslt", "packages", "libmsgpack-dev", "tensilelite CMakeLists.txt:105 find_package(msgpack): the config named `msgpack`"),
+    (
+        "hipblaslt",
+        "headers",
+        "msgpack.hpp",
+        "tensilelite MessagePack.hpp:35 includes <msgpack.hpp> (the C library has none)",
+    ),
+    (
+        "hipblaslt",
+        "packages",
+        "libmsgpack-dev",
+        "tensilelite CMakeLists.txt:105 find_package(msgpack): the config named `msgpack`",
+    ),
     ("rocblas", "headers", "msgpack.hpp", "Tensile MessagePack.hpp:35 includes <msgpack.hpp>"),
 ];
 
