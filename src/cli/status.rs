@@ -5,7 +5,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{CliResult, Context, Failure};
 use crate::progress::{clock, human_secs, last_line};
-use crate::report::status::{leftovers, liveness, read, rocmforge_alive, Leftover, Waiting};
+use crate::report::status::{leftovers, liveness, read, rocmforge_alive, Leftover, StatusError, Waiting};
 use crate::report::{BuildRecord, BuildState};
 
 #[derive(Debug, clap::Args)]
@@ -18,7 +18,27 @@ pub struct Args {
 pub fn run(ctx: &Context, args: Args) -> CliResult {
     let cfg = ctx.config()?;
     let stack = ctx.build_stack(&cfg)?;
-    let (_, rec) = read(&cfg.state_dir, Some(&stack)).map_err(Failure::failed)?;
+    let rec = match read(&cfg.state_dir, Some(&stack)) {
+        Ok((_, rec)) => rec,
+        // Nothing built yet is an answer, not a failure: said in words, or as JSON of the shape
+        // `{"state": "none", "stack", "status_file", "message"}` (README, `status`).
+        Err(StatusError::None(path)) => {
+            let message = StatusError::None(path.clone()).to_string();
+            if args.json {
+                let v = serde_json::json!({
+                    "state": "none",
+                    "stack": stack,
+                    "status_file": path,
+                    "message": message,
+                });
+                println!("{}", serde_json::to_string_pretty(&v).map_err(Failure::failed)?);
+            } else {
+                println!("{message}");
+            }
+            return Ok(());
+        }
+        Err(e) => return Err(Failure::failed(e)),
+    };
     let live = liveness(&rec);
     let waiting = Waiting::of(&cfg.state_dir, &stack);
     let left = leftovers(&cfg.work_dir, &rec);

@@ -81,33 +81,16 @@ pub enum ExpandError {
 }
 
 impl Vars {
-    /// Expands `{name}` placeholders; `{{` and `}}` are literal braces.
+    /// Expands `{name}` placeholders; `{{` and `}}` are literal braces
+    /// ([`crate::recipe::placeholders`]).
     pub fn expand(&self, recipe: &str, text: &str) -> Result<String, ExpandError> {
         let mut out = String::with_capacity(text.len());
-        let mut rest = text;
-        while let Some(i) = rest.find(['{', '}']) {
-            out.push_str(&rest[..i]);
-            let c = rest.as_bytes()[i];
-            if rest[i..].starts_with("{{") || rest[i..].starts_with("}}") {
-                out.push(c as char);
-                rest = &rest[i + 2..];
-                continue;
+        for p in crate::recipe::placeholders::pieces(text) {
+            match p {
+                crate::recipe::placeholders::Piece::Text(t) => out.push_str(t),
+                crate::recipe::placeholders::Piece::Name(name) => out.push_str(&self.value(recipe, name, text)?),
             }
-            if c == b'}' {
-                out.push('}');
-                rest = &rest[i + 1..];
-                continue;
-            }
-            let Some(end) = rest[i..].find('}') else {
-                out.push_str(&rest[i..]);
-                rest = "";
-                break;
-            };
-            let name = &rest[i + 1..i + end];
-            out.push_str(&self.value(recipe, name, text)?);
-            rest = &rest[i + end + 1..];
         }
-        out.push_str(rest);
         Ok(out)
     }
 

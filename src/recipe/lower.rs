@@ -214,6 +214,7 @@ pub(super) fn lower_recipe<'a>(
             source_dep_names.push(n.clone());
         }
     }
+    check_texts(&file, &build, &checks, &source_dep_names, diags);
     let recipe = Recipe {
         name,
         version: raw.package.version,
@@ -236,6 +237,36 @@ pub(super) fn lower_recipe<'a>(
         estimate,
     };
     Lowered { recipe, name_span: raw.package.name.span(), deps, file }
+}
+
+/// What the build would refuse in the texts it runs, said when the recipe is loaded: an unknown
+/// placeholder (or `{src:x}` of a recipe that is not a source dependency), and an empty step
+/// (which "succeeds" doing nothing).
+fn check_texts(
+    file: &FileText<'_>,
+    build: &BuildSpec,
+    checks: &[super::PostCheck],
+    source_deps: &[String],
+    diags: &mut Diagnostics,
+) {
+    let mut texts: Vec<(String, &str)> = Vec::new();
+    texts.extend(build.args.iter().map(|a| ("[build] args".to_string(), a.as_str())));
+    texts.extend(build.env.iter().map(|(k, v)| (format!("[build] env {k}"), v.as_str())));
+    texts.extend(build.steps.iter().map(|t| ("[build] steps".to_string(), t.as_str())));
+    texts.extend(build.requirements.iter().map(|t| ("[build] requirements".to_string(), t.as_str())));
+    for c in checks {
+        texts.extend(c.steps.iter().map(|t| (format!("check `{}` steps", c.name), t.as_str())));
+    }
+    for (place, text) in texts {
+        if place.ends_with("steps") && text.trim().is_empty() {
+            diags.push(
+                file.whole(format!("{place}: an empty step runs nothing and always succeeds"))
+                    .with_help("remove it, or write the command it should run"),
+            );
+        } else if let Err(e) = super::placeholders::check(text, source_deps) {
+            diags.push(file.whole(format!("{place}: `{text}`: {e}")));
+        }
+    }
 }
 
 /// The recipe's content serialised canonically (keys sorted), immune to comments, whitespace

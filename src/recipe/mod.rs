@@ -18,6 +18,7 @@ pub mod host;
 mod load;
 pub mod lockfile;
 mod lower;
+pub mod placeholders;
 pub mod proofs;
 #[cfg(test)]
 mod props;

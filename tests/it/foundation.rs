@@ -46,6 +46,28 @@ fn fixture_tree_is_valid() {
 }
 
 #[test]
+fn check_refuses_an_unknown_placeholder_and_an_empty_step_as_the_build_would() {
+    let e = check_errors(|r| {
+        replace_in(r, &format!("{F}/miopen.toml"), "-DGPU_TARGETS={targets}", "-DGPU_TARGETS={nosuch}");
+        replace_in(r, &format!("{F}/clr.toml"), "-DHIP_COMMON_DIR={src:hip}", "-DHIP_COMMON_DIR={src:rocr}");
+        replace_in(r, &format!("{F}/torch.toml"), "[build]\n", "[build]\nsteps = [\"echo {{literal}}\", \"  \"]\n");
+    });
+    assert!(
+        e.contains("[build] args: `-DGPU_TARGETS={nosuch}`: unknown placeholder `{nosuch}`; known: {prefix} {targets}"),
+        "{e}"
+    );
+    assert!(e.contains("miopen.toml"), "{e}");
+    assert!(
+        e.contains(
+            "`-DHIP_COMMON_DIR={src:rocr}`: `{src:rocr}` names a recipe that is not among its source dependencies"
+        ),
+        "{e}"
+    );
+    assert!(e.contains("[build] steps: an empty step runs nothing and always succeeds"), "{e}");
+    assert!(!e.contains("{literal}"), "literal braces are not placeholders: {e}");
+}
+
+#[test]
 fn error_toml_syntax() {
     let e = check_errors(|r| replace_in(r, &format!("{F}/rocblas.toml"), "version = \"4.2.4\"", "version = \"4.2.4"));
     insta::assert_snapshot!(e);

@@ -192,6 +192,17 @@ fn report_has_one_trace_span_per_step_and_knows_cache_hits() {
 }
 
 #[test]
+fn status_before_any_build_says_so_in_words_and_as_json_and_succeeds() {
+    let e = Env::new();
+    let words = e.stdout(&["--stack", "scripts", "status"]);
+    assert!(words.starts_with("no build recorded yet in `"), "{words}");
+    let v: Value = serde_json::from_str(&e.stdout(&["--stack", "scripts", "status", "--json"])).unwrap();
+    assert_eq!((v["state"].as_str(), v["stack"].as_str()), (Some("none"), Some("scripts")), "{v}");
+    assert!(v["status_file"].as_str().unwrap().ends_with("status/scripts.json"), "{v}");
+    assert_eq!(v["message"].as_str(), Some(words.trim()));
+}
+
+#[test]
 fn status_and_log_from_another_process_while_a_build_runs_then_after_sigkill() {
     let e = Env::new();
     let mut run = e.start_slow_build();
