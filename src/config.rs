@@ -115,6 +115,8 @@ pub enum ConfigError {
     Invalid(crate::diagnostic::Diagnostic),
     #[error("{name}=`{value}` is not valid: use {expected}")]
     BadEnv { name: &'static str, value: String, expected: &'static str },
+    #[error("the {what} `{path}` is unusable: {why}. Set `{setting}` in the config file `{file}` (or {env}) to a directory you can write, then run the command again")]
+    Unusable { what: &'static str, path: PathBuf, why: String, setting: &'static str, env: &'static str, file: PathBuf },
 }
 
 /// How files of cached artifacts are laid into the prefix.
@@ -241,6 +243,37 @@ impl Config {
         env_path("ROCMFORGE_CONFIG").unwrap_or_else(|| {
             env_path("XDG_CONFIG_HOME").unwrap_or_else(|| home().join(".config")).join("rocmforge/config.toml")
         })
+    }
+
+    /// Before a command that fetches or builds: the cache, work and state dirs are directories
+    /// this process can write (created if absent). Else which one, why, and the setting that
+    /// moves it, instead of a failure in the first source or step that writes there.
+    pub fn check_writable(&self) -> Result<(), ConfigError> {
+        let dirs = [
+            ("cache dir", &self.cache_dir, "cache-dir", "ROCMFORGE_CACHE_DIR"),
+            ("work dir", &self.work_dir, "work-dir", "ROCMFORGE_WORK_DIR"),
+            ("state dir", &self.state_dir, "state-dir", "ROCMFORGE_STATE_DIR"),
+        ];
+        for (what, path, setting, env) in dirs {
+            let unusable = |why: String| ConfigError::Unusable {
+                what,
+                path: path.clone(),
+                why,
+                setting,
+                env,
+                file: Self::default_file(),
+            };
+            if path.exists() && !path.is_dir() {
+                return Err(unusable("it is a file, not a directory".into()));
+            }
+            if let Err(e) = std::fs::create_dir_all(path) {
+                return Err(unusable(format!("it cannot be created ({e})")));
+            }
+            if let Err(e) = tempfile::Builder::new().prefix(".rocmforge-probe-").tempfile_in(path) {
+                return Err(unusable(format!("nothing can be written in it ({e})")));
+            }
+        }
+        Ok(())
     }
 
     /// Loads the config file (if it exists) and applies environment overrides

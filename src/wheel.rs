@@ -17,6 +17,10 @@ pub enum WheelError {
     Filename(String, &'static str),
     #[error("`{version}` in `{filename}` is not a PEP 440 version")]
     Version { filename: String, version: String },
+    #[error("`{path}` does not exist: give the path of a wheel file (`*.whl`)")]
+    Missing { path: String },
+    #[error("cannot open `{path}`")]
+    Open { path: String, source: std::io::Error },
     #[error("cannot read the wheel as a zip archive")]
     Zip(#[source] zip::result::ZipError),
     #[error("cannot read `{member}` inside the wheel")]
@@ -340,8 +344,10 @@ pub fn parse_metadata(raw: Vec<u8>) -> Result<CoreMetadata, WheelError> {
 
 /// Reads `*.dist-info/METADATA` from the wheel at `path` and checks it against the filename.
 pub fn read_metadata(path: &Path, name: &WheelName) -> Result<CoreMetadata, WheelError> {
-    let file = std::fs::File::open(path)
-        .map_err(|source| WheelError::Member { member: path.display().to_string(), source })?;
+    let file = std::fs::File::open(path).map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => WheelError::Missing { path: path.display().to_string() },
+        _ => WheelError::Open { path: path.display().to_string(), source },
+    })?;
     let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file)).map_err(WheelError::Zip)?;
     let found: Vec<String> = zip
         .file_names()

@@ -50,6 +50,7 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     let targets = ctx.targets(&ctx.stack(&tree)?, args.selection.target.as_deref())?;
     let stack = ctx.pinned_stack(&tree, &args.selection.recipes, args.locked)?;
     let cfg = ctx.config()?;
+    cfg.check_writable().map_err(Failure::failed)?;
     let req = BuildRequest {
         targets,
         recipes: args.selection.recipes,

@@ -18,6 +18,7 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     let tree = ctx.tree()?;
     let stack = ctx.stack_unlocked(&tree)?;
     let cfg = ctx.config()?;
+    cfg.check_writable().map_err(Failure::failed)?;
     let opts = LockOptions { recipes: args.recipes, update: args.update };
     let report = lock::lock(&stack, &tree, &cfg, &opts, &crate::progress::Lines::new()).map_err(|e| match e {
         LockError::Offline | LockError::UnknownRecipe(_) => Failure::usage(e),

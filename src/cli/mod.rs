@@ -210,6 +210,11 @@ impl Context {
         use crate::ops::lock::LockError;
         let stack = self.stack_unlocked(tree)?;
         let cfg = self.config()?;
+        if !locked {
+            // Pinning may fetch into the cache dir: an unusable one is said as such, not as a
+            // problem of the first source.
+            cfg.check_writable().map_err(Failure::failed)?;
+        }
         let pinned = crate::ops::lock::pin_closure(&stack, tree, &cfg, recipes, locked, &crate::progress::Lines::new())
             .map_err(|e| match e {
                 LockError::Graph(_) | LockError::UnknownRecipe(_) => Failure::usage(e),

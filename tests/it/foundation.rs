@@ -335,6 +335,33 @@ fn zero_jobs_and_an_empty_target_in_a_list_are_refused_before_anything_runs() {
 }
 
 #[test]
+fn a_cache_dir_that_is_a_file_is_named_as_unusable_with_the_setting_that_moves_it() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("cache-file");
+    std::fs::write(&file, "not a directory").unwrap();
+    for cmd in [&["build", "torch"][..], &["fetch", "torch"], &["lock"]] {
+        let out = rocmforge(home.path())
+            .env("ROCMFORGE_CACHE_DIR", &file)
+            .arg("--recipes")
+            .arg(fixture_tree())
+            .args(cmd)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{cmd:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!(
+                "the cache dir `{}` is unusable: it is a file, not a directory. Set `cache-dir` in the config file",
+                file.display()
+            )) && err.contains("(or ROCMFORGE_CACHE_DIR)"),
+            "{cmd:?}: {err}"
+        );
+        assert!(!err.contains("Not a directory (os error 20)"), "{err}");
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "not a directory", "nothing written over it");
+}
+
+#[test]
 fn unknown_recipe_and_stack_suggest() {
     let home = tempfile::tempdir().unwrap();
     rocmforge(home.path())

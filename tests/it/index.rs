@@ -503,6 +503,17 @@ fn metadata_must_match_filename() {
 }
 
 #[test]
+fn publishing_a_file_that_does_not_exist_says_so() {
+    let home = tempfile::tempdir().unwrap();
+    let missing = home.path().join("rfx-1.0-py3-none-any.whl");
+    let out = rocmforge(home.path()).args(["index", "publish"]).arg(&missing).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("`{}` does not exist: give the path of a wheel file", missing.display())), "{err}");
+    assert!(!err.contains("inside the wheel"), "{err}");
+}
+
+#[test]
 fn default_index_dir_is_under_state_dir() {
     let home = tempfile::tempdir().unwrap();
     let w = synthetic_wheel(home.path(), "rfx", "1.0", "");
