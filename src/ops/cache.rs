@@ -87,6 +87,7 @@ pub fn cache_verify(cfg: &Config) -> Result<VerifyReport, IndexError> {
     let mut leftovers = store.stale_temps();
     leftovers.extend(git::stale_temps(cfg));
     leftovers.extend(crate::cache::stale_transfers(&cfg.cache_dir));
+    leftovers.extend(crate::report::status::stale_temps(&cfg.state_dir));
     Ok(VerifyReport {
         artifacts,
         damaged,
@@ -131,9 +132,11 @@ pub fn cache_gc(cfg: &Config, req: GcRequest) -> anyhow::Result<(usize, u64)> {
     let mut stale = store.stale_temps();
     stale.extend(git::stale_temps(cfg));
     stale.extend(crate::cache::stale_transfers(&cfg.cache_dir));
+    stale.extend(crate::report::status::stale_temps(&cfg.state_dir));
     for p in &stale {
         freed += tree_size(p);
-        crate::fsutil::remove_dir_all_if_exists(p).with_context(|| format!("cannot remove {}", p.display()))?;
+        let gone = if p.is_dir() { crate::fsutil::remove_dir_all_if_exists(p) } else { std::fs::remove_file(p) };
+        gone.with_context(|| format!("cannot remove {}", p.display()))?;
         removed += 1;
     }
     for (part, size) in download::stale_parts(cfg, download::STALE_PART_AGE) {

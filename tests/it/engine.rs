@@ -387,6 +387,32 @@ fn an_artifact_edited_in_place_through_the_prefix_is_caught_rebuilt_and_never_de
 }
 
 #[test]
+fn a_status_temp_file_left_by_a_killed_build_is_listed_by_verify_and_removed_by_gc() {
+    let e = Env::new();
+    e.cmd().args(["build", "tool", "--prefix"]).arg(e.prefix()).assert().success();
+    // What kill -9 leaves while the status file is being replaced: an empty `.tmp-*` beside it.
+    let status = e.home.path().join("state/rocmforge/status");
+    let left = status.join(".tmp-Ab12Cd");
+    std::fs::write(&left, "").unwrap();
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::options().write(true).open(&left).unwrap().set_modified(old).unwrap();
+    // One being written right now is not a leftover.
+    std::fs::write(status.join(".tmp-Fresh1"), "").unwrap();
+    // Builds (a no-op here) do not clear it: verify names it, gc removes it.
+    e.cmd().args(["build", "tool", "--prefix"]).arg(e.prefix()).assert().success();
+    assert!(left.exists());
+    e.cmd()
+        .args(["cache", "verify"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(left.display().to_string()))
+        .stderr(predicate::str::contains(".tmp-Fresh1").not())
+        .stderr(predicate::str::contains("1 leftover(s) of interrupted work"));
+    e.cmd().args(["cache", "gc"]).assert().success().stdout(predicate::str::contains("removed 1 entry"));
+    assert!(!left.exists() && status.join(".tmp-Fresh1").exists() && status.join("scripts.json").exists());
+}
+
+#[test]
 fn a_store_killed_half_way_leaves_leftovers_that_verify_reports_and_gc_reclaims() {
     let e = Env::new();
     let root = e.home.path().join(format!("cache/rocmforge/artifacts-v{}", rocmforge::key::CACHE_FORMAT));
