@@ -38,6 +38,8 @@ pub enum LockError {
     Digest { recipe: String, url: String, source: Box<IndexPageError> },
     #[error("{recipe}: cannot download `{url}` to pin its sha256")]
     Download { recipe: String, url: String, source: Box<DownloadError> },
+    #[error("{recipe}: not pinned, its download is not what its name says")]
+    NotAnArchive { recipe: String, source: Box<crate::source::archive::ArchiveError> },
     #[error(
         "--locked: {} recipe(s) are not pinned and --locked pins nothing new:\n{}\npin them in their recipes (`rev = \"<40 hex>\"`, `sha256 = \"<64 hex>\"`), or run without --locked (or `rocmforge lock`) to record their pins in {}",
         .unpinned.len(),
@@ -185,12 +187,15 @@ fn resolve(cfg: &Config, recipe: &str, unpinned: Unpinned<'_>, progress: &dyn Pr
                     source: Box::new(e),
                 })
         }
-        Unpinned::Download { url, index: None } => crate::source::download::fetch_unpinned(cfg, recipe, url, progress)
-            .map(|(sha256, _)| Pin::url(recipe, url, &sha256))
-            .map_err(|source| LockError::Download {
-                recipe: recipe.to_string(),
-                url: url.to_string(),
-                source: Box::new(source),
-            }),
+        Unpinned::Download { url, index: None } => {
+            let (sha256, path) =
+                crate::source::download::fetch_unpinned(cfg, recipe, url, progress).map_err(|source| {
+                    LockError::Download { recipe: recipe.to_string(), url: url.to_string(), source: Box::new(source) }
+                })?;
+            // An error page served under an archive's name is never pinned.
+            crate::source::archive::detect(&path, url)
+                .map_err(|e| LockError::NotAnArchive { recipe: recipe.to_string(), source: Box::new(e) })?;
+            Ok(Pin::url(recipe, url, &sha256))
+        }
     }
 }

@@ -25,6 +25,8 @@ pub enum ArchiveError {
     Read { archive: PathBuf, source: std::io::Error },
     #[error("archive `{archive}`: cannot write `{path}`")]
     Write { archive: PathBuf, path: PathBuf, source: std::io::Error },
+    #[error("`{url}` is named like an archive (`{suffix}`) but what it served is not one: {content} (downloaded to `{archive}`). Check the URL in a browser: a wrong path or an expired link often serves an error page")]
+    NotAnArchive { url: String, suffix: &'static str, content: String, archive: PathBuf },
 }
 
 impl ArchiveError {
@@ -33,8 +35,48 @@ impl ArchiveError {
     }
 }
 
-/// The archive format of `path`, by its first bytes, then by the URL's name; `None`: a plain file.
-pub fn detect(path: &Path, url: &str) -> std::io::Result<Option<ArchiveFormat>> {
+/// The names that say "archive": such a file must hold one (an old v7 `.tar` has no magic and
+/// is trusted by its name).
+const ARCHIVE_SUFFIXES: &[&str] =
+    &[".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2", ".tbz2", ".tbz", ".tar.zst", ".tzst", ".zip"];
+
+/// The archive format of `path`, by its first bytes, then by the URL's name; `None`: a plain
+/// file. A file whose name says archive and whose bytes are none is refused, naming both.
+pub fn detect(path: &Path, url: &str) -> Result<Option<ArchiveFormat>, ArchiveError> {
+    let (format, head) = sniff(path, url).map_err(ArchiveError::from_io(path))?;
+    let name = crate::recipe::url_file_name(url).to_ascii_lowercase();
+    match ARCHIVE_SUFFIXES.iter().find(|s| name.ends_with(*s)) {
+        Some(suffix) if format.is_none() => Err(ArchiveError::NotAnArchive {
+            url: url.to_string(),
+            suffix,
+            content: describe_content(&head),
+            archive: path.to_path_buf(),
+        }),
+        _ => Ok(format),
+    }
+}
+
+/// What a file that should be an archive holds, for people: "an HTML page", "text starting
+/// `...`", "empty", or its first bytes.
+fn describe_content(head: &[u8]) -> String {
+    if head.is_empty() {
+        return "it is empty".into();
+    }
+    let text = String::from_utf8_lossy(&head[..head.len().min(200)]);
+    let lower = text.to_ascii_lowercase();
+    if lower.trim_start().starts_with('<') && (lower.contains("<html") || lower.contains("<!doctype html")) {
+        return "an HTML page".into();
+    }
+    if head.iter().take(64).all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace()) {
+        let first: String = text.chars().take(60).map(|c| if c.is_whitespace() { ' ' } else { c }).collect();
+        return format!("text starting `{}`", first.trim_end());
+    }
+    let hex: Vec<String> = head.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("data starting with the bytes {}", hex.join(" "))
+}
+
+/// The format by magic (or a v7 `.tar` by name), and the first bytes read.
+fn sniff(path: &Path, url: &str) -> std::io::Result<(Option<ArchiveFormat>, Vec<u8>)> {
     let mut head = [0u8; 512];
     let mut f = File::open(path)?;
     let mut n = 0;
@@ -64,10 +106,10 @@ pub fn detect(path: &Path, url: &str) -> std::io::Result<Option<ArchiveFormat>> 
     let name = crate::recipe::url_file_name(url);
     // A wheel is a zip, but it is installed, not unpacked.
     if name.ends_with(".whl") {
-        return Ok(None);
+        return Ok((None, h.to_vec()));
     }
     // Old (v7) tar files have no magic: trust the name then.
-    Ok(by_magic.or_else(|| name.ends_with(".tar").then_some(ArchiveFormat::Tar)))
+    Ok((by_magic.or_else(|| name.ends_with(".tar").then_some(ArchiveFormat::Tar)), h.to_vec()))
 }
 
 /// Unpacks `archive` into `dest` (created if needed), dropping `strip` leading path components.

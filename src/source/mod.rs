@@ -186,7 +186,7 @@ pub fn checkout(recipe: &Recipe, fetched: &FetchedSource, dest: &Path) -> Result
         FetchedKind::Git(g) => git::checkout(g, dest)?,
         FetchedKind::File { url, path, strip_components } => {
             std::fs::create_dir_all(dest).map_err(io_err(dest))?;
-            match archive::detect(path, url).map_err(ArchiveError::from_io(path))? {
+            match archive::detect(path, url)? {
                 Some(format) => archive::extract(path, format, dest, *strip_components)?,
                 None => {
                     let name = crate::recipe::url_file_name(url);

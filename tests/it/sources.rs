@@ -1023,3 +1023,74 @@ fn a_failed_clone_leaves_no_temp_dir_and_a_killed_one_is_found_by_verify_and_rec
     let out = w.cmd().args(["fetch", "top"]).output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
+
+/// A one-recipe stack whose source is `url` (`sha256` pinned or not), in `home/tree`.
+fn url_stack(home: &Path, url: &str, sha256: Option<&str>) -> PathBuf {
+    let dir = home.join("tree/recipes/pages");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("stack.toml"),
+        "[stack]\nname = \"pages\"\nrocm-version = \"6.2.4\"\nsummary = \"s\"\ndefault-targets = [\"gfx1010\"]\n",
+    )
+    .unwrap();
+    let pin = sha256.map(|s| format!("sha256 = \"{s}\"\n")).unwrap_or_default();
+    std::fs::write(
+        dir.join("page.toml"),
+        format!(
+            "[package]\nname = \"page\"\nversion = \"1.0\"\nsummary = \"s\"\n\n[source]\nurl = \"{url}\"\n{pin}\n[build]\nsystem = \"script\"\nsteps = [\"true\"]\n\n[targets]\ngpu = false\n"
+        ),
+    )
+    .unwrap();
+    home.join("tree")
+}
+
+#[test]
+fn an_error_page_served_under_an_archive_name_is_never_pinned_or_unpacked() {
+    let home = tempfile::tempdir().unwrap();
+    let srv = HttpServer::start();
+    let page = b"<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head><body>gone</body></html>\n".to_vec();
+    srv.add("pkg-1.0.tar.gz", page.clone());
+    let url = srv.url("pkg-1.0.tar.gz");
+    let said = format!(
+        "`{url}` is named like an archive (`.tar.gz`) but what it served is not one: an HTML page (downloaded to `"
+    );
+    // Unpinned: `lock` (and `build`, which pins first) refuse to pin the page.
+    let tree = url_stack(home.path(), &url, None);
+    let run = |args: &[&str]| {
+        crate::support::rocmforge(home.path())
+            .arg("--recipes")
+            .arg(&tree)
+            .args(["--stack", "pages"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for args in [&["lock"][..], &["build", "page"]] {
+        let out = run(args);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(!out.status.success(), "{args:?}: {err}");
+        assert!(
+            err.contains("page: not pinned, its download is not what its name says") && err.contains(&said),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(!tree.join("recipes/pages/rocmforge.lock").exists(), "nothing pinned");
+    // Pinned to the page's digest (as a first download once recorded it): the preflight refuses
+    // to use it, naming the URL and what it holds, instead of building a plain file.
+    url_stack(home.path(), &url, Some(&sha(&page))); // the same tree, now pinned
+    let out = run(&["fetch", "page"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains(&said), "{err}");
+    // A plain file under a plain name is still a plain file, and a text under an archive name is
+    // told as text.
+    let e = {
+        let f = home.path().join("notes.tar.xz");
+        std::fs::write(&f, "version: 1.0\n").unwrap();
+        archive::detect(&f, "https://example.org/notes.tar.xz").unwrap_err().to_string()
+    };
+    assert!(e.contains("(`.tar.xz`) but what it served is not one: text starting `version: 1.0`"), "{e}");
+    let f = home.path().join("notes.txt");
+    std::fs::write(&f, "<html></html>").unwrap();
+    assert_eq!(archive::detect(&f, "https://example.org/notes.txt").unwrap(), None);
+}
