@@ -26,6 +26,8 @@
 #    (plain lines, live bars on a pseudo-terminal, and `rocmforge log` of that log)
 # 5. a chain of 4 recipes built with a shared cache whose uploads are slow, vs the same build
 #    without one, timed in interleaved pairs                                     target <= 1.5x
+# 6. `fetch` of a 1 GiB plain file from a local HTTP server vs curl -o + sha256sum + fdatasync,
+#    and of a 512 MiB .tar.gz vs the same plus tar -x, in interleaved pairs     target <= 1.0x
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need() { command -v "$1" >/dev/null || { apt-get update -qq && apt-get install -y -qq "$2" >/dev/null; }; }
@@ -40,7 +42,7 @@ rm -rf "$out" && mkdir -p "$out"
 results=$out/results.md
 rf=$target/release/rocmforge
 echo "# ci/bench.sh $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, $(git rev-parse --short HEAD 2>/dev/null || echo '?')" | tee "$results"
-on() { [[ " ${BENCH_SECTIONS:-1 2 3 4 5} " == *" $1 "* ]]; }
+on() { [[ " ${BENCH_SECTIONS:-1 2 3 4 5 6} " == *" $1 "* ]]; }
 ratio() { python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" "$1" "$2"; }
 
 if on 1; then
@@ -275,6 +277,59 @@ print(f"- chain of 4 recipes (3 s each) with uploads of {sys.argv[2]} s each vs 
 if len(sys.argv) > 3 and sys.argv[3]:
     print(f"- the same with RF_BEFORE (uploads holding each recipe's slot): {fig(2)}")
 PY
+fi
+
+if on 6; then
+  unset ROCMFORGE_CACHE_DIR ROCMFORGE_WORK_DIR ROCMFORGE_STATE_DIR ROCMFORGE_CONFIG
+  dl=$out/download && mkdir -p "$dl/srv" "$dl/tree/recipes/dl"
+  head -c $((1024 * 1024 * 1024)) /dev/urandom > "$dl/srv/blob.bin"
+  head -c $((512 * 1024 * 1024)) /dev/urandom > "$dl/payload" && tar -C "$dl" -czf "$dl/srv/pkg-1.0.tar.gz" payload --transform 's,^,pkg-1.0/,' && rm "$dl/payload"
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  python3 -m http.server --bind 127.0.0.1 --directory "$dl/srv" "$port" >/dev/null 2>&1 &
+  server=$!
+  printf '[stack]\nname = "dl"\nrocm-version = "6.2.4"\nsummary = "downloads"\ndefault-targets = ["gfx1010"]\n' > "$dl/tree/recipes/dl/stack.toml"
+  for r in blob:blob.bin pkg:pkg-1.0.tar.gz; do
+    name=${r%%:*} file=${r#*:}
+    printf '[package]\nname = "%s"\nversion = "1.0"\nsummary = "s"\n\n[source]\nurl = "http://127.0.0.1:%s/%s"\nsha256 = "%s"\n\n[build]\nsystem = "script"\nsteps = ["true"]\n\n[targets]\ngpu = false\n' \
+      "$name" "$port" "$file" "$(sha256sum "$dl/srv/$file" | cut -d' ' -f1)" > "$dl/tree/recipes/dl/$name.toml"
+  done
+  sleep 1
+  python3 - "$rf" "$dl" "$port" "${DOWNLOAD_PAIRS:-3}" <<'PY' | tee -a "$results"
+import os, shutil, statistics, subprocess, sys, time
+rf, dl, port, pairs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+env = dict(os.environ, HOME=dl, XDG_STATE_HOME=f"{dl}/state", XDG_CONFIG_HOME=f"{dl}/config")
+def timed(argv, **kw):
+    t = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, **kw)
+    return time.perf_counter() - t
+def fresh():
+    for d in (f"{dl}/cache", f"{dl}/work", f"{dl}/curl"):
+        shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(f"{dl}/curl")
+def baseline(file, untar):
+    cmd = f"curl -sS -o {dl}/curl/f http://127.0.0.1:{port}/{file} && sha256sum {dl}/curl/f >/dev/null && sync -d {dl}/curl/f"
+    if untar:
+        cmd += f" && tar -C {dl}/curl -xzf {dl}/curl/f"
+    return timed(["bash", "-c", cmd])
+before = os.environ.get("RF_BEFORE")
+def ours(recipe, binary=rf):
+    return timed([binary, "--quiet", "--recipes", f"{dl}/tree", "--stack", "dl", "fetch", recipe],
+                 env=dict(env, ROCMFORGE_CACHE_DIR=f"{dl}/cache", ROCMFORGE_WORK_DIR=f"{dl}/work"))
+med = statistics.median
+fig = lambda r: f"{r[0]:.2f}x / {med(r):.2f}x / {r[-1]:.2f}x"
+for recipe, file, untar, what in [("blob", "blob.bin", False, "1 GiB plain file"), ("pkg", "pkg-1.0.tar.gz", True, "512 MiB .tar.gz (baseline with tar -x)")]:
+    a, b, c = [], [], []
+    for _ in range(pairs):
+        fresh(); a.append(baseline(file, untar))
+        fresh(); b.append(ours(recipe))
+        if before:
+            fresh(); c.append(ours(recipe, before))
+    print(f"- fetch of a {what} vs curl -o + sha256sum + fdatasync, {pairs} interleaved pairs: "
+          f"{fig(sorted(y / x for x, y in zip(a, b)))} (min / median / max; medians {med(b):.2f} s vs {med(a):.2f} s; target <= 1.0x)")
+    if before:
+        print(f"  - RF_BEFORE, the same pairs: {fig(sorted(y / x for x, y in zip(a, c)))} (median {med(c):.2f} s)")
+PY
+  kill "$server"
 fi
 
 echo "results: $results"

@@ -12,6 +12,8 @@
 //! index-dir = "/srv/wheels"          # the local wheel index; default <state-dir>/index
 //! link-mode = "auto"                 # how cached files reach the prefix: "auto" or "copy"
 //! compiler-cache = "auto"            # ccache | sccache | none | auto (the first installed)
+//! download-retries = 5               # a download's attempts in a row without progress (a stall)
+//! download-timeout-secs = 60         # the longest wait for data before an attempt is given up
 //!
 //! [url-rewrite]
 //! "https://github.com/" = "file:///srv/git/"
@@ -64,6 +66,8 @@ struct RawConfig {
     #[serde(default)]
     trusted_keys: Vec<String>,
     compiler_cache: Option<CompilerCacheChoice>,
+    download_retries: Option<u32>,
+    download_timeout_secs: Option<u64>,
     #[serde(default)]
     compiler_cache_env: BTreeMap<String, String>,
     #[serde(default)]
@@ -155,6 +159,11 @@ pub struct Config {
     pub offline: bool,
     /// The compiler cache builds use.
     pub compiler_cache: CompilerCacheChoice,
+    /// Source downloads: attempts in a row without progress before one fails
+    /// (`download-retries`), and the longest wait for data (`download-timeout-secs`);
+    /// `ROCMFORGE_RETRIES` and `ROCMFORGE_HTTP_TIMEOUT_SECS` override them.
+    pub download_retries: Option<u32>,
+    pub download_timeout_secs: Option<u64>,
     /// The compiler cache's own settings (`CCACHE_*`, `SCCACHE_*`), given to every step; the
     /// environment's own `CCACHE_*`/`SCCACHE_*` variables pass through too.
     pub compiler_cache_env: BTreeMap<String, String>,
@@ -344,6 +353,8 @@ impl Config {
             url_rewrites: rewrites,
             offline: false,
             compiler_cache,
+            download_retries: raw.download_retries,
+            download_timeout_secs: raw.download_timeout_secs,
             compiler_cache_env: raw.compiler_cache_env,
             distributed: raw.distributed,
             file,

@@ -26,8 +26,16 @@ pub enum DownloadError {
     Http { url: String, via: String, status: u16, attempts: u32 },
     #[error("cannot download `{url}`{via} (after {attempts} attempt(s))")]
     Network { url: String, via: String, attempts: u32, source: reqwest::Error },
-    #[error("download of `{url}`{via} kept being interrupted (after {attempts} attempt(s))")]
-    Interrupted { url: String, via: String, attempts: u32, source: std::io::Error },
+    #[error("download of `{url}`{via} stopped making progress: {failures} attempts in a row did not get past byte {furthest} (each waits at most {timeout} s for data; {attempts} attempt(s) in all). The part downloaded is kept: run the same command again later, or point `[url-rewrite]` at a mirror, and it resumes")]
+    Stalled {
+        url: String,
+        via: String,
+        attempts: u32,
+        failures: u32,
+        furthest: u64,
+        timeout: u64,
+        source: std::io::Error,
+    },
     #[error("offline: `{url}` has no sha256 yet and must be downloaded to pin it; run the command again online")]
     OfflineUnpinned { url: String },
     #[error("`{path}`")]
@@ -55,8 +63,21 @@ impl RetryPolicy {
     /// Defaults, overridden by `ROCMFORGE_RETRIES`, `ROCMFORGE_RETRY_BASE_MS` and
     /// `ROCMFORGE_HTTP_TIMEOUT_SECS`.
     pub fn from_env() -> RetryPolicy {
-        let num = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<u64>().ok());
+        Self::over(RetryPolicy::default())
+    }
+
+    /// The config's `download-retries` and `download-timeout-secs`, then the environment.
+    pub fn for_config(cfg: &Config) -> RetryPolicy {
         let d = RetryPolicy::default();
+        Self::over(RetryPolicy {
+            attempts: cfg.download_retries.map(|n| n.max(1)).unwrap_or(d.attempts),
+            timeout: cfg.download_timeout_secs.map(|s| Duration::from_secs(s.max(1))).unwrap_or(d.timeout),
+            ..d
+        })
+    }
+
+    fn over(d: RetryPolicy) -> RetryPolicy {
+        let num = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<u64>().ok());
         RetryPolicy {
             attempts: num("ROCMFORGE_RETRIES").map(|n| n.max(1) as u32).unwrap_or(d.attempts),
             base: num("ROCMFORGE_RETRY_BASE_MS").map(Duration::from_millis).unwrap_or(d.base),
@@ -83,7 +104,7 @@ pub fn fetch(
     sha256: &str,
     progress: &dyn Progress,
 ) -> Result<PathBuf, DownloadError> {
-    fetch_with(cfg, label, url, sha256, progress, &RetryPolicy::from_env())
+    fetch_with(cfg, label, url, sha256, progress, &RetryPolicy::for_config(cfg))
 }
 
 pub fn fetch_with(
@@ -155,20 +176,59 @@ pub fn fetch_unpinned(
             sha256: None,
             label,
             progress,
-            policy: &RetryPolicy::from_env(),
+            policy: &RetryPolicy::for_config(cfg),
             dest: &staging,
         };
         d.run()?
     };
     let dest = cache_path(cfg, &actual);
     std::fs::rename(&staging, &dest).map_err(io(&dest))?;
+    remember_verified(&dest);
     Ok((actual, dest))
 }
 
+/// The downloads this process wrote or verified, with the size and mtime they had then: the
+/// same run uses them without hashing them again (a later run re-hashes).
+static VERIFIED: std::sync::Mutex<Vec<(PathBuf, u64, Option<std::time::SystemTime>)>> =
+    std::sync::Mutex::new(Vec::new());
+
+fn stamp(path: &Path) -> Option<(u64, Option<std::time::SystemTime>)> {
+    std::fs::metadata(path).ok().map(|m| (m.len(), m.modified().ok()))
+}
+
+fn remember_verified(path: &Path) {
+    if let Some((len, mtime)) = stamp(path) {
+        let mut v = VERIFIED.lock().unwrap_or_else(|e| e.into_inner());
+        v.retain(|(p, _, _)| p != path);
+        v.push((path.to_path_buf(), len, mtime));
+    }
+}
+
+fn verified_this_run(path: &Path) -> bool {
+    let Some((len, mtime)) = stamp(path) else { return false };
+    VERIFIED.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|(p, l, m)| p == path && *l == len && *m == mtime)
+}
+
+/// The sha256 state of the first `bytes` of `path` (a part left by an earlier run).
+fn hash_prefix(path: &Path, bytes: u64) -> std::io::Result<Hashed> {
+    let mut h = Hashed::new();
+    let mut f = File::open(path)?.take(bytes);
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h)
+}
+
 /// Whether the cached file `dest` is there with the content `sha256` names. The cache is never
-/// trusted unverified: the file is re-hashed every time a recipe's source is fetched from it (a
-/// recipe is built rarely; hashing a tarball is cheap next to building it). An altered file is
-/// removed, with a warning naming both digests, so the caller downloads it again.
+/// trusted unverified: the file is re-hashed when a later run fetches a recipe's source from it
+/// (a recipe is built rarely; hashing a tarball is cheap next to building it), not in the run
+/// that wrote or already verified it. An altered file is removed, with a warning naming both
+/// digests, so the caller downloads it again.
 fn cached_intact(
     dest: &Path,
     url: &str,
@@ -179,9 +239,13 @@ fn cached_intact(
     if !dest.is_file() {
         return Ok(false);
     }
+    if dest.file_name().is_some_and(|n| n == sha256) && verified_this_run(dest) {
+        return Ok(true);
+    }
     let io = |source| DownloadError::Io { path: dest.to_path_buf(), source };
     let (actual, bytes) = crate::digest::sha256_file(dest).map_err(io)?;
     if actual == sha256 {
+        remember_verified(dest);
         return Ok(true);
     }
     progress.warn(
@@ -287,10 +351,27 @@ struct Downloader<'a> {
 
 /// What one HTTP attempt ended with.
 enum Attempt {
-    /// The whole content is in the `.part` file.
-    Complete,
-    /// Worth another try; `progressed` when bytes were added to the `.part` file.
-    Retry { why: RetryWhy, progressed: bool },
+    /// The whole content is in the `.part` file; its sha256 and size (hashed as it arrived).
+    Complete { sha256: String, bytes: u64 },
+    /// Worth another try; `reached`: how many bytes the `.part` file holds now.
+    Retry { why: RetryWhy, reached: u64 },
+}
+
+/// The sha256 of the `.part` file's first `bytes`, kept while it grows so the finished file is
+/// never read again to hash it.
+struct Hashed {
+    bytes: u64,
+    hasher: Sha256,
+}
+
+impl Hashed {
+    fn new() -> Hashed {
+        Hashed { bytes: 0, hasher: Sha256::new() }
+    }
+    fn update(&mut self, data: &[u8]) {
+        self.hasher.update(data);
+        self.bytes += data.len() as u64;
+    }
 }
 
 enum RetryWhy {
@@ -298,6 +379,8 @@ enum RetryWhy {
     Network(reqwest::Error),
     /// The body stopped half-way.
     Broken(std::io::Error),
+    /// No byte came within the read timeout.
+    Stalled(std::io::Error),
     Restart,
 }
 
@@ -311,7 +394,7 @@ impl RetryWhy {
                 s.is_client_error() && *s != StatusCode::REQUEST_TIMEOUT && *s != StatusCode::TOO_MANY_REQUESTS
             }
             RetryWhy::Network(e) => e.is_builder() || e.url().is_some_and(|u| !matches!(u.scheme(), "http" | "https")),
-            RetryWhy::Broken(_) | RetryWhy::Restart => false,
+            RetryWhy::Broken(_) | RetryWhy::Stalled(_) | RetryWhy::Restart => false,
         }
     }
 }
@@ -342,6 +425,13 @@ impl Downloader<'_> {
     }
 
     /// Downloads to `dest`; returns the content's sha256.
+    ///
+    /// The bound is on stalls, not on the transfer: an attempt that gets the `.part` file past
+    /// the furthest byte reached so far is progress, however the server behaves (cut
+    /// connections resumed with `Range`, a slow link); one that does not (a server that stops
+    /// sending, answers errors, or ignores `Range` and cuts before the furthest byte again) is
+    /// a failure, and `policy.attempts` failures in a row end the download. The `.part` file is
+    /// kept, so a later run resumes it.
     fn run(&self) -> Result<String, DownloadError> {
         let client = reqwest::blocking::Client::builder()
             .connect_timeout(self.policy.timeout)
@@ -352,23 +442,27 @@ impl Downloader<'_> {
         let mut failures = 0u32;
         let mut attempts = 0u32;
         let mut clean_retry_done = false;
+        let mut furthest = std::fs::metadata(self.part()).map(|m| m.len()).unwrap_or(0);
+        let mut hashed: Option<Hashed> = None;
         loop {
             attempts += 1;
             let resumed_from = std::fs::metadata(self.part()).map(|m| m.len()).unwrap_or(0);
-            match self.attempt(&client)? {
-                Attempt::Complete => {
-                    let (actual, bytes) = crate::digest::sha256_file(&self.part()).map_err(self.io(&self.part()))?;
+            match self.attempt(&client, &mut hashed)? {
+                Attempt::Complete { sha256: actual, bytes } => {
                     if self.sha256.is_none_or(|want| want == actual) {
                         let part = self.part();
                         File::open(&part).and_then(|f| f.sync_all()).map_err(self.io(&part))?;
                         std::fs::rename(&part, self.dest).map_err(self.io(self.dest))?;
                         let _ = std::fs::remove_file(self.validator_path());
+                        remember_verified(self.dest);
                         return Ok(actual);
                     }
                     self.discard_part();
+                    hashed = None;
                     // A resumed file can be spliced from two versions: try once from scratch.
                     if resumed_from > 0 && !clean_retry_done {
                         clean_retry_done = true;
+                        furthest = 0;
                         self.progress.warn(
                             self.label,
                             &format!("{}: hash mismatch after resuming; downloading again from the start", self.url),
@@ -382,12 +476,13 @@ impl Downloader<'_> {
                         bytes,
                     });
                 }
-                Attempt::Retry { why, progressed } => {
+                Attempt::Retry { why, reached } => {
                     if why.is_permanent() {
                         failures = self.policy.attempts;
-                    } else if progressed {
+                    } else if reached > furthest {
+                        furthest = reached;
                         failures = 0;
-                    } else if !matches!(why, RetryWhy::Restart) {
+                    } else {
                         failures += 1;
                     }
                     if failures >= self.policy.attempts {
@@ -401,42 +496,57 @@ impl Downloader<'_> {
                             RetryWhy::Network(source) => {
                                 DownloadError::Network { url: self.url.into(), via: self.via(), attempts, source }
                             }
-                            RetryWhy::Broken(source) => {
-                                DownloadError::Interrupted { url: self.url.into(), via: self.via(), attempts, source }
-                            }
-                            RetryWhy::Restart => unreachable!("restarts do not count as failures"),
-                        });
-                    }
-                    if attempts > self.policy.attempts * 20 {
-                        // A server that keeps cutting while making progress: bounded all the same.
-                        let e = std::io::Error::other("the server keeps cutting the transfer");
-                        return Err(DownloadError::Interrupted {
-                            url: self.url.into(),
-                            via: self.via(),
-                            attempts,
-                            source: e,
+                            RetryWhy::Broken(source) | RetryWhy::Stalled(source) => DownloadError::Stalled {
+                                url: self.url.into(),
+                                via: self.via(),
+                                attempts,
+                                failures,
+                                furthest,
+                                timeout: self.policy.timeout.as_secs(),
+                                source,
+                            },
+                            RetryWhy::Restart => DownloadError::Stalled {
+                                url: self.url.into(),
+                                via: self.via(),
+                                attempts,
+                                failures,
+                                furthest,
+                                timeout: self.policy.timeout.as_secs(),
+                                source: std::io::Error::other("the server's answers to Range do not match the part"),
+                            },
                         });
                     }
                     let why_text = match &why {
                         RetryWhy::Status(s) => format!("HTTP {s}"),
                         RetryWhy::Network(e) => error_chain(e),
-                        RetryWhy::Broken(e) => format!("transfer interrupted ({e})"),
+                        RetryWhy::Broken(e) | RetryWhy::Stalled(e) => format!("transfer interrupted ({e})"),
                         RetryWhy::Restart => "restarting".into(),
                     };
-                    if !matches!(why, RetryWhy::Restart) {
-                        let wait = self.policy.backoff(failures.max(1));
-                        self.progress.message(
-                            self.label,
-                            &format!("{}: {why_text}; retrying in {} ms", self.url, wait.as_millis()),
-                        );
-                        std::thread::sleep(wait);
-                    }
+                    let wait = if failures == 0 { Duration::ZERO } else { self.policy.backoff(failures) };
+                    self.progress.message(
+                        self.label,
+                        &format!(
+                            "{}: {why_text} at byte {reached}; {} ({failures} of {} attempts without progress)",
+                            self.url,
+                            if wait.is_zero() {
+                                "resuming".to_string()
+                            } else {
+                                format!("retrying in {} ms", wait.as_millis())
+                            },
+                            self.policy.attempts
+                        ),
+                    );
+                    std::thread::sleep(wait);
                 }
             }
         }
     }
 
-    fn attempt(&self, client: &reqwest::blocking::Client) -> Result<Attempt, DownloadError> {
+    fn attempt(
+        &self,
+        client: &reqwest::blocking::Client,
+        hashed: &mut Option<Hashed>,
+    ) -> Result<Attempt, DownloadError> {
         let part = self.part();
         let have = std::fs::metadata(&part).map(|m| m.len()).unwrap_or(0);
         let validator = std::fs::read_to_string(self.validator_path()).ok().filter(|v| !v.is_empty());
@@ -452,7 +562,7 @@ impl Downloader<'_> {
         }
         let mut resp = match req.send() {
             Ok(r) => r,
-            Err(e) => return Ok(Attempt::Retry { why: RetryWhy::Network(e), progressed: false }),
+            Err(e) => return Ok(Attempt::Retry { why: RetryWhy::Network(e), reached: have }),
         };
         let status = resp.status();
         let (mut file, mut done, total) = match status {
@@ -463,11 +573,17 @@ impl Downloader<'_> {
                     Some((start, total)) if start == have => {
                         let mut f = OpenOptions::new().append(true).open(&part).map_err(self.io(&part))?;
                         f.seek(SeekFrom::End(0)).map_err(self.io(&part))?;
+                        // The bytes already there are hashed once (a part left by an earlier
+                        // run); within a run the digest follows the file.
+                        if hashed.as_ref().is_none_or(|h| h.bytes != have) {
+                            *hashed = Some(hash_prefix(&part, have).map_err(self.io(&part))?);
+                        }
                         (f, have, total)
                     }
                     _ => {
                         self.discard_part();
-                        return Ok(Attempt::Retry { why: RetryWhy::Restart, progressed: false });
+                        *hashed = None;
+                        return Ok(Attempt::Retry { why: RetryWhy::Restart, reached: 0 });
                     }
                 }
             }
@@ -487,14 +603,19 @@ impl Downloader<'_> {
                     .unwrap_or("")
                     .to_string();
                 std::fs::write(self.validator_path(), validator).map_err(self.io(&self.validator_path()))?;
+                *hashed = Some(Hashed::new());
                 (f, 0, resp.content_length())
             }
             StatusCode::RANGE_NOT_SATISFIABLE if have > 0 => {
                 // Perhaps the part file is already whole; the hash decides.
-                return Ok(Attempt::Complete);
+                let h = match hashed.take() {
+                    Some(h) if h.bytes == have => h,
+                    _ => hash_prefix(&part, have).map_err(self.io(&part))?,
+                };
+                return Ok(Attempt::Complete { sha256: hex::encode(h.hasher.finalize()), bytes: have });
             }
             s if s.is_server_error() || s == StatusCode::TOO_MANY_REQUESTS || s == StatusCode::REQUEST_TIMEOUT => {
-                return Ok(Attempt::Retry { why: RetryWhy::Status(s), progressed: false });
+                return Ok(Attempt::Retry { why: RetryWhy::Status(s), reached: have });
             }
             s => {
                 return Err(DownloadError::Http {
@@ -505,14 +626,15 @@ impl Downloader<'_> {
                 });
             }
         };
-        let start = done;
-        let mut buf = vec![0u8; 64 * 1024];
+        let h = hashed.as_mut().expect("a digest follows every part being written");
+        let mut buf = vec![0u8; 256 * 1024];
         let mut last_report = 0u64;
         loop {
             match resp.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => {
                     file.write_all(&buf[..n]).map_err(self.io(&part))?;
+                    h.update(&buf[..n]);
                     done += n as u64;
                     if done - last_report >= 1 << 20 {
                         last_report = done;
@@ -521,7 +643,12 @@ impl Downloader<'_> {
                 }
                 Err(e) => {
                     file.flush().map_err(self.io(&part))?;
-                    return Ok(Attempt::Retry { why: RetryWhy::Broken(e), progressed: done > start });
+                    let why = if e.to_string().contains("timed out") || e.kind() == std::io::ErrorKind::TimedOut {
+                        RetryWhy::Stalled(e)
+                    } else {
+                        RetryWhy::Broken(e)
+                    };
+                    return Ok(Attempt::Retry { why, reached: done });
                 }
             }
         }
@@ -533,10 +660,11 @@ impl Downloader<'_> {
                     std::io::ErrorKind::UnexpectedEof,
                     format!("the body ended after {done} of {t} bytes"),
                 );
-                return Ok(Attempt::Retry { why: RetryWhy::Broken(e), progressed: done > start });
+                return Ok(Attempt::Retry { why: RetryWhy::Broken(e), reached: done });
             }
         }
-        Ok(Attempt::Complete)
+        let h = hashed.take().expect("hashed above");
+        Ok(Attempt::Complete { sha256: hex::encode(h.hasher.finalize()), bytes: done })
     }
 }
 
@@ -574,6 +702,7 @@ fn copy_local(url: &str, fetch_url: &str, sha256: Option<&str>, dest: &Path) -> 
         return Err(DownloadError::Mismatch { url: url.into(), expected: want.into(), actual, bytes });
     }
     std::fs::rename(&part, dest).map_err(io(dest))?;
+    remember_verified(dest);
     Ok(actual)
 }
 

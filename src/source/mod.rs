@@ -261,7 +261,12 @@ pub fn preflight(
             }
             patch::check_series_with(&reader, &patches)?;
         }
-        FetchedKind::File { strip_components, .. } => {
+        FetchedKind::File { path, url: file_url, strip_components } => {
+            // A plain file (not an archive) with no patch and no subdir needs no scratch copy:
+            // there is nothing in it to check beyond its digest, already verified.
+            if patches.is_empty() && subdir.is_none() && archive::detect(path, file_url)?.is_none() {
+                return Ok(fetched.identity);
+            }
             let scratch_parent = crate::layout::scratch_dir(&cfg.work_dir);
             std::fs::create_dir_all(&scratch_parent).map_err(io_err(&scratch_parent))?;
             let scratch = tempfile::tempdir_in(&scratch_parent).map_err(io_err(&scratch_parent))?;

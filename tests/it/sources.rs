@@ -336,6 +336,70 @@ fn download_restarts_cleanly_when_the_server_ignores_range() {
     assert!(p.lines().iter().any(|l| l.contains("the server sent the whole file; starting over")), "{:#?}", p.lines());
 }
 
+/// A read timeout of 1 s and 3 attempts without progress: the stall bound is
+/// (attempts + 1) x (timeout + the resend up to the furthest byte) plus the backoffs.
+fn stall_policy() -> RetryPolicy {
+    RetryPolicy { attempts: 3, base: std::time::Duration::from_millis(5), timeout: std::time::Duration::from_secs(1) }
+}
+
+#[test]
+fn a_server_that_stalls_mid_body_ends_the_download_within_the_bound_and_a_later_run_resumes() {
+    let home = tempfile::tempdir().unwrap();
+    let cfg = config(home.path(), &[]);
+    let srv = HttpServer::start();
+    let body = payload();
+    srv.add("x.tar.gz", body.clone());
+    srv.with(|s| {
+        s.stall_at = Some(120_000);
+        s.stall_for = std::time::Duration::from_millis(1500);
+    });
+    let url = srv.url("x.tar.gz");
+    let p = Collect::default();
+    let started = std::time::Instant::now();
+    let e = download::fetch_with(&cfg, "x", &url, &sha(&body), &p, &stall_policy()).unwrap_err().to_string();
+    let took = started.elapsed();
+    assert!(
+        e.contains("stopped making progress: 3 attempts in a row did not get past byte 120000 (each waits at most 1 s for data; 4 attempt(s) in all)")
+            && e.contains("The part downloaded is kept: run the same command again later"),
+        "{e}"
+    );
+    // Before: any byte reset the count, so a stall cost 101 timeouts. Now: the first attempt
+    // and 3 without progress, each about one timeout (the server holds each for 1.5 s).
+    assert!(took < std::time::Duration::from_secs(15), "{took:?}");
+    srv.with(|s| assert_eq!(s.requests.len(), 4, "{:?}", s.requests));
+    let said: Vec<String> = p.lines().into_iter().filter(|l| !l.contains("transfer ")).collect();
+    assert!(said.len() <= 10, "a few lines, not hundreds: {said:#?}");
+    // The server recovers: the next run asks for the rest only.
+    srv.with(|s| s.stall_at = None);
+    let path = download::fetch_with(&cfg, "x", &url, &sha(&body), &Collect::default(), &stall_policy()).unwrap();
+    assert_eq!(std::fs::read(path).unwrap(), body);
+    srv.with(|s| assert_eq!(s.requests.last().unwrap().1.as_deref(), Some("bytes=120000-")));
+}
+
+#[test]
+fn a_server_that_ignores_range_and_cuts_at_the_same_byte_ends_after_the_attempts_without_progress() {
+    let home = tempfile::tempdir().unwrap();
+    let cfg = config(home.path(), &[]);
+    let srv = HttpServer::start();
+    let body = payload();
+    srv.add("x.tar.gz", body.clone());
+    srv.with(|s| {
+        s.ignore_range = true;
+        s.drop_after.extend([100_000; 50]);
+    });
+    let url = srv.url("x.tar.gz");
+    let e = download::fetch_with(&cfg, "x", &url, &sha(&body), &Collect::default(), &stall_policy())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("3 attempts in a row did not get past byte 100000"), "{e}");
+    // Each restart sends the first 100000 bytes again; before, every restart counted as progress.
+    srv.with(|s| assert_eq!(s.requests.len(), 4, "{:?}", s.requests.len()));
+    // A good server: the next run gets it whole.
+    srv.with(|s| s.drop_after.clear());
+    let path = download::fetch_with(&cfg, "x", &url, &sha(&body), &Collect::default(), &stall_policy()).unwrap();
+    assert_eq!(std::fs::read(path).unwrap(), body);
+}
+
 #[test]
 fn download_wrong_sha256_never_reaches_the_cache() {
     let home = tempfile::tempdir().unwrap();

@@ -1,6 +1,7 @@
 //! A small HTTP/1.1 file server on 127.0.0.1 for download tests: honours Range (206 +
 //! Content-Range, If-Range against its ETag) unless told to ignore it, can drop the connection
-//! after N body bytes, can answer 503 N times, and counts the body bytes it sent.
+//! after N body bytes, can stall (stop sending, connection held open) at a byte of the file,
+//! can answer 503 N times, and counts the body bytes it sent.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
@@ -19,6 +20,10 @@ pub struct State {
     pub drop_after: VecDeque<u64>,
     /// Answer 503 to this many requests first.
     pub fail_5xx: u32,
+    /// Stop sending at this byte of the file and hold the connection open for `stall_for`
+    /// (a server that hangs mid-body), on every request.
+    pub stall_at: Option<u64>,
+    pub stall_for: std::time::Duration,
     /// Body bytes sent, over all requests.
     pub bytes_sent: u64,
     /// (path, Range header) of each request.
@@ -132,12 +137,21 @@ fn serve(conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         ),
     };
     let cut = st.drop_after.pop_front();
-    let n = cut.map(|c| (c as usize).min(part.len())).unwrap_or(part.len());
+    let mut n = cut.map(|c| (c as usize).min(part.len())).unwrap_or(part.len());
+    let offset = body.len() - part.len();
+    let stall = st.stall_at.map(|at| (at as usize).saturating_sub(offset)).filter(|left| *left < n);
+    if let Some(left) = stall {
+        n = left;
+    }
+    let stall_for = st.stall_for;
     st.bytes_sent += n as u64;
     drop(st);
     out.write_all(head.as_bytes())?;
     out.write_all(&part[..n])?;
     out.flush()?;
+    if stall.is_some() {
+        std::thread::sleep(stall_for);
+    }
     // Dropping `out` here closes the connection, mid-body when cut.
     Ok(())
 }
