@@ -84,15 +84,23 @@ fn render(d: &Doctor) -> String {
         Some(disk) => line(
             "disk",
             format!(
-                "{} free at {}{}",
+                "{} free at {}{}{}",
                 human_size(disk.free),
                 disk.path.display(),
                 disk.estimate
                     .map(|e| format!(" (a whole build of the stack: about {})", human_size(e)))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                if disk.also.is_empty() {
+                    String::new()
+                } else {
+                    format!("; the {} there too", disk.also.join(" and "))
+                }
             ),
         ),
         None => line("disk", "unknown".into()),
+    }
+    for o in &d.other_disks {
+        line("disk", format!("{} free at {} ({})", human_size(o.free), o.path.display(), o.what));
     }
     if d.gpus.is_empty() {
         line("gpu", "none seen".into());

@@ -299,7 +299,7 @@ impl Engine<'_> {
                     continue;
                 }
                 Err(StepError::Failed(f)) => {
-                    return Err(match disk_full(&wd.root, &f.tail_lines) {
+                    return Err(match disk_full(self.cfg, &wd.root, &f.tail_lines) {
                         Some(disk) => BuildError::DiskFull { failure: f, disk },
                         None => StepError::Failed(f).into(),
                     })
@@ -433,22 +433,51 @@ impl Engine<'_> {
 const NEARLY_FULL: u64 = 64 << 20;
 
 /// When a step failed because the disk holding the work dir `root` filled up (its log says so,
-/// or almost nothing is free there), what to tell the user: where, how much is free, and what
-/// the recipe needed.
-fn disk_full(root: &std::path::Path, tail: &[String]) -> Option<String> {
+/// or almost nothing is free there), what to tell the user: where, how much is free, every
+/// directory of rocmforge's on that disk (its state writes need room too, so moving the work
+/// dir alone is not enough while the failed tree fills the disk), what the recipe left there,
+/// and the commands that go on.
+fn disk_full(cfg: &crate::config::Config, root: &std::path::Path, tail: &[String]) -> Option<String> {
     let said = tail.iter().any(|l| l.contains("No space left on device") || l.contains("Disk quota exceeded"));
     let space = crate::fsutil::disk_space(root)?;
     if !said && space.free >= NEARLY_FULL {
         return None;
     }
     let used = crate::fsutil::tree_size(root);
+    let on_disk = |dir: &std::path::Path| crate::fsutil::disk_space(dir).is_some_and(|d| d.mount == space.mount);
+    let mut here: Vec<String> = Vec::new();
+    for (what, dir) in [("work dir", &cfg.work_dir), ("state dir", &cfg.state_dir), ("cache dir", &cfg.cache_dir)] {
+        if on_disk(dir) {
+            here.push(format!("the {what} `{}`", dir.display()));
+        }
+    }
+    let cache_here = on_disk(&cfg.cache_dir);
+    let env_set = |v: &str| std::env::var_os(v).is_some_and(|x| !x.is_empty());
+    let setting = |key: &str, env: &str| {
+        if env_set(env) {
+            format!("`{env}` (set in this environment; it overrides `{key}` in the config)")
+        } else {
+            format!("`{key}` in the config file `{}`", crate::config::Config::default_file().display())
+        }
+    };
     Some(format!(
-        "the disk holding `{}` (mounted at `{}`) is full: {} free of {}. This recipe's work dir already holds {} and needed more than the {} that were free: free space there, or set `work-dir` in the config to a larger disk, then run the same command again",
+        "the disk holding `{}` (mounted at `{}`) is full: {} free of {}. rocmforge writes there: {}. This recipe's work dir holds {} of what its steps made, and needed more than the {} that were free. To go on: run `rocmforge clean --all` (it frees the work dirs there, this one included: a work dir on another disk starts the recipe afresh anyway), then set {} to a directory on a larger disk{}, then run the same command again. Or free space on `{}` and run the same command again",
         root.display(),
         space.mount.display(),
         crate::fsutil::human_size(space.free),
         crate::fsutil::human_size(space.total),
+        here.join(", "),
         crate::fsutil::human_size(used),
         crate::fsutil::human_size(space.free),
+        setting("work-dir", "ROCMFORGE_WORK_DIR"),
+        if cache_here {
+            format!(
+                " (if this disk is small, move the cache too, {}: every recipe's artifact is stored there; what it holds now is not seen from the new one)",
+                setting("cache-dir", "ROCMFORGE_CACHE_DIR")
+            )
+        } else {
+            String::new()
+        },
+        space.mount.display(),
     ))
 }

@@ -42,7 +42,21 @@ pub struct Disk {
     pub free: u64,
     /// The stack's `disk-gb`, in bytes.
     pub estimate: Option<u64>,
+    /// rocmforge's other directories on the same disk (`state dir`, `cache dir`).
+    pub also: Vec<&'static str>,
 }
+
+/// The state or cache dir when it lies on another disk than the work dir: rocmforge writes
+/// there during the whole build (state: status, history, reports; cache: every artifact).
+#[derive(Debug, Clone, Serialize)]
+pub struct OtherDisk {
+    pub what: &'static str,
+    pub path: PathBuf,
+    pub free: u64,
+}
+
+/// Below this much free space, the state or cache dir's disk is reported as nearly full.
+pub const LOW_FREE: u64 = 1 << 30;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct MemoryFit {
@@ -61,6 +75,8 @@ pub struct Doctor {
     pub tools: Vec<Tool>,
     pub check: HostCheck,
     pub disk: Option<Disk>,
+    /// The state and cache dirs' disks, where they are not the work dir's.
+    pub other_disks: Vec<OtherDisk>,
     pub memory: Option<MemoryFit>,
     pub gpus: Vec<Gpu>,
     pub targets: TargetSet,
@@ -103,12 +119,32 @@ pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor
         .collect();
     let mut warnings = Vec::new();
 
-    let disk = crate::fsutil::disk_space(&cfg.work_dir).map(|d| Disk {
+    let work_disk = crate::fsutil::disk_space(&cfg.work_dir);
+    let mut also = Vec::new();
+    let mut other_disks = Vec::new();
+    for (what, dir) in [("state dir", &cfg.state_dir), ("cache dir", &cfg.cache_dir)] {
+        let Some(d) = crate::fsutil::disk_space(dir) else { continue };
+        if work_disk.as_ref().is_some_and(|w| w.mount == d.mount) {
+            also.push(what);
+            continue;
+        }
+        if d.free < LOW_FREE {
+            warnings.push(format!(
+                "only {} free at {} ({what}): rocmforge writes there for the whole build; free space there, or set `{}` in the config to a larger disk",
+                crate::fsutil::human_size(d.free),
+                dir.display(),
+                what.replace(' ', "-")
+            ));
+        }
+        other_disks.push(OtherDisk { what, path: dir.clone(), free: d.free });
+    }
+    let disk = work_disk.map(|d| Disk {
         path: cfg.work_dir.clone(),
         free: d.free,
         estimate: stack.disk_gb.map(|g| (g * (1u64 << 30) as f64) as u64),
+        also,
     });
-    if let Some(Disk { free, estimate: Some(e), path }) = &disk {
+    if let Some(Disk { free, estimate: Some(e), path, .. }) = &disk {
         if free < e {
             warnings.push(format!(
                 "{} free at {} (work-dir), and a whole build of stack `{}` takes about {}: free space there, or set `work-dir` (and `cache-dir`) in the config to a larger disk",
@@ -216,6 +252,7 @@ pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor
         tools,
         check,
         disk,
+        other_disks,
         memory,
         gpus,
         targets,

@@ -270,3 +270,36 @@ fn stack_python_is_found_through_pyenv_and_through_uv() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("MISSING python     3.11") && text.contains("\n  uv python install 3.11\n"), "{text}");
 }
+
+#[test]
+fn doctor_checks_the_free_space_where_the_state_and_cache_dirs_live_too() {
+    let home = tempfile::tempdir().unwrap();
+    let h = rx5700_with_override();
+    let t = tree(home.path());
+    // The state dir on a small disk of its own, the cache dir beside the work dir.
+    let small = crate::support::SmallDisk::mount(home.path().join("small"), "4m");
+    let out = h
+        .rocmforge(home.path())
+        .args(["--recipes", t.to_str().unwrap(), "doctor", "-j", "4"])
+        .env("ROCMFORGE_STATE_DIR", small.0.join("state"))
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let state = small.0.join("state");
+    assert!(text.contains(&format!(" free at {} (state dir)", state.display())), "{text}");
+    assert!(text.contains("; the cache dir there too"), "{text}");
+    assert!(
+        text.contains(&format!("free at {} (state dir): rocmforge writes there for the whole build; free space there, or set `state-dir` in the config to a larger disk", state.display())),
+        "{text}"
+    );
+    let out = h
+        .rocmforge(home.path())
+        .args(["--recipes", t.to_str().unwrap(), "doctor", "-j", "4", "--json"])
+        .env("ROCMFORGE_STATE_DIR", small.0.join("state"))
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["other_disks"][0]["what"], "state dir", "{v}");
+    assert!(v["other_disks"][0]["free"].as_u64().unwrap() <= 4 << 20, "{v}");
+    assert_eq!(v["disk"]["also"], serde_json::json!(["cache dir"]));
+}

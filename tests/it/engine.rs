@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use predicates::prelude::*;
 use rustix::process::{Pid, Signal};
 
-use crate::support::{tree_bytes, ScriptsStack as Env};
+use crate::support::{tree_bytes, ScriptsStack as Env, SmallDisk};
 
 impl Env {
     fn build(&self, extra: &[&str]) -> assert_cmd::assert::Assert {
@@ -257,28 +257,6 @@ fn build_warns_about_a_patch_file_its_series_does_not_name() {
     ));
 }
 
-/// A small tmpfs (this needs root, as CI has): unmounted when dropped.
-struct SmallDisk(PathBuf);
-
-impl SmallDisk {
-    fn mount(at: PathBuf, size: &str) -> SmallDisk {
-        std::fs::create_dir_all(&at).unwrap();
-        let st = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&at)
-            .status()
-            .unwrap();
-        assert!(st.success(), "cannot mount a {size} tmpfs at {} (the test needs root)", at.display());
-        SmallDisk(at)
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
 #[test]
 fn a_step_that_fills_the_disk_says_so_naming_the_disk_and_what_it_needed() {
     let e = Env::new();
@@ -294,10 +272,69 @@ fn a_step_that_fills_the_disk_says_so_naming_the_disk_and_what_it_needed() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("mid: step `step2` failed because its disk is full: the disk holding"), "{err}");
     assert!(err.contains(&format!("(mounted at `{}`) is full:", disk.0.display())), "{err}");
-    assert!(err.contains("needed more than the") && err.contains("set `work-dir` in the config"), "{err}");
+    assert!(
+        err.contains("needed more than the")
+            && err
+                .contains("set `ROCMFORGE_WORK_DIR` (set in this environment; it overrides `work-dir` in the config)"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("rocmforge writes there: the work dir `{}`.", disk.0.display())), "{err}");
     // Nothing of mid was stored; base, built before, still is.
     let list = String::from_utf8(e.cmd().args(["cache", "list"]).output().unwrap().stdout).unwrap();
     assert!(list.contains(" base ") && !list.contains(" mid "), "{list}");
+}
+
+#[test]
+fn the_advice_after_a_full_disk_works_when_followed_literally() {
+    let e = Env::new();
+    // Work, state and cache on one small disk, as a default setup has them on one.
+    let disk = SmallDisk::mount(e.home.path().join("small"), "2m");
+    let config = e.home.path().join("config.toml");
+    let dirs = |work: &std::path::Path, cache: &std::path::Path| {
+        format!(
+            "work-dir = \"{}\"\nstate-dir = \"{}\"\ncache-dir = \"{}\"\n",
+            work.display(),
+            disk.0.join("state").display(),
+            cache.display()
+        )
+    };
+    std::fs::write(&config, dirs(&disk.0.join("work"), &disk.0.join("cache"))).unwrap();
+    e.edit(
+        "mid",
+        "\"mkdir -p {stage}/lib\",",
+        "\"mkdir -p {stage}/lib\",\n  \"head -c 8000000 /dev/zero > {build}/big\",",
+    );
+    let build = || {
+        e.cmd().env("ROCMFORGE_CONFIG", &config).args(["build", "top", "--prefix"]).arg(e.prefix()).output().unwrap()
+    };
+    let out = build();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    // Every directory of rocmforge's on the full disk is named, and what mid left there.
+    assert!(
+        err.contains(&format!(
+            "rocmforge writes there: the work dir `{}`, the state dir `{}`, the cache dir `{}`. This recipe's work dir holds ",
+            disk.0.join("work").display(),
+            disk.0.join("state").display(),
+            disk.0.join("cache").display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "To go on: run `rocmforge clean --all` (it frees the work dirs there, this one included: a work dir on another disk starts the recipe afresh anyway), then set `work-dir` in the config file `{}` to a directory on a larger disk (if this disk is small, move the cache too, `cache-dir` in the config file",
+            config.display()
+        )),
+        "{err}"
+    );
+    // Before: moving the work dir alone failed again, the state writes finding the disk full.
+    // Followed literally: clean, move the work dir, the same command again.
+    let out = e.cmd().env("ROCMFORGE_CONFIG", &config).args(["clean", "--all"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::write(&config, dirs(&e.home.path().join("large/work"), &disk.0.join("cache"))).unwrap();
+    let out = build();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(e.prefix().join("lib").exists());
 }
 
 #[test]

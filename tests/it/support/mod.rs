@@ -266,3 +266,25 @@ pub fn processes_with_env(var: &str, value: &str) -> Vec<i32> {
     pids.sort();
     pids
 }
+
+/// A small tmpfs (this needs root, as CI has): unmounted when dropped.
+pub struct SmallDisk(pub PathBuf);
+
+impl SmallDisk {
+    pub fn mount(at: PathBuf, size: &str) -> SmallDisk {
+        std::fs::create_dir_all(&at).unwrap();
+        let st = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&at)
+            .status()
+            .unwrap();
+        assert!(st.success(), "cannot mount a {size} tmpfs at {} (the test needs root)", at.display());
+        SmallDisk(at)
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
