@@ -1,6 +1,5 @@
 //! The build engine on a script-only stack: caching, reasons, resume, failures, crashes.
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
