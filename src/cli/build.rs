@@ -46,13 +46,18 @@ fn parse_compiler_cache(s: &str) -> Result<CompilerCacheChoice, String> {
 
 pub fn run(ctx: &Context, args: Args) -> CliResult {
     let tree = ctx.tree()?;
-    // The targets first: a typo in them is refused before anything is pinned or fetched.
-    let targets = ctx.targets(&ctx.stack(&tree)?, args.selection.target.as_deref())?;
+    // A typo in the targets is refused before anything is pinned or fetched.
+    if let Some(spec) = args.selection.target.as_deref() {
+        crate::target::TargetSet::parse(spec).map_err(Failure::usage)?;
+    }
     let stack = ctx.pinned_stack(&tree, &args.selection.recipes, args.locked)?;
     let cfg = ctx.config()?;
-    cfg.check_writable().map_err(Failure::failed)?;
+    if args.locked {
+        // Without --locked, pinning checked them already.
+        cfg.check_writable().map_err(Failure::failed)?;
+    }
     let req = BuildRequest {
-        targets,
+        targets: ctx.targets(&stack, args.selection.target.as_deref())?,
         recipes: args.selection.recipes,
         jobs: args.jobs,
         rebuild: args.rebuild,
