@@ -45,26 +45,93 @@ fn fixture_tree_is_valid() {
         .stdout("ok: 1 stack(s), 11 recipes, no problems\n");
 }
 
+/// Every refusal the build makes for what a recipe says (not for the host or the network), as
+/// recipes/README.md lists them ("What `recipes check` refuses"): `recipes check` refuses each
+/// the same. One edit of the fixture tree per entry: (file, from, to, what check must say).
+const REFUSED_FOR_WHAT_THE_RECIPE_SAYS: &[(&str, &str, &str, &str)] = &[
+    (
+        "miopen",
+        "-DGPU_TARGETS={targets}",
+        "-DGPU_TARGETS={nosuch}",
+        "[build] args: `-DGPU_TARGETS={nosuch}`: unknown placeholder `{nosuch}`; known: {prefix} {targets}",
+    ),
+    (
+        "torch",
+        "MAX_JOBS = \"{jobs}\"",
+        "MAX_JOBS = \"{job}\"",
+        "[build] env MAX_JOBS: `{job}`: unknown placeholder `{job}`",
+    ),
+    (
+        "clr",
+        "-DHIP_COMMON_DIR={src:hip}",
+        "-DHIP_COMMON_DIR={src:rocr}",
+        "`{src:rocr}` names a recipe that is not among its source dependencies",
+    ),
+    (
+        "torch",
+        "[build]\n",
+        "[build]\nsteps = [\"echo {{literal}}\", \"  \"]\n",
+        "[build] steps: an empty step runs nothing and always succeeds",
+    ),
+    (
+        "torch",
+        "[build]\n",
+        "[build]\nrequirements = [\"numpy=={numpy}\"]\n",
+        "[build] requirements: `numpy=={numpy}`: unknown placeholder `{numpy}`",
+    ),
+    (
+        "llvm",
+        "[targets]\n",
+        "[[check]]\nname = \"smoke\"\nsteps = [\"run {nosuch}\"]\n\n[targets]\n",
+        "check `smoke` steps: `run {nosuch}`: unknown placeholder `{nosuch}`",
+    ),
+    (
+        "llvm",
+        "[targets]\n",
+        "[[check]]\nname = \"smoke\"\nsteps = [\"\"]\n\n[targets]\n",
+        "check `smoke` has no steps: it would prove nothing",
+    ),
+    (
+        "llvm",
+        "[targets]\n",
+        "[[check]]\nname = \"smoke\"\nfiles = \"missing\"\nsteps = [\"true\"]\n\n[targets]\n",
+        "check `smoke`: no files in",
+    ),
+    (
+        "llvm",
+        "[targets]\n",
+        "[[provides]]\nwhat = \"x\"\nconsumers = [\"clr\"]\nfiles = [\"lib/x\"]\n\n[targets]\n",
+        "consumer `clr` must read `<recipe>: <upstream file:line>`",
+    ),
+    (
+        "llvm",
+        "args = [\"-DLLVM_TARGETS_TO_BUILD=AMDGPU;X86\"]",
+        "args = [\"-DCMAKE_INSTALL_PREFIX=/opt/x\"]",
+        "`-DCMAKE_INSTALL_PREFIX=/opt/x` installs outside the stack's prefix",
+    ),
+    (
+        "hip",
+        "system = \"source-only\"",
+        "system = \"source-only\"\nrequirements = [\"x\"]",
+        "`requirements` are installed into a build venv, and a `source-only` recipe builds nothing",
+    ),
+    (
+        "llvm",
+        "memory-per-job-gb = 4",
+        "memory-per-job-gb = 4\ninstall-wheels = [\"torch\"]",
+        "`install-wheels` is for python-wheel recipes; this one is `cmake`",
+    ),
+    ("llvm", "system = \"cmake\"", "system = \"script\"", "a `script` recipe without `steps` builds nothing"),
+];
+
 #[test]
-fn check_refuses_an_unknown_placeholder_and_an_empty_step_as_the_build_would() {
-    let e = check_errors(|r| {
-        replace_in(r, &format!("{F}/miopen.toml"), "-DGPU_TARGETS={targets}", "-DGPU_TARGETS={nosuch}");
-        replace_in(r, &format!("{F}/clr.toml"), "-DHIP_COMMON_DIR={src:hip}", "-DHIP_COMMON_DIR={src:rocr}");
-        replace_in(r, &format!("{F}/torch.toml"), "[build]\n", "[build]\nsteps = [\"echo {{literal}}\", \"  \"]\n");
-    });
-    assert!(
-        e.contains("[build] args: `-DGPU_TARGETS={nosuch}`: unknown placeholder `{nosuch}`; known: {prefix} {targets}"),
-        "{e}"
-    );
-    assert!(e.contains("miopen.toml"), "{e}");
-    assert!(
-        e.contains(
-            "`-DHIP_COMMON_DIR={src:rocr}`: `{src:rocr}` names a recipe that is not among its source dependencies"
-        ),
-        "{e}"
-    );
-    assert!(e.contains("[build] steps: an empty step runs nothing and always succeeds"), "{e}");
-    assert!(!e.contains("{literal}"), "literal braces are not placeholders: {e}");
+fn check_refuses_what_the_build_would_refuse_for_what_the_recipe_says() {
+    for (recipe, from, to, said) in REFUSED_FOR_WHAT_THE_RECIPE_SAYS {
+        let e = check_errors(|r| replace_in(r, &format!("{F}/{recipe}.toml"), from, to));
+        assert!(e.contains(said), "{recipe}: `{to}` must be refused with `{said}`:\n{e}");
+        assert!(e.contains(&format!("{recipe}.toml")), "{e}");
+        assert!(!e.contains("{literal}"), "literal braces are not placeholders: {e}");
+    }
 }
 
 #[test]
