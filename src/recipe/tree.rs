@@ -1,6 +1,7 @@
 //! Where recipes come from: the tree embedded in the binary, or a directory given with
 //! `--recipes DIR` / `ROCMFORGE_RECIPES` holding `recipes/` and `patches/` side by side.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -20,7 +21,8 @@ pub enum Origin {
 #[derive(Debug, Clone)]
 pub struct RecipeTree {
     pub origin: Origin,
-    files: BTreeMap<String, Vec<u8>>,
+    /// Borrowed from the binary for the embedded tree (a no-op build copies none of it).
+    files: BTreeMap<String, Cow<'static, [u8]>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -34,9 +36,9 @@ pub enum TreeError {
 impl RecipeTree {
     pub fn embedded() -> RecipeTree {
         let mut files = BTreeMap::new();
-        fn walk(dir: &Dir<'static>, prefix: &str, out: &mut BTreeMap<String, Vec<u8>>) {
+        fn walk(dir: &Dir<'static>, prefix: &str, out: &mut BTreeMap<String, Cow<'static, [u8]>>) {
             for f in dir.files() {
-                out.insert(format!("{prefix}/{}", f.path().display()), f.contents().to_vec());
+                out.insert(format!("{prefix}/{}", f.path().display()), Cow::Borrowed(f.contents()));
             }
             for d in dir.dirs() {
                 walk(d, prefix, out);
@@ -69,7 +71,7 @@ impl RecipeTree {
                 let rel = entry.path().strip_prefix(&root).expect("walk stays under root");
                 let bytes = std::fs::read(entry.path())
                     .map_err(|source| TreeError::Read { path: entry.path().to_path_buf(), source })?;
-                files.insert(rel.to_string_lossy().replace('\\', "/"), bytes);
+                files.insert(rel.to_string_lossy().replace('\\', "/"), Cow::Owned(bytes));
             }
         }
         Ok(RecipeTree { origin: Origin::Dir(root), files })
@@ -77,7 +79,7 @@ impl RecipeTree {
 
     /// For tests and tools: a tree from in-memory files.
     pub fn from_files(origin: Origin, files: BTreeMap<String, Vec<u8>>) -> RecipeTree {
-        RecipeTree { origin, files }
+        RecipeTree { origin, files: files.into_iter().map(|(k, v)| (k, Cow::Owned(v))).collect() }
     }
 
     /// How a user should read the path of `rel` in messages.
@@ -97,7 +99,7 @@ impl RecipeTree {
     }
 
     pub fn get(&self, rel: &str) -> Option<&[u8]> {
-        self.files.get(rel).map(Vec::as_slice)
+        self.files.get(rel).map(|v| v.as_ref())
     }
 
     pub fn contains(&self, rel: &str) -> bool {
@@ -122,14 +124,14 @@ impl RecipeTree {
         self.files
             .iter()
             .filter(|(k, _)| k.strip_prefix(&prefix).is_some_and(|rest| !rest.contains('/') && rest.ends_with(".toml")))
-            .map(|(k, v)| (k.as_str(), v.as_slice()))
+            .map(|(k, v)| (k.as_str(), v.as_ref()))
             .collect()
     }
 
     /// Every file below the folder `dir` (`recipes/<stack>/checks/x/`), as (path relative to
     /// it, content).
     pub fn files_under<'a>(&'a self, dir: &'a str) -> impl Iterator<Item = (&'a str, &'a [u8])> + 'a {
-        self.files.iter().filter_map(move |(k, v)| Some((k.strip_prefix(dir)?, v.as_slice())))
+        self.files.iter().filter_map(move |(k, v)| Some((k.strip_prefix(dir)?, v.as_ref())))
     }
 
     /// Patch files in `patches/<stack>/<recipe>/` that the recipe's series does not name (a
