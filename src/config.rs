@@ -255,7 +255,7 @@ impl Config {
     }
 
     /// Before a command that fetches or builds: the cache, work and state dirs are directories
-    /// this process can write (created if absent). Else which one, why, and the setting that
+    /// this process can write, or can be created where they are missing. Else which one, why, and the setting that
     /// moves it, instead of a failure in the first source or step that writes there.
     pub fn check_writable(&self) -> Result<(), ConfigError> {
         let dirs = [
@@ -272,15 +272,23 @@ impl Config {
                 env,
                 file: Self::default_file(),
             };
-            if path.exists() && !path.is_dir() {
-                return Err(unusable("it is a file, not a directory".into()));
+            // Nothing is created here (a build that downloads everything makes no work dir):
+            // the dir, or the nearest part of its path that exists, must be a directory this
+            // process may write in (access(2), not a probe file).
+            let Some(existing) = path.ancestors().find(|p| p.exists()) else { continue };
+            if !existing.is_dir() {
+                return Err(unusable(if existing == path.as_path() {
+                    "it is a file, not a directory".into()
+                } else {
+                    format!("`{}` in its path is a file, not a directory", existing.display())
+                }));
             }
-            if let Err(e) = std::fs::create_dir_all(path) {
-                return Err(unusable(format!("it cannot be created ({e})")));
-            }
-            // access(2), not a probe file: a no-op build writes nothing it does not need to.
-            if let Err(e) = rustix::fs::access(path.as_path(), rustix::fs::Access::WRITE_OK) {
-                return Err(unusable(format!("nothing can be written in it ({e})")));
+            if let Err(e) = rustix::fs::access(existing, rustix::fs::Access::WRITE_OK) {
+                return Err(unusable(if existing == path.as_path() {
+                    format!("nothing can be written in it ({e})")
+                } else {
+                    format!("it cannot be created in `{}` ({e})", existing.display())
+                }));
             }
         }
         Ok(())

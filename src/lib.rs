@@ -6,8 +6,8 @@
 //!
 //! 1. Leaves, used everywhere: `fault` (crash-test points), `digest` (sha256), `fsutil` (atomic
 //!    writes, trees), `diagnostic` (file:line:col errors), `target` (GPU targets and their spellings),
-//!    `offload` (the GPU targets of the device code in libraries, code objects and wheels, and
-//!    whether installed files cover what a recipe declares),
+//!    `offload` (the GPU targets of the device code in libraries, code objects and wheels,
+//!    whether installed files cover what a recipe declares, and which need an executable stack),
 //!    `config` (user settings), `progress` (the reporting trait; indicatif lives only there),
 //!    `layout` (where everything lives on disk), `wheel` (wheel names and versions).
 //! 2. The model: `recipe` (TOML -> typed, validated recipes and stacks), `graph` (closure,

@@ -56,6 +56,13 @@ fn render(d: &Doctor) -> String {
         " (no package names known: recipes name Debian/Ubuntu packages)"
     };
     line("os", format!("{}{pm}", os.describe()));
+    line(
+        "libc",
+        match &d.glibc {
+            Some(g) => g.describe(),
+            None => "unknown (no glibc libc.so.6 found)".into(),
+        },
+    );
     for t in &d.tools {
         let v = match (&t.path, &t.version) {
             (Some(p), Some(v)) => format!("{v} ({})", p.display()),

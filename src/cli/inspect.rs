@@ -1,4 +1,5 @@
-//! `rocmforge inspect`: the GPU targets of the device code in files, directories and wheels.
+//! `rocmforge inspect`: the GPU targets of the device code in files, directories and wheels, and
+//! the host libraries and executables among them that need an executable stack.
 
 use std::path::PathBuf;
 
@@ -34,21 +35,30 @@ pub fn run(_ctx: &Context, args: Args) -> CliResult {
 }
 
 /// One line per file: its targets and where the code sits; files without device code say so.
+/// A host library or executable that needs an executable stack gets a line more saying so.
 fn render(r: &InspectReport) -> String {
     let mut out = String::new();
     let mut without = 0;
+    let mut exec_stack = 0;
     for f in &r.files {
         if f.code.is_empty() {
             without += 1;
             out.push_str(&format!("{}: no GPU code\n", f.path));
-            continue;
+        } else {
+            let mut kinds: Vec<String> = f.code.iter().map(|c| c.container.describe()).collect();
+            kinds.dedup();
+            out.push_str(&format!("{}: {} ({})\n", f.path, f.targets.join(" "), kinds.join(", ")));
         }
-        let mut kinds: Vec<String> = f.code.iter().map(|c| c.container.describe()).collect();
-        kinds.dedup();
-        out.push_str(&format!("{}: {} ({})\n", f.path, f.targets.join(" "), kinds.join(", ")));
+        if let Some(problem) = f.stack.and_then(|s| s.problem()) {
+            exec_stack += 1;
+            out.push_str(&format!("{}: {problem}\n", f.path));
+        }
     }
     let with = r.files.len() - without;
     out.push_str(&format!("{with} file(s) with GPU code, {without} without"));
+    if exec_stack > 0 {
+        out.push_str(&format!(", {exec_stack} needing an executable stack"));
+    }
     if r.skipped > 0 {
         out.push_str(&format!(", {} other file(s) skipped", r.skipped));
     }

@@ -128,7 +128,8 @@ pub enum Command {
     Log(log::Args),
     /// Print the path of the latest build report (timeline.html, trace.json, report.json).
     Report(report::Args),
-    /// The GPU targets of the device code in libraries, objects, code objects and wheels.
+    /// The GPU targets of the device code in libraries, objects, code objects and wheels, and the
+    /// libraries and executables that need an executable stack.
     Inspect(inspect::Args),
     /// Print the shell lines that activate a stack: prefix, venv, a profile's MIOpen settings.
     Env(env::Args),

@@ -72,6 +72,8 @@ pub enum BuildError {
     Coverage { recipe: String, file: String, what: String, problems: Vec<String> },
     #[error("{recipe}: does not install what its consumers need (`[[provides]]` in {file}); nothing was stored:{}\nThis recipe is what is wrong, not its consumers: fix its build (each need names the consumer's file and line that take it), then build again", problems.iter().map(|p| format!("\n  - {p}")).collect::<String>())]
     Provides { recipe: String, file: String, problems: Vec<String> },
+    #[error("{recipe}: installs ELF files that need an executable stack, which glibc 2.41 and later refuse to load (dlopen: cannot enable executable stack); nothing was stored:{}\nFix its build in {file}: link each with `-Wl,-z,noexecstack`, or add `-Wa,--noexecstack` for assembly sources (an assembly file without a `.note.GNU-stack` section makes the whole library ask for one); clr fixed its own in ROCm 6.1 (ROCm/clr issue 22)", problems.iter().map(|p| format!("\n  - {p}")).collect::<String>())]
+    ExecStack { recipe: String, file: String, problems: Vec<String> },
     #[error("this host lacks what the recipes to build need; nothing was fetched or built (`rocmforge doctor` shows the whole host):{problems}")]
     Host { problems: String },
     #[error("{recipe}: artifact {key} is not in the cache at {store} right after it was stored; is another process cleaning the cache (`rocmforge cache gc`)? Build again")]

@@ -3,6 +3,8 @@
 //! program of it prints), and the checks after install (`[[check]]`: steps of the build, run in
 //! a fresh copy of the check's files, and the device code of what they made). A miss fails the
 //! recipe that is wrong, naming the consumer or the check, instead of a consumer hours later.
+//! Built in for every recipe that builds something: none of its host libraries and executables
+//! needs an executable stack, which glibc 2.41 and later refuse to load.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -12,10 +14,13 @@ use crate::layout::WorkDir;
 use crate::offload::coverage::{self, CoverageCheck, CoverageSpec, Installed};
 use crate::plan::PlanEntry;
 use crate::recipe::proofs::TARGET_PLACEHOLDERS;
-use crate::recipe::{PostCheck, Provide, Recipe};
+use crate::recipe::{BuildSystem, PostCheck, Provide, Recipe};
 
 /// How long a `[[provides]] query` program may take (a compiler printing a path: a second).
 const QUERY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How many files that need an executable stack an error lists (the build report has them all).
+const STACKS_LISTED: usize = 20;
 
 /// The directory a check runs in: `<build>/checks/<name>`.
 pub fn check_dir(wd: &WorkDir, check: &str) -> PathBuf {
@@ -80,30 +85,60 @@ impl Engine<'_> {
         }
         // Its consumers' needs.
         let needs: Vec<CoverageCheck> = r.provides.iter().map(|p| provide(p, &requested, &installed, tree)).collect();
-        if own.is_empty() && needs.is_empty() {
+        // What every loader asks of its libraries and executables (a prebuilt wheel's are not
+        // this build's doing).
+        let stacks = if r.build.system == BuildSystem::PrebuiltWheel {
+            Vec::new()
+        } else {
+            coverage::exec_stacks(&installed).map_err(unreadable)?
+        };
+        if own.is_empty() && needs.is_empty() && stacks.is_empty() {
             return Ok(());
         }
-        let all: Vec<CoverageCheck> = own.iter().chain(&needs).cloned().collect();
+        let all: Vec<CoverageCheck> = own.iter().chain(&needs).chain(&stacks).cloned().collect();
         self.progress.coverage(&r.name, &all);
         for c in all.iter().filter(|c| c.ok) {
             self.progress.message(&r.name, &c.describe());
         }
         let failed =
             |checks: &[CoverageCheck]| checks.iter().filter(|c| !c.ok).map(|c| c.describe()).collect::<Vec<_>>();
-        let (own, needs) = (failed(&own), failed(&needs));
+        let (own, needs, mut stacks) = (failed(&own), failed(&needs), failed(&stacks));
+        if stacks.len() > STACKS_LISTED {
+            let more = stacks.len() - STACKS_LISTED;
+            stacks.truncate(STACKS_LISTED);
+            stacks.push(format!("and {more} more (the build report lists them all: `rocmforge report`)"));
+        }
         if !own.is_empty() {
             return Err(BuildError::Coverage {
                 recipe: r.name.clone(),
                 file: r.file.clone(),
                 what: "`[targets]` and `[[check]]`".into(),
-                problems: own.into_iter().chain(needs).collect(),
+                problems: own.into_iter().chain(needs).chain(stacks).collect(),
             });
         }
         if !needs.is_empty() {
-            return Err(BuildError::Provides { recipe: r.name.clone(), file: r.file.clone(), problems: needs });
+            return Err(BuildError::Provides {
+                recipe: r.name.clone(),
+                file: r.file.clone(),
+                problems: needs.into_iter().chain(stacks).collect(),
+            });
+        }
+        if !stacks.is_empty() {
+            return Err(BuildError::ExecStack { recipe: r.name.clone(), file: r.file.clone(), problems: stacks });
         }
         Ok(())
     }
+}
+
+/// An installed file (or wheel member) the stack check could not read.
+fn unreadable(e: crate::offload::OffloadError) -> BuildError {
+    use crate::offload::OffloadError;
+    let (path, source) = match e {
+        OffloadError::Io { path, source } => (path, source),
+        OffloadError::File { path, message } => (PathBuf::from(path), std::io::Error::other(message)),
+        OffloadError::Malformed(message) => (PathBuf::new(), std::io::Error::other(message)),
+    };
+    BuildError::Io { what: "the stack check cannot read", path, source }
 }
 
 /// One `[[provides]]` checked: every file entry matches (once per requested target where it

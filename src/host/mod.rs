@@ -2,15 +2,17 @@
 //! host that tests (and anyone curious) name with `ROCMFORGE_HOST_ROOT`. Its files are read
 //! under that root (`/etc/os-release`, `/var/lib/dpkg/status`, `/sys/class/kfd`,
 //! `/sys/bus/pci/devices`, `/proc/meminfo`, `/etc/group`, `/etc/passwd`, headers, pkg-config
-//! files); commands are looked up on `PATH`, as the build runs them.
+//! files, `libc.so.6`); commands are looked up on `PATH`, as the build runs them.
 //!
 //! - [`os`]: the distribution and the one command that installs packages there;
 //! - [`dpkg`]: the packages installed (Debian, Ubuntu and their derivatives);
+//! - [`glibc`]: the C library's version (2.41 and later refuse executable-stack libraries);
 //! - [`gpu`]: the GPUs the kernel sees (KFD topology, PCI ids of RDNA1 cards);
 //! - [`python`]: the stack's Python, wherever it is (PATH, pyenv, uv);
 //! - [`needs`]: a set of recipes' `[host]` needs checked against all of that.
 
 pub mod dpkg;
+pub mod glibc;
 pub mod gpu;
 pub mod needs;
 pub mod os;

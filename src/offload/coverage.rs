@@ -8,6 +8,9 @@
 //! - `must-contain = { "lib/libx.so" = "text" }`: every file the path or glob matches must
 //!   contain the text (MIOpen embeds its kernel sources: a patched kernel leaves its line there).
 //!
+//! - built in, for every recipe that builds something: no host library or executable asks for an
+//!   executable stack ([`exec_stacks`]): glibc 2.41 and later refuse to load such a library.
+//!
 //! Paths are relative to the recipe's installed tree (the prefix), or, for recipes that make
 //! wheels, to the root of each wheel (`torch/lib/libtorch_hip.so`), read in memory.
 
@@ -17,6 +20,7 @@ use std::path::{Path, PathBuf};
 use globset::{GlobBuilder, GlobMatcher};
 use serde::{Deserialize, Serialize};
 
+use super::elf::{self, Stack};
 use super::{inspect_bytes, processor, OffloadError};
 
 /// What a recipe declares.
@@ -44,9 +48,10 @@ pub enum Installed<'a> {
 /// One declaration checked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CoverageCheck {
-    /// `device-code` or `must-contain`.
+    /// `device-code`, `must-contain`, `provides` or `stack`.
     pub kind: String,
-    /// The path or glob as declared.
+    /// The path or glob as declared (`provides`: the need; `stack`: the file that needs an
+    /// executable stack, or how many files were read when none does).
     pub pattern: String,
     /// device-code: the targets required; must-contain: the text.
     pub wants: Vec<String>,
@@ -71,6 +76,11 @@ pub struct CoveredFile {
 impl CoverageCheck {
     /// One line for people: what is covered, or what is missing where.
     pub fn describe(&self) -> String {
+        match (self.kind.as_str(), self.ok) {
+            ("stack", true) => return format!("stack: {} read, none needs an executable stack", self.pattern),
+            ("stack", false) => return format!("{}: {}", self.pattern, self.missing.join("; ")),
+            _ => {}
+        }
         if self.files.is_empty() && self.kind != "provides" {
             return format!("{} `{}`: no installed file matches it", self.kind, self.pattern);
         }
@@ -116,6 +126,82 @@ impl CoverageCheck {
             ),
         }
     }
+}
+
+/// Every host library and executable installed (a tree's regular files, symlinks not followed;
+/// every member of the wheels), each read only as far as its program headers: one `stack` check
+/// per file that needs an executable stack, or, when none does, one saying how many were read;
+/// none when no file is a host library or executable.
+pub fn exec_stacks(installed: &Installed<'_>) -> Result<Vec<CoverageCheck>, OffloadError> {
+    let mut read = 0usize;
+    let mut out = Vec::new();
+    let mut seen = |path: String, stack: Option<Stack>| {
+        let Some(stack) = stack else { return };
+        read += 1;
+        if let Some(problem) = stack.problem() {
+            out.push(CoverageCheck {
+                kind: "stack".into(),
+                pattern: path.clone(),
+                wants: Vec::new(),
+                files: vec![CoveredFile { path, targets: Vec::new(), contains: None }],
+                missing: vec![problem.to_string()],
+                ok: false,
+            });
+        }
+    };
+    match installed {
+        Installed::Tree(root) => {
+            for e in walkdir::WalkDir::new(root).min_depth(1).follow_links(false).sort_by_file_name() {
+                let e = e.map_err(|e| OffloadError::Io {
+                    path: e.path().unwrap_or(root).to_path_buf(),
+                    source: std::io::Error::other(e.to_string()),
+                })?;
+                if !e.file_type().is_file() {
+                    continue;
+                }
+                let io = |source| OffloadError::Io { path: e.path().to_path_buf(), source };
+                let stack = std::fs::File::open(e.path()).and_then(|mut f| elf::read_stack(&mut f)).map_err(io)?;
+                let rel = e.path().strip_prefix(root).unwrap_or(e.path()).to_string_lossy().replace('\\', "/");
+                seen(rel, stack);
+            }
+        }
+        Installed::Wheels(wheels) => {
+            for w in *wheels {
+                let name = w.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let mut zip = super::open_wheel(w)?;
+                for i in 0..zip.len() {
+                    let mut member = zip.by_index(i).map_err(|e| OffloadError::File {
+                        path: format!("{}!#{i}", w.display()),
+                        message: format!("cannot read: {e}"),
+                    })?;
+                    if member.is_dir() {
+                        continue;
+                    }
+                    let shown = format!("{name}!{}", member.name());
+                    let stack = elf::stream_stack(&mut member).map_err(|e| OffloadError::File {
+                        path: format!("{}!{}", w.display(), member.name()),
+                        message: format!("cannot read: {e}"),
+                    })?;
+                    seen(shown, stack);
+                }
+            }
+        }
+    }
+    if out.is_empty() && read > 0 {
+        out.push(CoverageCheck {
+            kind: "stack".into(),
+            pattern: if read == 1 {
+                "1 ELF library or executable".into()
+            } else {
+                format!("{read} ELF libraries and executables")
+            },
+            wants: Vec::new(),
+            files: Vec::new(),
+            missing: Vec::new(),
+            ok: true,
+        });
+    }
+    Ok(out)
 }
 
 /// A path or glob of a declaration, or why it is not one.
@@ -289,6 +375,64 @@ mod tests {
         let c = &check(spec, &[], &Installed::Tree(d.path())).unwrap()[0];
         assert!(!c.ok);
         assert!(c.describe().contains("lib/libx.so does not contain `MIO_BN_GFX101X`"), "{}", c.describe());
+    }
+
+    #[test]
+    fn exec_stacks_names_each_file_that_needs_one_in_a_tree_and_in_wheels() {
+        use super::super::props::with_program_headers;
+        let (gnu_stack, load) = (object::elf::PT_GNU_STACK, (1, 5));
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("lib/k")).unwrap();
+        std::fs::create_dir_all(d.path().join("bin")).unwrap();
+        let lib = |stack: &[(u32, u32)]| [&[load], stack].concat();
+        std::fs::write(d.path().join("lib/libok.so.1"), with_program_headers(2, 3, 62, 0, &lib(&[(gnu_stack, 6)])))
+            .unwrap();
+        std::fs::write(d.path().join("bin/tool"), with_program_headers(2, 2, 62, 0, &lib(&[(gnu_stack, 6)]))).unwrap();
+        std::os::unix::fs::symlink("libok.so.1", d.path().join("lib/libok.so")).unwrap();
+        std::fs::write(d.path().join("lib/k/a.co"), super::super::props::elf(224, 0x133, 64, 2, &[])).unwrap();
+        std::fs::write(d.path().join("lib/x.o"), with_program_headers(2, 1, 62, 0, &[])).unwrap();
+        std::fs::write(d.path().join("lib/notes.txt"), "hello").unwrap();
+        let checks = exec_stacks(&Installed::Tree(d.path())).unwrap();
+        assert_eq!(checks.len(), 1, "{checks:?}");
+        assert!(checks[0].ok);
+        // The symlink is not read twice; the code object, the object and the text not at all.
+        assert_eq!(checks[0].describe(), "stack: 2 ELF libraries and executables read, none needs an executable stack");
+
+        std::fs::write(d.path().join("lib/libexec.so"), with_program_headers(2, 3, 62, 0, &lib(&[(gnu_stack, 7)])))
+            .unwrap();
+        std::fs::write(d.path().join("lib/libbare.so"), with_program_headers(2, 3, 62, 0, &lib(&[]))).unwrap();
+        let checks = exec_stacks(&Installed::Tree(d.path())).unwrap();
+        let lines: Vec<String> = checks.iter().map(|c| c.describe()).collect();
+        assert_eq!(
+            lines,
+            [
+                "lib/libbare.so: has no PT_GNU_STACK header: glibc 2.41+ treats it as needing an executable stack",
+                "lib/libexec.so: needs an executable stack (PT_GNU_STACK RWE): glibc 2.41+ refuses to load it",
+            ]
+        );
+        assert!(checks.iter().all(|c| !c.ok && c.kind == "stack"));
+
+        // In a wheel: every member is read, as it is decompressed.
+        use std::io::Write;
+        let wheel = d.path().join("demo-1.0-cp311-cp311-linux_x86_64.whl");
+        let mut zip = zip::ZipWriter::new(std::fs::File::create(&wheel).unwrap());
+        let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+        zip.add_directory("demo/", opts).unwrap();
+        zip.start_file("demo/__init__.py", opts).unwrap();
+        zip.write_all(b"").unwrap();
+        zip.start_file("demo/_C.cpython-311-x86_64-linux-gnu.so", opts).unwrap();
+        zip.write_all(&with_program_headers(2, 3, 62, 3000, &lib(&[(gnu_stack, 7)]))).unwrap();
+        zip.start_file("demo/bin/helper", opts).unwrap();
+        zip.write_all(&with_program_headers(2, 3, 62, 0, &lib(&[(gnu_stack, 6)]))).unwrap();
+        zip.finish().unwrap();
+        let wheels = [wheel];
+        let checks = exec_stacks(&Installed::Wheels(&wheels)).unwrap();
+        assert_eq!(checks.len(), 1, "{checks:?}");
+        assert_eq!(checks[0].pattern, "demo-1.0-cp311-cp311-linux_x86_64.whl!demo/_C.cpython-311-x86_64-linux-gnu.so");
+        // A tree without host ELF files has no stack entry at all.
+        let empty = tempfile::tempdir().unwrap();
+        std::fs::write(empty.path().join("h.h"), "#define X 1").unwrap();
+        assert!(exec_stacks(&Installed::Tree(empty.path())).unwrap().is_empty());
     }
 
     #[test]

@@ -2,9 +2,17 @@
 //! libraries (their device code in the `.hip_fatbin` section, as offload bundles, or, for
 //! `-fgpu-rdc` objects, in `__CLANG_OFFLOAD_BUNDLE__<entry id>` sections). Parsing is the
 //! `object` crate's; the AMDGPU flag values are from LLVM's `llvm/BinaryFormat/ELF.h`.
+//!
+//! Also the stack a host library or executable asks the loader for (its `PT_GNU_STACK` program
+//! header, [`Stack`]), read from the header and the program header table alone, so a
+//! multi-gigabyte library costs a few hundred bytes.
 
+use std::io::{Read, Seek, SeekFrom};
+
+use object::elf::{ELFCLASS64, ELFDATA2LSB, ET_DYN, ET_EXEC, PF_X, PN_XNUM, PT_GNU_STACK};
 use object::read::elf::{ElfFile, FileHeader};
 use object::{Endianness, Object, ObjectSection};
+use serde::Serialize;
 
 use super::{bundle, Container, DeviceCode, OffloadError};
 
@@ -164,9 +172,188 @@ pub fn amdgpu_target(flags: u32, os_abi: u8, abi_version: u8) -> Result<String, 
     Ok(target)
 }
 
+/// The stack a host ELF library or executable asks the loader for. glibc 2.41 and later refuse
+/// to `dlopen` a library that asks for an executable stack ("cannot enable executable stack"),
+/// and on x86_64 take one without a `PT_GNU_STACK` header as asking for one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stack {
+    /// `PT_GNU_STACK` without `PF_X` (`readelf -lW` shows `RW`).
+    NonExecutable,
+    /// `PT_GNU_STACK` with `PF_X` (`RWE`).
+    Executable,
+    /// No `PT_GNU_STACK` header.
+    Missing,
+}
+
+impl Stack {
+    /// What is wrong with it, for people (after the file's name); `None` when nothing is.
+    pub fn problem(self) -> Option<&'static str> {
+        match self {
+            Stack::NonExecutable => None,
+            Stack::Executable => Some("needs an executable stack (PT_GNU_STACK RWE): glibc 2.41+ refuses to load it"),
+            Stack::Missing => Some("has no PT_GNU_STACK header: glibc 2.41+ treats it as needing an executable stack"),
+        }
+    }
+}
+
+/// Bytes of an ELF64 header, all [`program_headers`] reads.
+pub const ELF64_HEADER: usize = 64;
+/// Bytes of an ELF64 program header (`Elf64_Phdr`).
+const PHDR64: usize = 56;
+
+/// Where a host library's or executable's program header table is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProgramHeaders {
+    /// Its offset in the file.
+    pub offset: u64,
+    count: usize,
+}
+
+impl ProgramHeaders {
+    /// Its length in bytes.
+    pub fn size(&self) -> usize {
+        PHDR64 * self.count
+    }
+
+    /// The stack the table (its [`size`](Self::size) bytes) asks for.
+    pub fn stack(&self, table: &[u8]) -> Stack {
+        let word = |p: &[u8], at: usize| u32::from_le_bytes([p[at], p[at + 1], p[at + 2], p[at + 3]]);
+        match table.chunks_exact(PHDR64).take(self.count).find(|p| word(p, 0) == PT_GNU_STACK) {
+            None => Stack::Missing,
+            Some(p) if word(p, 4) & PF_X != 0 => Stack::Executable,
+            Some(_) => Stack::NonExecutable,
+        }
+    }
+}
+
+/// The program header table of a host ELF64 little-endian shared library or executable
+/// (`ET_DYN`, `ET_EXEC`), from the file's first [`ELF64_HEADER`] bytes; `None` for anything the
+/// stack question does not apply to: not ELF, another class or byte order, objects (`ET_REL`),
+/// AMDGPU code objects, files without program headers.
+pub fn program_headers(head: &[u8]) -> Option<ProgramHeaders> {
+    let h = head.get(..ELF64_HEADER)?;
+    if !h.starts_with(b"\x7fELF") || h[4] != ELFCLASS64 || h[5] != ELFDATA2LSB {
+        return None;
+    }
+    let half = |at: usize| u16::from_le_bytes([h[at], h[at + 1]]);
+    if !matches!(half(16), ET_DYN | ET_EXEC) || half(18) == EM_AMDGPU {
+        return None;
+    }
+    let offset = u64::from_le_bytes(h[32..40].try_into().ok()?);
+    let count = half(56);
+    // An entry is an Elf64_Phdr (glibc refuses another size), so a table is at most 3.6 MB.
+    // PN_XNUM: more headers than 16 bits count, their number in section 0 (no library has them).
+    if usize::from(half(54)) != PHDR64 || count == 0 || count == PN_XNUM {
+        return None;
+    }
+    Some(ProgramHeaders { offset, count: usize::from(count) })
+}
+
+/// The stack a host library or executable in memory asks for; `None` when not applicable
+/// (see [`program_headers`]) or its table lies outside `bytes`.
+pub fn host_stack(bytes: &[u8]) -> Option<Stack> {
+    let ph = program_headers(bytes)?;
+    let table = bytes.get(usize::try_from(ph.offset).ok()?..)?.get(..ph.size())?;
+    Some(ph.stack(table))
+}
+
+/// [`host_stack`] of a file, reading its header and then, after a seek, its program header
+/// table, nothing else. A file too short for either is `None`.
+pub fn read_stack(f: &mut (impl Read + Seek)) -> std::io::Result<Option<Stack>> {
+    let mut head = [0u8; ELF64_HEADER];
+    if !fill(f, &mut head)? {
+        return Ok(None);
+    }
+    let Some(ph) = program_headers(&head) else { return Ok(None) };
+    f.seek(SeekFrom::Start(ph.offset))?;
+    let mut table = vec![0u8; ph.size()];
+    Ok(fill(f, &mut table)?.then(|| ph.stack(&table)))
+}
+
+/// [`host_stack`] of a stream (a wheel member as it is decompressed): the bytes between the
+/// header and the program header table are read past, not kept.
+pub fn stream_stack(r: &mut impl Read) -> std::io::Result<Option<Stack>> {
+    let mut head = [0u8; ELF64_HEADER];
+    if !fill(r, &mut head)? {
+        return Ok(None);
+    }
+    let Some(ph) = program_headers(&head) else { return Ok(None) };
+    let Some(gap) = ph.offset.checked_sub(ELF64_HEADER as u64) else { return Ok(None) };
+    if std::io::copy(&mut r.by_ref().take(gap), &mut std::io::sink())? < gap {
+        return Ok(None);
+    }
+    let mut table = vec![0u8; ph.size()];
+    Ok(fill(r, &mut table)?.then(|| ph.stack(&table)))
+}
+
+/// Fills `buf` from `r`; `false` when `r` ends first.
+fn fill(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<bool> {
+    match r.read_exact(buf) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::super::props::with_program_headers;
     use super::*;
+
+    const LOAD: (u32, u32) = (1, 5);
+
+    #[test]
+    fn the_stack_a_library_asks_for() {
+        let stack = |e_type: u16, headers: &[(u32, u32)]| {
+            let bytes = with_program_headers(2, e_type, 62, 0, headers);
+            let from_file = read_stack(&mut std::io::Cursor::new(&bytes)).unwrap();
+            let streamed = stream_stack(&mut bytes.as_slice()).unwrap();
+            assert_eq!(from_file, host_stack(&bytes));
+            assert_eq!(streamed, host_stack(&bytes));
+            host_stack(&bytes)
+        };
+        assert_eq!(stack(ET_DYN, &[LOAD, (PT_GNU_STACK, 6)]), Some(Stack::NonExecutable));
+        assert_eq!(stack(ET_DYN, &[LOAD, (PT_GNU_STACK, 7)]), Some(Stack::Executable));
+        assert_eq!(stack(ET_EXEC, &[LOAD, (PT_GNU_STACK, 7)]), Some(Stack::Executable));
+        assert_eq!(stack(ET_DYN, &[LOAD]), Some(Stack::Missing));
+        assert!(Stack::Missing.problem().unwrap().contains("no PT_GNU_STACK header"));
+        assert!(Stack::Executable.problem().unwrap().contains("glibc 2.41+ refuses to load it"));
+        assert_eq!(Stack::NonExecutable.problem(), None);
+        // Not applicable: objects, core files, no program headers.
+        assert_eq!(stack(1, &[]), None);
+        assert_eq!(stack(4, &[LOAD]), None);
+        assert_eq!(stack(ET_DYN, &[]), None);
+    }
+
+    #[test]
+    fn a_table_away_from_the_header_is_found_by_a_seek_or_read_past() {
+        // patchelf may move the program headers to the end of a file.
+        let bytes = with_program_headers(2, ET_DYN, 62, 5000, &[LOAD, (PT_GNU_STACK, 7)]);
+        assert_eq!(host_stack(&bytes), Some(Stack::Executable));
+        assert_eq!(read_stack(&mut std::io::Cursor::new(&bytes)).unwrap(), Some(Stack::Executable));
+        assert_eq!(stream_stack(&mut bytes.as_slice()).unwrap(), Some(Stack::Executable));
+        // Cut inside the table: not read, not a failure.
+        let cut = &bytes[..64 + 5000 + 60];
+        assert_eq!(host_stack(cut), None);
+        assert_eq!(read_stack(&mut std::io::Cursor::new(cut)).unwrap(), None);
+        assert_eq!(stream_stack(&mut &cut[..]).unwrap(), None);
+    }
+
+    #[test]
+    fn not_a_host_elf64_file_is_not_applicable() {
+        assert_eq!(host_stack(b"#!/bin/sh\necho hello\n"), None);
+        assert_eq!(host_stack(b"\x7fELF"), None);
+        assert_eq!(stream_stack(&mut &b"\x7fELF\x02"[..]).unwrap(), None);
+        // 32-bit (ELFCLASS32) and big-endian files are not read.
+        assert_eq!(host_stack(&with_program_headers(1, ET_DYN, 3, 0, &[(PT_GNU_STACK, 7)])), None);
+        let mut big = with_program_headers(2, ET_DYN, 62, 0, &[(PT_GNU_STACK, 7)]);
+        big[5] = 2;
+        assert_eq!(host_stack(&big), None);
+        // An AMDGPU code object is GPU code, not a host library.
+        assert_eq!(host_stack(&with_program_headers(2, ET_DYN, EM_AMDGPU, 0, &[LOAD])), None);
+        assert_eq!(host_stack(&super::super::props::elf(224, 0x133, 64, 2, &[])), None);
+    }
 
     #[test]
     fn flags_to_target_ids() {

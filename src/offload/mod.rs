@@ -3,7 +3,8 @@
 //!
 //! - `elf`: AMDGPU code objects (`*.co`, `*.hsaco`, as Tensile and MIOpen ship them; the
 //!   target is in the ELF header's `e_flags`) and host ELF files (libraries, objects) whose
-//!   `.hip_fatbin` section holds offload bundles;
+//!   `.hip_fatbin` section holds offload bundles; and whether a host library or executable
+//!   asks for an executable stack, which glibc 2.41 and later refuse to load;
 //! - `bundle`: clang offload bundles, plain and compressed (zlib, zstd);
 //! - `coverage`: whether a recipe's installed files carry what it declares (device code for
 //!   every target built, a string a patch put in);
@@ -99,6 +100,10 @@ pub struct Inspected {
     /// Every target, sorted, once each.
     pub targets: Vec<String>,
     pub code: Vec<DeviceCode>,
+    /// The stack a host library or executable asks for (left out for objects, code objects,
+    /// bundles).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack: Option<elf::Stack>,
 }
 
 impl Inspected {
@@ -106,7 +111,7 @@ impl Inspected {
         let mut targets: Vec<String> = code.iter().map(|c| c.target.clone()).collect();
         targets.sort_by_key(|t| target_order(t));
         targets.dedup();
-        Inspected { path, kind, targets, code }
+        Inspected { path, kind, targets, code, stack: None }
     }
 
     /// The processors (`gfx1010`) of its targets, feature suffixes dropped.
@@ -139,7 +144,8 @@ pub fn sniff(head: &[u8]) -> Option<FileKind> {
     }
 }
 
-/// The device code in `bytes` (an ELF file or a bare bundle); `None` when it is neither.
+/// The device code in `bytes` (an ELF file or a bare bundle), and the stack a host library or
+/// executable asks for; `None` when it is neither.
 pub fn inspect_bytes(path: &str, bytes: &[u8]) -> Result<Option<Inspected>, OffloadError> {
     let (kind, code) = match sniff(bytes) {
         None => return Ok(None),
@@ -152,7 +158,11 @@ pub fn inspect_bytes(path: &str, bytes: &[u8]) -> Result<Option<Inspected>, Offl
             elf::ElfContent::Host(code) => (FileKind::Elf, code),
         },
     };
-    Ok(Some(Inspected::new(path.to_string(), kind, code)))
+    let mut found = Inspected::new(path.to_string(), kind, code);
+    if kind == FileKind::Elf {
+        found.stack = elf::host_stack(bytes);
+    }
+    Ok(Some(found))
 }
 
 /// Whether a wheel member's name is one that can carry device code: shared libraries

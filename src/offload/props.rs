@@ -69,6 +69,38 @@ pub(crate) fn elf(machine: u16, flags: u32, os_abi: u8, abi_version: u8, section
     out
 }
 
+/// A little-endian ELF file with the ELF64 layout, of `class` (2: ELFCLASS64), type `e_type` and
+/// machine `machine`, whose program headers `(p_type, p_flags)` start `gap` bytes past the
+/// header; a body follows.
+pub(crate) fn with_program_headers(
+    class: u8,
+    e_type: u16,
+    machine: u16,
+    gap: usize,
+    headers: &[(u32, u32)],
+) -> Vec<u8> {
+    let mut out = vec![0x7f, b'E', b'L', b'F', class, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    out.extend(e_type.to_le_bytes());
+    out.extend(machine.to_le_bytes());
+    out.extend(1u32.to_le_bytes());
+    out.extend(0u64.to_le_bytes()); // entry
+    out.extend((64 + gap as u64).to_le_bytes()); // phoff
+    out.extend(0u64.to_le_bytes()); // shoff
+    out.extend(0u32.to_le_bytes()); // flags
+    out.extend(64u16.to_le_bytes());
+    out.extend(56u16.to_le_bytes());
+    out.extend((headers.len() as u16).to_le_bytes());
+    out.extend([0u8; 6]); // shentsize, shnum, shstrndx
+    out.resize(64 + gap, 0xaa);
+    for (kind, flags) in headers {
+        out.extend(kind.to_le_bytes());
+        out.extend(flags.to_le_bytes());
+        out.extend([0u8; 48]);
+    }
+    out.extend([0u8; 100]);
+    out
+}
+
 /// A plain bundle of (entry id, bytes), laid out as clang's bundler writes it.
 pub(crate) fn plain_bundle(entries: &[(String, Vec<u8>)]) -> Vec<u8> {
     let mut header = bundle::MAGIC.to_vec();
@@ -151,6 +183,9 @@ proptest! {
         };
         b.extend(bytes);
         let _ = inspect_bytes("x", &b);
+        let _ = super::elf::host_stack(&b);
+        let _ = super::elf::stream_stack(&mut b.as_slice());
+        let _ = super::elf::read_stack(&mut std::io::Cursor::new(&b));
     }
 
     #[test]

@@ -1,9 +1,9 @@
-//! `doctor`: is this host ready to build a closure tonight? The OS, compilers, CMake, the
-//! stack's Python, every `[host]` need of the recipes (with the command that installs what is
-//! missing), disk against the stack's estimate, RAM against the jobs, the GPUs the kernel sees,
-//! membership of the GPU groups, a leftover `HSA_OVERRIDE_GFX_VERSION`, and the compiler cache
-//! a build would use. The host is read
-//! through [`HostRoot`] (`ROCMFORGE_HOST_ROOT`), commands on `PATH`.
+//! `doctor`: is this host ready to build a closure tonight? The OS and its glibc (2.41 and later
+//! refuse libraries that ask for an executable stack), compilers, CMake, the stack's Python,
+//! every `[host]` need of the recipes (with the command that installs what is missing), disk
+//! against the stack's estimate, RAM against the jobs, the GPUs the kernel sees, membership of
+//! the GPU groups, a leftover `HSA_OVERRIDE_GFX_VERSION`, and the compiler cache a build would
+//! use. The host is read through [`HostRoot`] (`ROCMFORGE_HOST_ROOT`), commands on `PATH`.
 
 use std::path::PathBuf;
 
@@ -12,6 +12,7 @@ use serde::Serialize;
 use crate::config::Config;
 use crate::engine::budget;
 use crate::graph::{BuildGraph, GraphError};
+use crate::host::glibc::{self, Glibc};
 use crate::host::gpu::{self, Gpu};
 use crate::host::needs::{self, HostCheck};
 use crate::host::{self, Account, HostRoot, Memory};
@@ -72,6 +73,8 @@ pub struct MemoryFit {
 pub struct Doctor {
     pub stack: String,
     pub recipes: usize,
+    /// The host's glibc (`None`: no `libc.so.6` found that names its release).
+    pub glibc: Option<Glibc>,
     pub tools: Vec<Tool>,
     pub check: HostCheck,
     pub disk: Option<Disk>,
@@ -249,6 +252,7 @@ pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor
     Ok(Doctor {
         stack: stack.name.clone(),
         recipes: recipes.len(),
+        glibc: glibc::detect(&root),
         tools,
         check,
         disk,

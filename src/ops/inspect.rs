@@ -1,4 +1,5 @@
-//! `inspect`: the GPU targets of the device code in files, directories and wheels.
+//! `inspect`: the GPU targets of the device code in files, directories and wheels, and the stack
+//! each host library and executable asks for.
 
 use std::path::PathBuf;
 

@@ -1,7 +1,9 @@
 //! `doctor` and `build`'s host check on fake hosts (a folder given as the host's root with
 //! `ROCMFORGE_HOST_ROOT`, its own `PATH`): an RX 5700 host with `HSA_OVERRIDE_GFX_VERSION` set, a
 //! host without the needs, a host without a GPU (and without dpkg); the stack's Python found
-//! through pyenv and through uv; no `--target` on a host with one RDNA1 card.
+//! through pyenv and through uv; no `--target` on a host with one RDNA1 card. Their glibc is
+//! read from the release line of their `libc.so.6`: Debian 12's 2.36 loads libraries that ask for
+//! an executable stack, Fedora 42's 2.41 does not, the Ubuntu host has none to read.
 
 use std::path::Path;
 
@@ -51,9 +53,15 @@ fn scrubbed(h: &FakeHost, home: &Path, out: &std::process::Output) -> String {
         .join("\n")
 }
 
+/// A `libc.so.6` as far as doctor reads it: glibc's release line among other bytes.
+fn libc(vendor: &str, version: &str) -> String {
+    format!("\x7fELF\x02\x01\x01\0GNU C Library ({vendor}) stable release version {version}.\nCopyright (C)\0")
+}
+
 fn rx5700_with_override() -> FakeHost {
     let h = FakeHost::new();
     h.os("PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nNAME=\"Debian GNU/Linux\"\nVERSION_ID=\"12\"\nID=debian\n")
+        .file("/lib/x86_64-linux-gnu/libc.so.6", &libc("Debian GLIBC 2.36-9+deb12u10", "2.36"))
         .meminfo(16, 12)
         .users(true, false)
         .kfd_node(0, "cpu_cores_count 8\nsimd_count 0\ngfx_target_version 0\nvendor_id 0\ndevice_id 0\n")
@@ -91,6 +99,7 @@ fn doctor_on_an_rx5700_host_with_the_override_set() {
     assert_eq!(v["targets"], serde_json::json!(["gfx1010"]));
     assert_eq!(v["hsa_override"], "10.3.0");
     assert_eq!(v["memory"]["jobs_that_fit"], 3);
+    assert_eq!(v["glibc"], serde_json::json!({"version": "2.36", "path": "/lib/x86_64-linux-gnu/libc.so.6"}));
 }
 
 #[test]
@@ -156,7 +165,8 @@ fn doctor_on_a_host_without_the_needs_and_build_lists_them_all_before_anything()
 fn doctor_on_a_host_without_a_gpu_or_dpkg() {
     let home = tempfile::tempdir().unwrap();
     let h = FakeHost::new();
-    h.os("NAME=\"Fedora Linux\"\nVERSION_ID=41\nID=fedora\nPRETTY_NAME=\"Fedora Linux 41 (Workstation Edition)\"\n")
+    h.os("NAME=\"Fedora Linux\"\nVERSION_ID=42\nID=fedora\nPRETTY_NAME=\"Fedora Linux 42 (Workstation Edition)\"\n")
+        .file("/usr/lib64/libc.so.6", &libc("GNU libc", "2.41"))
         .meminfo(32, 30)
         .users(false, false);
     build_tools(&h);

@@ -1,7 +1,8 @@
 //! `rocmforge inspect` against real hipcc output, with `roc-obj-ls` (Debian's hipcc package) as
 //! the reference; compressed bundles built here as clang's OffloadBundler.cpp writes them
-//! (Debian's clang 15 cannot); and the build's coverage check naming a library that lacks a
-//! target its recipe is built for.
+//! (Debian's clang 15 cannot); the build's coverage check naming a library that lacks a target
+//! its recipe is built for; and host libraries that need an executable stack, linked by gcc,
+//! with `readelf` as the reference.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -301,4 +302,73 @@ fn build_names_the_library_that_lacks_a_target_the_recipe_is_built_for() {
     let c = coverage_of(&report, "hipvec");
     assert_eq!(c["ok"], true, "{report:#}");
     assert_eq!(strings(&c["files"][0]["targets"]), ["gfx1010", "gfx1030"]);
+}
+
+/// `readelf -lW`'s GNU_STACK line of `file` (flags last), or `None` when it has none.
+fn readelf_stack(file: &Path) -> Option<String> {
+    let out = run(Command::new("readelf").arg("-lW").arg(file));
+    out.lines().find(|l| l.trim_start().starts_with("GNU_STACK")).map(|l| l.trim().to_string())
+}
+
+/// A copy of `from` whose PT_GNU_STACK program header is turned into PT_NULL: a library as a
+/// linker that writes no such header leaves it (GNU ld always writes one on x86_64).
+fn without_gnu_stack(from: &Path, to: &Path) {
+    let mut b = std::fs::read(from).unwrap();
+    let phoff = u64::from_le_bytes(b[32..40].try_into().unwrap()) as usize;
+    let (size, count) = (u16::from_le_bytes([b[54], b[55]]) as usize, u16::from_le_bytes([b[56], b[57]]) as usize);
+    let at = (0..count).map(|i| phoff + i * size).find(|&o| b[o..o + 4] == 0x6474_e551u32.to_le_bytes()).unwrap();
+    b[at..at + 4].copy_from_slice(&0u32.to_le_bytes());
+    std::fs::write(to, b).unwrap();
+}
+
+#[test]
+fn inspect_names_the_host_libraries_that_need_an_executable_stack() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("libs");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("x.c"), "int x(void) { return 1; }\n").unwrap();
+    for (name, flag) in [("libexec.so", "-Wl,-z,execstack"), ("libnoexec.so", "-Wl,-z,noexecstack")] {
+        run(Command::new("gcc").current_dir(&dir).args(["-shared", "-fPIC", "x.c", "-o", name, flag]));
+    }
+    without_gnu_stack(&dir.join("libnoexec.so"), &dir.join("libbare.so"));
+    // readelf agrees on what was made.
+    assert!(readelf_stack(&dir.join("libexec.so")).unwrap().ends_with("RWE 0x10"));
+    assert!(readelf_stack(&dir.join("libnoexec.so")).unwrap().ends_with("RW  0x10"));
+    assert_eq!(readelf_stack(&dir.join("libbare.so")), None);
+    // An object is not loaded by itself: no stack to ask for.
+    run(Command::new("gcc").current_dir(&dir).args(["-c", "x.c", "-o", "x.o"]));
+
+    let out = rocmforge(home.path()).arg("inspect").arg(&dir).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let d = dir.display();
+    for want in [
+        format!("{d}/libexec.so: no GPU code\n{d}/libexec.so: needs an executable stack (PT_GNU_STACK RWE): glibc 2.41+ refuses to load it\n"),
+        format!("{d}/libbare.so: has no PT_GNU_STACK header: glibc 2.41+ treats it as needing an executable stack\n"),
+        "0 file(s) with GPU code, 4 without, 2 needing an executable stack, 1 other file(s) skipped".into(),
+    ] {
+        assert!(text.contains(&want), "missing `{want}` in:\n{text}");
+    }
+    assert!(!text.contains("libnoexec.so: needs") && !text.contains("libnoexec.so: has no"), "{text}");
+    assert!(!text.contains("x.o: needs") && !text.contains("x.o: has no"), "{text}");
+
+    let json = inspect_json(home.path(), std::slice::from_ref(&dir));
+    let stack_of = |name: &str| {
+        let f = json["files"].as_array().unwrap().iter().find(|f| f["path"].as_str().unwrap().ends_with(name));
+        f.unwrap_or_else(|| panic!("{name} in {json:#}"))["stack"].clone()
+    };
+    assert_eq!(stack_of("/libexec.so"), "executable");
+    assert_eq!(stack_of("/libnoexec.so"), "non-executable");
+    assert_eq!(stack_of("/libbare.so"), "missing");
+    assert_eq!(stack_of("/x.o"), serde_json::Value::Null);
+
+    // Inside a wheel, read in memory.
+    let wheel = home.path().join("demo-1.0-cp311-cp311-linux_x86_64.whl");
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&wheel).unwrap());
+    let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    zip.start_file("demo/_demo.cpython-311-x86_64-linux-gnu.so", opts).unwrap();
+    zip.write_all(&std::fs::read(dir.join("libexec.so")).unwrap()).unwrap();
+    zip.finish().unwrap();
+    let json = inspect_json(home.path(), &[wheel]);
+    assert_eq!(json["files"][0]["stack"], "executable", "{json:#}");
 }

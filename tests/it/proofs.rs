@@ -1,6 +1,7 @@
 //! Recipes that answer for their output (`tests/fixtures/proofs`): what consumers need,
 //! declared at the producer (`[[provides]]`), and checks after install (`[[check]]`), run with
-//! this machine's real compilers (Debian's hipcc and clang-15 stand in for the stack's clang).
+//! this machine's real compilers (Debian's hipcc and clang-15 stand in for the stack's clang);
+//! and the built-in one: no library or program built needs an executable stack (gcc and ld).
 
 use std::path::{Path, PathBuf};
 
@@ -148,4 +149,44 @@ fn a_check_that_fails_names_the_check_its_command_and_the_compilers_error() {
     assert!(err.contains("error: not a valid operand."), "{err}");
     assert!(err.contains("row_bcast:15"), "{err}");
     assert_eq!(p.cached().matches("dpp").count(), 1, "only the gfx900 artifact: {}", p.cached());
+}
+
+#[test]
+fn a_library_that_needs_an_executable_stack_fails_its_recipe_naming_the_file_and_the_fix() {
+    let p = Proofs::new();
+    p.edit("hostlib", "libanswer.so -Wl,-z,noexecstack", "libanswer.so -Wl,-z,execstack");
+    let out = p.build(&["hostlib"]);
+    let err = text(&out);
+    assert!(!out.status.success(), "{err}");
+    for want in [
+        "hostlib: installs ELF files that need an executable stack, which glibc 2.41 and later refuse to load (dlopen: cannot enable executable stack); nothing was stored:",
+        "\n  - lib/libanswer.so: needs an executable stack (PT_GNU_STACK RWE): glibc 2.41+ refuses to load it\n",
+        "Fix its build in recipes/proofs/hostlib.toml: link each with `-Wl,-z,noexecstack`, or add `-Wa,--noexecstack` for assembly sources",
+    ] {
+        assert!(err.contains(want), "missing `{want}` in:\n{err}");
+    }
+    // The program linked with -z noexecstack is fine: only the library is named.
+    assert!(!err.contains("bin/answer"), "{err}");
+    assert!(!p.cached().contains("hostlib"), "{}", p.cached());
+    let report = p.report();
+    let checks = recipe_of(&report, "hostlib")["coverage"].as_array().unwrap().clone();
+    assert_eq!(checks.len(), 1, "{checks:?}");
+    assert_eq!(checks[0]["kind"], "stack");
+    assert_eq!(checks[0]["pattern"], "lib/libanswer.so");
+    assert_eq!(checks[0]["ok"], false);
+
+    // Linked as the recipe says, it builds; the report says how many files were read.
+    p.edit("hostlib", "libanswer.so -Wl,-z,execstack", "libanswer.so -Wl,-z,noexecstack");
+    let out = p.build(&["hostlib"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("stack: 2 ELF libraries and executables read, none needs an executable stack"),
+        "{}",
+        text(&out)
+    );
+    assert!(p.cached().contains("hostlib"), "{}", p.cached());
+    let report = p.report();
+    let checks = recipe_of(&report, "hostlib")["coverage"].as_array().unwrap().clone();
+    assert_eq!(checks.len(), 1, "{checks:?}");
+    assert_eq!((checks[0]["kind"].as_str(), checks[0]["ok"].as_bool()), (Some("stack"), Some(true)));
 }
