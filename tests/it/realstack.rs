@@ -631,3 +631,40 @@ fn stand_in_pins_are_the_only_change_and_build_passes_the_preflight() {
     );
     assert!(stderr.contains("1 of 3 patch series failed:") && stderr.contains(&want), "want:\n{want}\ngot:\n{stderr}");
 }
+
+/// The night of the real stack as `plan` estimates it from the recipes' `[estimate]` on a given
+/// machine (`--memory-gb` stands for the host's memory: each recipe's jobs are capped by its
+/// `memory-per-job-gb` within it).
+fn night_of(home: &Path, jobs: &str) -> Value {
+    let v = embedded_plan(home, &["--target", "gfx1010", "-j", jobs, "--memory-gb", "64"]);
+    v["night"].clone()
+}
+
+#[test]
+fn the_real_stack_night_is_hours_long_its_chain_runs_through_llvm_and_pytorch_and_it_scales_with_jobs() {
+    let home = tempfile::tempdir().unwrap();
+    let plan = embedded_plan(home.path(), &["--target", "gfx1010", "-j", "16", "--memory-gb", "64"]);
+    // Every recipe that builds has an estimate of its own: none falls back to the default.
+    for e in plan["recipes"].as_array().unwrap() {
+        if e["system"] != "source-only" {
+            assert_eq!(e["estimate_from"], "recipe", "{} has no [estimate]", e["name"]);
+        }
+    }
+    let sixteen = night_of(home.path(), "16");
+    let secs16 = sixteen["estimated_secs"].as_f64().unwrap();
+    assert!(secs16 > 3.0 * 3600.0, "a night of several hours on 16 jobs, not minutes: {sixteen}");
+    let path: Vec<&str> = sixteen["critical_path"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    assert!(path.contains(&"llvm") && path.contains(&"pytorch"), "{path:?}");
+    assert!(path.iter().any(|n| ["tensile", "rocblas", "miopen"].contains(n)), "{path:?}");
+    let two = night_of(home.path(), "2");
+    let secs2 = two["estimated_secs"].as_f64().unwrap();
+    assert!(secs2 >= 2.5 * secs16, "2 jobs take {secs2} s, 16 jobs {secs16} s");
+    // The text says what the estimate is and adds what the night downloads and needs on disk.
+    let out = rocmforge(home.path())
+        .args(["plan", "pytorch", "torchvision", "--target", "gfx1010", "-j", "16", "--memory-gb", "64"])
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert!(t.contains("an estimate: per recipe, its serial minutes plus its compile core-hours over the jobs it gets (capped by its `memory-per-job-gb` in 64 GiB)"), "{t}");
+    assert!(t.contains("downloads ") && t.contains(" GB, disk while building "), "{t}");
+}
