@@ -419,6 +419,19 @@ impl Downloader<'_> {
         }
     }
 
+    /// The download ended for want of progress (see [`Downloader::run`]).
+    fn stalled(&self, attempts: u32, failures: u32, furthest: u64, source: std::io::Error) -> DownloadError {
+        DownloadError::Stalled {
+            url: self.url.into(),
+            via: self.via(),
+            attempts,
+            failures,
+            furthest,
+            timeout: self.policy.timeout.as_secs(),
+            source,
+        }
+    }
+
     fn discard_part(&self) {
         let _ = std::fs::remove_file(self.part());
         let _ = std::fs::remove_file(self.validator_path());
@@ -496,24 +509,15 @@ impl Downloader<'_> {
                             RetryWhy::Network(source) => {
                                 DownloadError::Network { url: self.url.into(), via: self.via(), attempts, source }
                             }
-                            RetryWhy::Broken(source) | RetryWhy::Stalled(source) => DownloadError::Stalled {
-                                url: self.url.into(),
-                                via: self.via(),
+                            RetryWhy::Broken(source) | RetryWhy::Stalled(source) => {
+                                self.stalled(attempts, failures, furthest, source)
+                            }
+                            RetryWhy::Restart => self.stalled(
                                 attempts,
                                 failures,
                                 furthest,
-                                timeout: self.policy.timeout.as_secs(),
-                                source,
-                            },
-                            RetryWhy::Restart => DownloadError::Stalled {
-                                url: self.url.into(),
-                                via: self.via(),
-                                attempts,
-                                failures,
-                                furthest,
-                                timeout: self.policy.timeout.as_secs(),
-                                source: std::io::Error::other("the server's answers to Range do not match the part"),
-                            },
+                                std::io::Error::other("the server's answers to Range do not match the part"),
+                            ),
                         });
                     }
                     let why_text = match &why {
