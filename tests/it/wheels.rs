@@ -315,27 +315,40 @@ fn a_rebuild_from_other_inputs_publishes_beside_and_pip_and_uv_install_the_newes
         let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         plan["recipes"][0]["key"].as_str().unwrap()[..8].to_string()
     };
+    // Other inputs (an environment entry of the recipe). The first build's is chosen so its key
+    // sorts in the upper half (a key that happened to start 0000... left no smaller one to find:
+    // the test failed now and then), then the rebuild's so the new key sorts lower.
+    let f = w.tree.join("recipes/wheels/base.toml");
+    let original = std::fs::read_to_string(&f).unwrap();
+    let edit = |tag: &str| {
+        std::fs::write(
+            &f,
+            original.replace(
+                "RF_BASE_VERSION = \"{wheel_version}\"",
+                &format!("RF_BASE_VERSION = \"{{wheel_version}}\", RF_EDIT = \"{tag}\""),
+            ),
+        )
+        .unwrap()
+    };
+    let mut n = 0;
+    loop {
+        n += 1;
+        assert!(n < 200, "no edit gave a key in the upper half");
+        edit(&format!("first-{n}"));
+        if key().as_str() >= "8" {
+            break;
+        }
+    }
     let out = build();
     assert!(out.status.success(), "{}", text(&out));
     let first = indexed_all(&w, "rf-base");
     assert_eq!(first.len(), 1, "{first:?}");
     let old_key = key();
-
-    // Other inputs (an environment entry of the recipe), chosen so the new key sorts lower.
-    let f = w.tree.join("recipes/wheels/base.toml");
-    let original = std::fs::read_to_string(&f).unwrap();
     let mut n = 0;
     loop {
         n += 1;
         assert!(n < 200, "no edit gave a smaller key");
-        std::fs::write(
-            &f,
-            original.replace(
-                "RF_BASE_VERSION = \"{wheel_version}\"",
-                &format!("RF_BASE_VERSION = \"{{wheel_version}}\", RF_EDIT = \"{n}\""),
-            ),
-        )
-        .unwrap();
+        edit(&n.to_string());
         if key() < old_key {
             break;
         }
