@@ -149,12 +149,10 @@
 //! If you change any input of the hash, or how it is computed, bump `CACHE_FORMAT`.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -540,9 +538,6 @@ impl Memo {
     }
 }
 
-/// Output beyond this is not read (a version banner is a few lines).
-const MAX_OUTPUT: u64 = 64 * 1024;
-
 /// Asks `invoked --version`.
 fn ask_version(invoked: &Path, env: &[(String, String)], timeout: Duration) -> Answer {
     match run_version(invoked, env, timeout) {
@@ -561,87 +556,14 @@ fn ask_version(invoked: &Path, env: &[(String, String)], timeout: Duration) -> A
 /// Runs `invoked --version` in its own process group: its output (stdout, or stderr when stdout
 /// is empty), or how it failed.
 fn run_version(invoked: &Path, env: &[(String, String)], timeout: Duration) -> Result<String, String> {
-    let deadline = Instant::now() + timeout;
     let mut command = Command::new(invoked);
-    command
-        .arg("--version")
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut tries = 0;
-    let mut child = loop {
-        match command.spawn() {
-            // Being written right now (or a forked process still holds it open for writing).
-            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::TXTBSY.raw_os_error()) && tries < 5 => {
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            r => break r.map_err(|e| format!("cannot be started: {}", e.kind()))?,
-        }
-    };
-    let pgid = child.id() as i32;
-    // The group id is still that tool's: its leader is not reaped yet, or (once it is) a
-    // process it left in its group holds the output open.
-    let kill_group = || {
-        if let Some(group) = rustix::process::Pid::from_raw(pgid) {
-            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-        }
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    read_in_thread(child.stdout.take(), 0, tx.clone());
-    read_in_thread(child.stderr.take(), 1, tx);
-    let late = || format!("no answer within {} s", timeout.as_secs_f64());
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
-            Ok(None) => {
-                kill_group();
-                let _ = child.wait();
-                return Err(late());
-            }
-            Err(e) => {
-                kill_group();
-                let _ = child.wait();
-                return Err(format!("cannot be waited for: {}", e.kind()));
-            }
-        }
-    };
-    let mut outputs = [Vec::new(), Vec::new()];
-    for _ in 0..2 {
-        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok((i, buf)) => outputs[i] = buf,
-            Err(_) => {
-                // A process it left behind still holds the output open.
-                kill_group();
-                return Err(late());
-            }
-        }
-    }
+    command.arg("--version").env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+    let (status, [stdout, stderr]) = crate::host::run::bounded(&mut command, timeout)?;
     if !status.success() {
-        return Err(match (status.code(), status.signal()) {
-            (Some(code), _) => format!("exit status {code}"),
-            (None, Some(sig)) => format!("killed by signal {sig}"),
-            _ => "failed".into(),
-        });
+        return Err(crate::host::run::describe_status(status));
     }
-    let [stdout, stderr] = outputs;
     let stdout = String::from_utf8_lossy(&stdout).into_owned();
     Ok(if stdout.trim().is_empty() { String::from_utf8_lossy(&stderr).into_owned() } else { stdout })
-}
-
-/// Reads `pipe` to its end (at most `MAX_OUTPUT`) in a thread, then sends `(i, bytes)`.
-fn read_in_thread<R: Read + Send + 'static>(pipe: Option<R>, i: usize, tx: std::sync::mpsc::Sender<(usize, Vec<u8>)>) {
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        if let Some(p) = pipe {
-            let _ = p.take(MAX_OUTPUT).read_to_end(&mut buf);
-        }
-        let _ = tx.send((i, buf));
-    });
 }
 
 /// A tool's identity from its `--version` output: the first line of the normalised output and
@@ -982,7 +904,7 @@ mod tests {
         // PATH holds only `bin`: commands by their full path.
         tool(&t.bin, "cc", "exec /bin/sleep 30");
         tool(&t.bin, "c++", "echo 'c++ (Test) 1.0'; /bin/sleep 30 &");
-        let start = Instant::now();
+        let start = std::time::Instant::now();
         let id = toolchain_identity_within(&t.bin.display().to_string(), &t.state, Duration::from_millis(300));
         assert!(start.elapsed() < Duration::from_secs(10), "{:?}", start.elapsed());
         let lines: Vec<&str> = id.lines().collect();

@@ -7,7 +7,7 @@
 //! needs an executable stack, which glibc 2.41 and later refuse to load.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{io_err, BuildError, Engine};
 use crate::layout::WorkDir;
@@ -191,19 +191,14 @@ fn query(q: &[String], tree: &Path) -> Result<String, String> {
     if !program.is_file() {
         return Err(format!("`{shown}`: `{}` is not installed", q[0]));
     }
-    let out = std::process::Command::new(&program)
-        .args(&q[1..])
-        .current_dir(tree)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|child| wait_within(child, QUERY_TIMEOUT))
-        .map_err(|e| format!("`{shown}` could not run: {e}"))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        return Err(format!("`{shown}` failed ({}): {}", out.status, stderr.trim().lines().last().unwrap_or("")));
+    let mut command = std::process::Command::new(&program);
+    command.args(&q[1..]).current_dir(tree);
+    let (status, [stdout, stderr]) =
+        crate::host::run::bounded(&mut command, QUERY_TIMEOUT).map_err(|e| format!("`{shown}` could not run: {e}"))?;
+    let stdout = String::from_utf8_lossy(&stdout);
+    if !status.success() {
+        let stderr = String::from_utf8_lossy(&stderr);
+        return Err(format!("`{shown}` failed ({status}): {}", stderr.trim().lines().last().unwrap_or("")));
     }
     let Some(line) = stdout.lines().rev().map(str::trim).find(|l| !l.is_empty()) else {
         return Err(format!("`{shown}` printed nothing"));
@@ -214,21 +209,5 @@ fn query(q: &[String], tree: &Path) -> Result<String, String> {
         Ok(path.strip_prefix(tree).map(|p| p.display().to_string()).unwrap_or_else(|_| line.to_string()))
     } else {
         Err(format!("`{shown}` printed `{line}`, which does not exist"))
-    }
-}
-
-/// Waits for `child` at most `limit`; kills it past that.
-fn wait_within(mut child: std::process::Child, limit: Duration) -> std::io::Result<std::process::Output> {
-    let start = Instant::now();
-    loop {
-        if child.try_wait()?.is_some() {
-            return child.wait_with_output();
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(std::io::Error::other(format!("no answer within {}s: killed", limit.as_secs())));
-        }
-        std::thread::sleep(Duration::from_millis(20));
     }
 }

@@ -17,6 +17,7 @@ pub mod gpu;
 pub mod needs;
 pub mod os;
 pub mod python;
+pub mod run;
 
 use std::path::{Path, PathBuf};
 
