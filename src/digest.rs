@@ -1,7 +1,7 @@
 //! sha256 in one place: of bytes, and of a file (streamed: artifacts and wheels can be
 //! gigabytes). Digests are lowercase hex.
 
-use std::io;
+use std::io::{self, Write};
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
@@ -17,6 +17,43 @@ pub fn sha256_file(path: &Path) -> io::Result<(String, u64)> {
     let mut h = Sha256::new();
     let len = io::copy(&mut f, &mut h)?;
     Ok((hex::encode(h.finalize()), len))
+}
+
+/// Writes through, hashing and counting: the digest of what went by without reading it again.
+/// Over `io::sink()` it is a running digest alone (a download's, kept across resumed attempts).
+pub struct HashingWriter<W: Write> {
+    pub inner: W,
+    hasher: Sha256,
+    len: u64,
+}
+
+impl<W: Write> HashingWriter<W> {
+    pub fn new(inner: W) -> HashingWriter<W> {
+        HashingWriter { inner, hasher: Sha256::new(), len: 0 }
+    }
+    /// Bytes written so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// sha256 (hex) and length of what was written.
+    pub fn finish(self) -> (String, u64) {
+        (hex::encode(self.hasher.finalize()), self.len)
+    }
+}
+
+impl<W: Write> Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 #[cfg(test)]

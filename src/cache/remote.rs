@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::config::{RemoteCacheConfig, Secret};
+pub use crate::digest::HashingWriter;
 use crate::key::KeyInputs;
 
 /// The manifest's own format (not the cache format: that one is inside the key).
@@ -222,7 +222,7 @@ impl RemoteCache {
         let mut out = HashingWriter::new(File::create(dest).map_err(io)?);
         let (mut resumes, mut fruitless) = (0u32, 0u32);
         loop {
-            let from = out.len;
+            let from = out.len();
             let mut rb = self.request(reqwest::Method::GET, &url).timeout(self.blob_timeout);
             if from > 0 {
                 rb = rb.header(reqwest::header::RANGE, format!("bytes={from}-"));
@@ -244,10 +244,10 @@ impl RemoteCache {
                 Ok(resp) => format!("the resumed transfer was answered {}", resp.status()),
             };
             out.inner.flush().map_err(io)?;
-            if broke.is_empty() || out.len > limit {
+            if broke.is_empty() || out.len() > limit {
                 break;
             }
-            fruitless = if out.len > from { 0 } else { fruitless + 1 };
+            fruitless = if out.len() > from { 0 } else { fruitless + 1 };
             if fruitless >= policy.attempts {
                 let (sha256, len) = out.finish();
                 return Ok(Received { sha256, len, broke: Some(broke), resumes });
@@ -262,7 +262,7 @@ impl RemoteCache {
     /// Appends `resp`'s body to `out`, up to `limit + 1` bytes in all: how the transfer broke
     /// off, or "" when it ended.
     fn copy_body(&self, resp: reqwest::blocking::Response, out: &mut HashingWriter<File>, limit: u64) -> String {
-        let room = limit.saturating_add(1).saturating_sub(out.len);
+        let room = limit.saturating_add(1).saturating_sub(out.len());
         match std::io::copy(&mut resp.take(room), out) {
             Ok(_) => String::new(),
             Err(e) => e.to_string(),
@@ -338,35 +338,6 @@ pub fn redact(url: &str) -> String {
             u.to_string()
         }
         Err(_) => "<cache-url>".into(),
-    }
-}
-
-/// Writes through, hashing and counting.
-pub struct HashingWriter<W: Write> {
-    pub inner: W,
-    hasher: Sha256,
-    len: u64,
-}
-
-impl<W: Write> HashingWriter<W> {
-    pub fn new(inner: W) -> HashingWriter<W> {
-        HashingWriter { inner, hasher: Sha256::new(), len: 0 }
-    }
-    /// sha256 (hex) and length of what was written.
-    pub fn finish(self) -> (String, u64) {
-        (hex::encode(self.hasher.finalize()), self.len)
-    }
-}
-
-impl<W: Write> Write for HashingWriter<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.len += n as u64;
-        Ok(n)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
     }
 }
 

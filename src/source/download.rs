@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use reqwest::header::{CONTENT_RANGE, ETAG, IF_RANGE, LAST_MODIFIED, RANGE};
 use reqwest::StatusCode;
-use sha2::{Digest, Sha256};
 
 use crate::config::Config;
 use crate::progress::Progress;
@@ -211,16 +210,8 @@ fn verified_this_run(path: &Path) -> bool {
 
 /// The sha256 state of the first `bytes` of `path` (a part left by an earlier run).
 fn hash_prefix(path: &Path, bytes: u64) -> std::io::Result<Hashed> {
-    let mut h = Hashed::new();
-    let mut f = File::open(path)?.take(bytes);
-    let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
+    let mut h = Hashed::new(std::io::sink());
+    std::io::copy(&mut File::open(path)?.take(bytes), &mut h)?;
     Ok(h)
 }
 
@@ -357,22 +348,9 @@ enum Attempt {
     Retry { why: RetryWhy, reached: u64 },
 }
 
-/// The sha256 of the `.part` file's first `bytes`, kept while it grows so the finished file is
+/// The sha256 of the `.part` file's first bytes, kept while it grows so the finished file is
 /// never read again to hash it.
-struct Hashed {
-    bytes: u64,
-    hasher: Sha256,
-}
-
-impl Hashed {
-    fn new() -> Hashed {
-        Hashed { bytes: 0, hasher: Sha256::new() }
-    }
-    fn update(&mut self, data: &[u8]) {
-        self.hasher.update(data);
-        self.bytes += data.len() as u64;
-    }
-}
+type Hashed = crate::digest::HashingWriter<std::io::Sink>;
 
 enum RetryWhy {
     Status(StatusCode),
@@ -579,7 +557,7 @@ impl Downloader<'_> {
                         f.seek(SeekFrom::End(0)).map_err(self.io(&part))?;
                         // The bytes already there are hashed once (a part left by an earlier
                         // run); within a run the digest follows the file.
-                        if hashed.as_ref().is_none_or(|h| h.bytes != have) {
+                        if hashed.as_ref().is_none_or(|h| h.len() != have) {
                             *hashed = Some(hash_prefix(&part, have).map_err(self.io(&part))?);
                         }
                         (f, have, total)
@@ -607,16 +585,16 @@ impl Downloader<'_> {
                     .unwrap_or("")
                     .to_string();
                 std::fs::write(self.validator_path(), validator).map_err(self.io(&self.validator_path()))?;
-                *hashed = Some(Hashed::new());
+                *hashed = Some(Hashed::new(std::io::sink()));
                 (f, 0, resp.content_length())
             }
             StatusCode::RANGE_NOT_SATISFIABLE if have > 0 => {
                 // Perhaps the part file is already whole; the hash decides.
                 let h = match hashed.take() {
-                    Some(h) if h.bytes == have => h,
+                    Some(h) if h.len() == have => h,
                     _ => hash_prefix(&part, have).map_err(self.io(&part))?,
                 };
-                return Ok(Attempt::Complete { sha256: hex::encode(h.hasher.finalize()), bytes: have });
+                return Ok(Attempt::Complete { sha256: h.finish().0, bytes: have });
             }
             s if s.is_server_error() || s == StatusCode::TOO_MANY_REQUESTS || s == StatusCode::REQUEST_TIMEOUT => {
                 return Ok(Attempt::Retry { why: RetryWhy::Status(s), reached: have });
@@ -638,7 +616,7 @@ impl Downloader<'_> {
                 Ok(0) => break,
                 Ok(n) => {
                     file.write_all(&buf[..n]).map_err(self.io(&part))?;
-                    h.update(&buf[..n]);
+                    h.write_all(&buf[..n]).map_err(self.io(&part))?;
                     done += n as u64;
                     if done - last_report >= 1 << 20 {
                         last_report = done;
@@ -667,8 +645,8 @@ impl Downloader<'_> {
                 return Ok(Attempt::Retry { why: RetryWhy::Broken(e), reached: done });
             }
         }
-        let h = hashed.take().expect("hashed above");
-        Ok(Attempt::Complete { sha256: hex::encode(h.hasher.finalize()), bytes: done })
+        let (sha256, bytes) = hashed.take().expect("hashed above").finish();
+        Ok(Attempt::Complete { sha256, bytes })
     }
 }
 
@@ -686,21 +664,10 @@ fn copy_local(url: &str, fetch_url: &str, sha256: Option<&str>, dest: &Path) -> 
         move |source| DownloadError::Io { path: p, source }
     };
     let mut from = File::open(&src).map_err(io(&src))?;
-    let mut to = File::create(&part).map_err(io(&part))?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut bytes = 0u64;
-    loop {
-        let n = from.read(&mut buf).map_err(io(&src))?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-        to.write_all(&buf[..n]).map_err(io(&part))?;
-        bytes += n as u64;
-    }
-    to.sync_all().map_err(io(&part))?;
-    let actual = hex::encode(h.finalize());
+    let mut to = crate::digest::HashingWriter::new(File::create(&part).map_err(io(&part))?);
+    std::io::copy(&mut from, &mut to).map_err(io(&part))?;
+    to.inner.sync_all().map_err(io(&part))?;
+    let (actual, bytes) = to.finish();
     if let Some(want) = sha256.filter(|w| *w != actual) {
         let _ = std::fs::remove_file(&part);
         return Err(DownloadError::Mismatch { url: url.into(), expected: want.into(), actual, bytes });
