@@ -72,7 +72,7 @@ pub struct Vars {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExpandError {
-    #[error("{recipe}: unknown placeholder `{{{name}}}` in `{text}`; known: {{prefix}} {{targets}} {{targets_comma}} {{jobs}} {{src}} {{build}} {{stage}} {{installed}} {{python}} {{version}} {{wheel_version}} {{src:<recipe>}}")]
+    #[error("{recipe}: unknown placeholder `{{{name}}}` in `{text}`; known: {known}", known = crate::recipe::placeholders::known_list())]
     Unknown { recipe: String, name: String, text: String },
     #[error("{recipe}: `{{src:{dep}}}` names a recipe that is not among its source dependencies; add it to `[dependencies] source`")]
     NotASourceDep { recipe: String, dep: String },
@@ -441,6 +441,14 @@ mod tests {
             without[1].command,
             "/w/build/venv/bin/python -m pip install --disable-pip-version-check --no-input -q numpy==2.2.1"
         );
+    }
+
+    #[test]
+    fn every_placeholder_the_loader_knows_expands() {
+        let v = Vars { python: Some("/w/venv/bin/python".into()), ..vars() };
+        for k in crate::recipe::placeholders::KNOWN {
+            assert!(v.expand("r", &format!("{{{k}}}")).is_ok(), "{{{k}}} is known to the loader but does not expand");
+        }
     }
 
     #[test]

@@ -277,22 +277,37 @@ pub fn check(
 /// reading a tree's files.
 pub fn matching(installed: &Installed<'_>, pattern: &str) -> Result<Vec<String>, OffloadError> {
     let m = matcher(pattern).map_err(OffloadError::Malformed)?;
-    let mut out = Vec::new();
     match installed {
-        Installed::Tree(root) => {
-            for e in walkdir::WalkDir::new(root).min_depth(1).sort_by_file_name().into_iter().filter_map(Result::ok) {
-                let rel = e.path().strip_prefix(root).unwrap_or(e.path()).to_string_lossy().replace('\\', "/");
-                if !e.path().is_dir() && m.is_match(&rel) {
-                    out.push(rel);
-                }
-            }
+        Installed::Tree(root) => Ok(tree_matches(root, &m)?.into_iter().map(|(rel, _)| rel).collect()),
+        Installed::Wheels(_) => {
+            let mut out = Vec::new();
+            read_matching(installed, &m, &mut |path, _| {
+                out.push(path.to_string());
+                Ok(())
+            })?;
+            Ok(out)
         }
-        Installed::Wheels(_) => read_matching(installed, &m, &mut |path, _| {
-            out.push(path.to_string());
-            Ok(())
-        })?,
     }
-    Ok(out)
+}
+
+/// The files below `root` that `m` matches: (path relative to `root`, full path), symlinks to
+/// files included, directories (and symlinks to them) left out.
+fn tree_matches(root: &Path, m: &GlobMatcher) -> Result<Vec<(String, PathBuf)>, OffloadError> {
+    let mut paths = Vec::new();
+    for e in walkdir::WalkDir::new(root).min_depth(1).sort_by_file_name() {
+        let e = e.map_err(|e| OffloadError::Io {
+            path: e.path().unwrap_or(root).to_path_buf(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        if e.file_type().is_dir() {
+            continue;
+        }
+        let rel = e.path().strip_prefix(root).unwrap_or(e.path()).to_string_lossy().replace('\\', "/");
+        if m.is_match(&rel) && !e.path().is_dir() {
+            paths.push((rel, e.into_path()));
+        }
+    }
+    Ok(paths)
 }
 
 /// Hands every installed file `m` matches to `f`, with the path to show (relative to the tree;
@@ -304,24 +319,8 @@ fn read_matching(
 ) -> Result<(), OffloadError> {
     match installed {
         Installed::Tree(root) => {
-            let mut paths = Vec::new();
-            for e in walkdir::WalkDir::new(root).min_depth(1).sort_by_file_name() {
-                let e = e.map_err(|e| OffloadError::Io {
-                    path: e.path().unwrap_or(root).to_path_buf(),
-                    source: std::io::Error::other(e.to_string()),
-                })?;
-                if e.file_type().is_dir() {
-                    continue;
-                }
-                let rel = e.path().strip_prefix(root).unwrap_or(e.path()).to_string_lossy().replace('\\', "/");
-                if m.is_match(&rel) {
-                    paths.push((rel, e.into_path()));
-                }
-            }
+            let paths = tree_matches(root, m)?;
             for (rel, path) in paths {
-                if path.is_dir() {
-                    continue;
-                }
                 let bytes = std::fs::read(&path).map_err(|source| OffloadError::Io { path, source })?;
                 f(&rel, &bytes)?;
             }

@@ -18,6 +18,13 @@ pub const KNOWN: &[&str] = &[
     "wheel_version",
 ];
 
+/// `{prefix} {targets} ... {src:<recipe>}`: every placeholder, for messages.
+pub fn known_list() -> String {
+    let mut all: Vec<String> = KNOWN.iter().map(|k| format!("{{{k}}}")).collect();
+    all.push("{src:<recipe>}".into());
+    all.join(" ")
+}
+
 /// A part of a text: literal text, or the name inside `{...}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Piece<'a> {
@@ -71,8 +78,8 @@ pub fn check(text: &str, source_deps: &[String]) -> Result<(), String> {
             None if KNOWN.contains(&name) => {}
             None => {
                 return Err(format!(
-                    "unknown placeholder `{{{name}}}`; known: {} {{src:<recipe>}} (write `{{{{` and `}}}}` for literal braces)",
-                    KNOWN.iter().map(|k| format!("{{{k}}}")).collect::<Vec<_>>().join(" ")
+                    "unknown placeholder `{{{name}}}`; known: {} (write `{{{{` and `}}}}` for literal braces)",
+                    known_list()
                 ))
             }
         }

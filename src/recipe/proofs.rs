@@ -82,7 +82,7 @@ pub(super) fn lower_checks(
         let span = c.span();
         let c = c.into_inner();
         let name = c.name.get_ref().clone();
-        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+        if !super::lower::valid_name(&name) {
             diags
                 .push(file.at(c.name.span(), format!("check name `{name}` must be lowercase letters, digits and `-`")));
         } else if out.iter().any(|o| o.name == name) {
