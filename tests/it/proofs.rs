@@ -3,7 +3,7 @@
 //! this machine's real compilers (Debian's hipcc and clang-15 stand in for the stack's clang);
 //! and the built-in one: no library or program built needs an executable stack (gcc and ld).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::support::{copy_tree, repo_root, rocmforge, text};
 
@@ -64,10 +64,6 @@ fn recipe_of<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::V
         .unwrap_or_else(|| panic!("{name} in {report}"))
 }
 
-fn exists(p: &Path) -> bool {
-    p.exists()
-}
-
 #[test]
 fn a_producer_missing_what_its_consumers_need_fails_at_its_own_end_naming_them() {
     let p = Proofs::new();
@@ -88,7 +84,7 @@ fn a_producer_missing_what_its_consumers_need_fails_at_its_own_end_naming_them()
     assert!(!err.contains("oclc_isa_version_1010.bc`: no installed"), "{err}");
     // Nothing stored, and the consumer never started.
     assert!(!p.cached().contains("compiler"), "{}", p.cached());
-    assert!(!exists(&p.home.path().join("out/app-ran")));
+    assert!(!p.home.path().join("out/app-ran").exists());
     let report = p.report();
     let checks = recipe_of(&report, "compiler")["coverage"].as_array().unwrap().clone();
     assert_eq!(checks.len(), 2, "{checks:?}");
@@ -100,7 +96,7 @@ fn a_producer_missing_what_its_consumers_need_fails_at_its_own_end_naming_them()
     let out = p.build(&["app", "--target", "gfx1010"]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("provides compiler-rt builtins: /usr/lib/llvm-15/lib/clang/"), "{}", text(&out));
-    assert!(exists(&p.home.path().join("out/app-ran")));
+    assert!(p.home.path().join("out/app-ran").exists());
     let report = p.report();
     let checks = recipe_of(&report, "compiler")["coverage"].as_array().unwrap().clone();
     assert!(checks.iter().all(|c| c["ok"] == true), "{checks:?}");
@@ -130,7 +126,7 @@ fn the_toolchain_check_builds_hip_code_for_every_requested_target_the_way_consum
     // The configure really found HIP's CMake package and linked hip::host / hip::device.
     let configure = std::fs::read_to_string(p.work("toolchain").join("logs/check-hip-toolchain.1.log")).unwrap();
     assert!(configure.contains("hip found at /usr/lib/x86_64-linux-gnu/cmake/hip"), "{configure}");
-    assert!(exists(&p.work("toolchain").join("build/checks/hip-toolchain/build/hostcheck")));
+    assert!(p.work("toolchain").join("build/checks/hip-toolchain/build/hostcheck").exists());
 }
 
 #[test]
