@@ -49,6 +49,8 @@ pub struct Request<'a> {
     pub targets: &'a TargetSet,
     /// The caller's `HSA_OVERRIDE_GFX_VERSION`, if set.
     pub caller_override: Option<String>,
+    /// The installed ROCm the stack was built on (`--rocm-path`): after the prefix.
+    pub installation: Option<&'a crate::installation::Installation>,
 }
 
 /// The lines that activate `req.stack`.
@@ -69,9 +71,28 @@ pub fn activation(req: &Request<'_>) -> Activation {
                 req.stack.name
             ));
         }
-        a.lines.push(Line::Set("ROCM_PATH".into(), prefix.clone()));
+        match req.installation {
+            None => a.lines.push(Line::Set("ROCM_PATH".into(), prefix.clone())),
+            Some(inst) => {
+                // The runtime and the toolchain are the installation's; what was rebuilt comes
+                // first (a Prepend puts its directory before those already there).
+                let root = inst.root.display().to_string();
+                a.lines.push(Line::Comment(format!(
+                    "built on the installed ROCm at {}: its programs and libraries after the prefix's",
+                    inst.describe()
+                )));
+                a.lines.push(Line::Set("ROCM_PATH".into(), root.clone()));
+                a.lines.push(Line::Prepend("PATH".into(), format!("{root}/bin")));
+                a.lines.push(Line::Prepend("LD_LIBRARY_PATH".into(), inst.lib_dir().display().to_string()));
+            }
+        }
         a.lines.push(Line::Prepend("PATH".into(), format!("{prefix}/bin")));
         a.lines.push(Line::Prepend("LD_LIBRARY_PATH".into(), format!("{prefix}/lib")));
+        if let Some(inst) = req.installation {
+            let (lines, warnings) = crate::installation::loads(&req.prefix.join("lib"), &inst.lib_dir());
+            a.lines.extend(lines.into_iter().map(Line::Comment));
+            a.warnings.extend(warnings);
+        }
     }
     if crate::venv::python(req.venv).is_file() {
         let venv = req.venv.display().to_string();

@@ -40,7 +40,7 @@
 //! `ROCMFORGE_CACHE_CONNECT_TIMEOUT_SECS` (default 3) and `ROCMFORGE_CACHE_BLOB_TIMEOUT_SECS`
 //! (default 3600) bound the remote cache's requests.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -149,6 +149,9 @@ pub struct Config {
     pub prefix: Option<PathBuf>,
     /// An installed ROCm whose components are used instead of building them.
     pub rocm_path: Option<PathBuf>,
+    /// What to take from it or not (`--from-source`, `--take-installed`,
+    /// `--accept-rocm-version`).
+    pub installation: InstallationChoices,
     /// The local wheel index; `None`: `<state>/index`.
     pub index_dir: Option<PathBuf>,
     /// How cached files reach the prefix.
@@ -357,6 +360,7 @@ impl Config {
             state_dir: env_path("ROCMFORGE_STATE_DIR").or(raw.state_dir).unwrap_or_else(|| xdg_state.join("rocmforge")),
             prefix: env_path("ROCMFORGE_PREFIX").or(raw.prefix),
             rocm_path: env_path("ROCMFORGE_ROCM_PATH").or(raw.rocm_path),
+            installation: Default::default(),
             index_dir: env_path("ROCMFORGE_INDEX_DIR").or(raw.index_dir),
             link_mode,
             url_rewrites: rewrites,
@@ -399,6 +403,18 @@ impl Config {
     pub fn prefix_for(&self, stack: &str) -> PathBuf {
         self.prefix.clone().unwrap_or_else(|| self.state_dir.join("prefix").join(stack))
     }
+}
+
+/// What the user decided about an installed ROCm (global flags; `installation::decide` reads it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InstallationChoices {
+    /// Build these although the installation provides them (`--from-source`).
+    pub from_source: BTreeSet<String>,
+    /// Take these from the installation although they are patched (`--take-installed`).
+    pub take_installed: BTreeSet<String>,
+    /// Accept components of this major.minor (or `any`) in place of the stack's
+    /// (`--accept-rocm-version`).
+    pub accept_version: Option<String>,
 }
 
 #[cfg(test)]

@@ -42,9 +42,11 @@
 //!    tree a `from` recipe reads (`tree:<key>`), each with its `subdir`; `unlocked:<tag>` for a
 //!    recipe that cannot build yet. Never the URL (a mirror or a `url-rewrite` gives the same
 //!    bytes, which the commit id or sha256 already name) and never where the checkout or the
-//!    download lies. A component provided by an installed ROCm (`--rocm-path`) is
-//!    `external:<path>:<version>`: that path stays for the prefix's reason (note 5), since
-//!    dependents' CMake files record where they found it.
+//!    download lies. A component taken from an installed ROCm (`--rocm-path`) is
+//!    `installed:<version>@sha256:<digest>`: its version (`.info/version`, or its dpkg
+//!    package's) and the sha256 of the `[external]` files taken (a CMake package folder: every
+//!    file in it), not where or when they were installed (`installation`). Dependents' CMake
+//!    files do record that path: machines sharing such artifacts install ROCm at one path.
 //! 4. After the recipe's own target decision (supported subset, substitute, host only); empty
 //!    for host-only recipes, so they do not rebuild when only the GPU targets change.
 //! 5. The one path in the key, kept because it must be: ROCm's CMake package files, pkg-config

@@ -35,7 +35,7 @@ pub mod layout;
 pub mod wheel;
 pub mod recipe;
 pub mod graph;
-pub mod external;
+pub mod installation;
 pub mod host;
 pub mod patch;
 pub mod source;

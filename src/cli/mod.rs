@@ -67,6 +67,20 @@ pub struct Cli {
     #[arg(long = "rocm-path", global = true, value_name = "DIR")]
     pub rocm_path: Option<PathBuf>,
 
+    /// With --rocm-path: build these recipes from source although the installation has them.
+    #[arg(long = "from-source", global = true, value_name = "RECIPE", value_delimiter = ',')]
+    pub from_source: Vec<String>,
+
+    /// With --rocm-path: take these patched recipes from the installation anyway (their fix is
+    /// then missing, and the plan and the build summary say so).
+    #[arg(long = "take-installed", global = true, value_name = "RECIPE", value_delimiter = ',')]
+    pub take_installed: Vec<String>,
+
+    /// With --rocm-path: accept components of this ROCm version (major.minor, or `any`) in
+    /// place of the stack's; without it another version is refused.
+    #[arg(long = "accept-rocm-version", global = true, value_name = "X.Y")]
+    pub accept_rocm_version: Option<String>,
+
     /// Only warnings and errors.
     #[arg(long, short = 'q', global = true, conflicts_with = "verbose")]
     pub quiet: bool,
@@ -183,6 +197,7 @@ pub struct Context {
     pub cli_stack: Option<String>,
     pub offline: bool,
     pub rocm_path: Option<PathBuf>,
+    pub installation: crate::installation::Choices,
     pub verbosity: crate::progress::Verbosity,
     pub cache_url: Option<String>,
     pub cache_read_only: bool,
@@ -258,6 +273,7 @@ impl Context {
         if let Some(p) = &self.rocm_path {
             cfg.rocm_path = Some(p.clone());
         }
+        cfg.installation = self.installation.clone();
         if let Some(u) = &self.cache_url {
             cfg.remote.url = Some(u.clone()).filter(|u| !u.is_empty());
         }
@@ -318,6 +334,11 @@ pub fn run(cli: Cli) -> CliResult {
         cli_stack: cli.stack,
         offline: cli.offline,
         rocm_path: cli.rocm_path,
+        installation: crate::installation::Choices {
+            from_source: cli.from_source.into_iter().collect(),
+            take_installed: cli.take_installed.into_iter().collect(),
+            accept_version: cli.accept_rocm_version,
+        },
         verbosity,
         cache_url: cli.cache_url,
         cache_read_only: cli.cache_read_only,

@@ -36,6 +36,8 @@ pub enum BuildError {
     Unlocked(Vec<String>),
     #[error("none of the requested targets can be built by: {}", .0.join("; "))]
     Unsupported(Vec<String>),
+    #[error("the installed ROCm does not match the stack; nothing was built:{}", .0.iter().map(|r| format!("\n  - {r}")).collect::<String>())]
+    Refused(Vec<String>),
     #[error(transparent)]
     Step(#[from] StepError),
     #[error("{}: step `{}` failed because its disk is full: {disk}\n{failure}", failure.recipe, failure.step)]
@@ -166,6 +168,16 @@ impl<'a> Engine<'a> {
             .collect();
         if !unsupported.is_empty() {
             return Err(BuildError::Unsupported(unsupported));
+        }
+        let refused: Vec<String> = entries
+            .iter()
+            .filter_map(|e| match &e.status {
+                Status::Refused(reason) => Some(format!("{}: {reason}", e.name)),
+                _ => None,
+            })
+            .collect();
+        if !refused.is_empty() {
+            return Err(BuildError::Refused(refused));
         }
         let names =
             |build: bool| entries.iter().filter(|e| !build || e.builds()).map(|e| e.name.clone()).collect::<Vec<_>>();

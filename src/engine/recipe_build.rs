@@ -1,7 +1,7 @@
 //! One recipe's turn: deploy its cached artifact, or prepare its source, run its steps (resuming
 //! finished ones), store the artifact and deploy it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::proofs;
@@ -36,7 +36,9 @@ impl Engine<'_> {
                 self.progress.message(&d.name, &format!("building ({why})"));
                 self.build_one(r, d, *forced, jobs, prefix).map(|()| Outcome::Built)
             }
-            Status::Unlocked | Status::Unsupported(_) => unreachable!("the engine refuses blocked plans"),
+            Status::Unlocked | Status::Unsupported(_) | Status::Refused(_) => {
+                unreachable!("the engine refuses blocked plans")
+            }
         };
         if let Err(e) = &result {
             self.progress.recipe_failed(&d.name, &crate::diagnostic::one_line(e));
@@ -384,9 +386,46 @@ impl Engine<'_> {
             ),
             source_trees,
             rocm_path: self.plan.rocm_path.clone(),
+            rocm: match (&self.plan.rocm_path, d.on_installation) {
+                (Some(root), true) => root.clone(),
+                _ => self.plan.prefix.clone(),
+            },
+            rocm_llvm: match (&self.plan.rocm_llvm, d.on_installation) {
+                (Some(dir), true) => dir.clone(),
+                _ => self.plan.prefix.join("llvm"),
+            },
+            rocm_device_libs: match (&self.plan.rocm_device_libs, d.on_installation) {
+                (Some(dir), true) => dir.clone(),
+                _ => self.plan.prefix.join("amdgcn/bitcode"),
+            },
+            package_roots: if d.on_installation { self.rebuilt_packages(&d.name) } else { Vec::new() },
             find_links: None,
             install_wheels: Vec::new(),
         })
+    }
+
+    /// The CMake packages of the recipes `name` depends on (transitively) that this plan builds
+    /// or deploys from the cache, rather than takes from the installation.
+    fn rebuilt_packages(&self, name: &str) -> Vec<String> {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![name.to_string()];
+        let mut out = BTreeSet::new();
+        while let Some(n) = todo.pop() {
+            let Some(e) = self.plan.entry(&n) else { continue };
+            for dep in &e.deps {
+                if !seen.insert(dep.clone()) {
+                    continue;
+                }
+                todo.push(dep.clone());
+                let taken = self.plan.entry(dep).is_some_and(|e| e.state == crate::plan::State::External);
+                let r = &self.stack.recipes[dep];
+                if !taken {
+                    out.extend(r.cmake_packages.iter().cloned());
+                    out.extend(r.external.as_ref().and_then(|x| x.cmake_package.clone()));
+                }
+            }
+        }
+        out.into_iter().collect()
     }
 
     /// The tree a recipe builds from (patched), preparing source dependencies as needed.

@@ -63,6 +63,16 @@ pub struct Vars {
     pub source_trees: BTreeMap<String, PathBuf>,
     /// An installed ROCm providing some components (`--rocm-path`): searched after the prefix.
     pub rocm_path: Option<PathBuf>,
+    /// `{rocm}`: the ROCm root the recipe builds against: the installation when something it
+    /// depends on is taken from there, else the prefix. `{rocm_llvm}` and `{rocm_device_libs}`:
+    /// the LLVM and the device libraries, where they lie (`lib/llvm-21` in Debian's layout).
+    pub rocm: PathBuf,
+    pub rocm_llvm: PathBuf,
+    pub rocm_device_libs: PathBuf,
+    /// On an installation: the CMake packages of the rebuilt recipes it depends on, each set as
+    /// `<package>_ROOT=<prefix>` so `find_package` takes the rebuilt copy even where the project
+    /// puts the installation first in its own `CMAKE_PREFIX_PATH` (PyTorch appends `ROCM_PATH`).
+    pub package_roots: Vec<String>,
     /// python-wheel: a folder holding the wheels of the recipe's build dependencies, offered to
     /// pip with `--find-links`.
     pub find_links: Option<PathBuf>,
@@ -105,6 +115,9 @@ impl Vars {
             "build" => p(&self.build),
             "stage" => p(&self.stage),
             "installed" => p(&self.installed),
+            "rocm" => p(&self.rocm),
+            "rocm_llvm" => p(&self.rocm_llvm),
+            "rocm_device_libs" => p(&self.rocm_device_libs),
             "version" => self.version.clone(),
             "wheel_version" => self.wheel_version.clone(),
             "python" => p(self.python.as_deref().ok_or_else(|| ExpandError::NoPython { recipe: recipe.into() })?),
@@ -151,6 +164,9 @@ pub fn step_env(
         None => prefix.clone(),
     };
     env.insert("CMAKE_PREFIX_PATH".into(), cmake_prefix_path);
+    for pkg in &vars.package_roots {
+        env.insert(format!("{pkg}_ROOT"), prefix.clone());
+    }
     env.insert("LD_LIBRARY_PATH".into(), format!("{prefix}/lib"));
     env.insert("PKG_CONFIG_PATH".into(), format!("{prefix}/lib/pkgconfig:{prefix}/share/pkgconfig"));
     env.insert("SOURCE_DATE_EPOCH".into(), SOURCE_DATE_EPOCH.into());
@@ -356,6 +372,10 @@ mod tests {
             wheel_version: "1.0+x".into(),
             source_trees: BTreeMap::from([("hip".into(), "/w/hip/src".into())]),
             rocm_path: None,
+            rocm: PathBuf::from("/p"),
+            rocm_llvm: PathBuf::from("/p/llvm"),
+            rocm_device_libs: PathBuf::from("/p/amdgcn/bitcode"),
+            package_roots: Vec::new(),
             find_links: None,
             install_wheels: Vec::new(),
         }

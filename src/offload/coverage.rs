@@ -294,7 +294,13 @@ pub fn matching(installed: &Installed<'_>, pattern: &str) -> Result<Vec<String>,
 /// files included, directories (and symlinks to them) left out.
 fn tree_matches(root: &Path, m: &GlobMatcher) -> Result<Vec<(String, PathBuf)>, OffloadError> {
     let mut paths = Vec::new();
-    for e in walkdir::WalkDir::new(root).min_depth(1).sort_by_file_name() {
+    // Only below the pattern's literal directories: an installation under `/usr` is not walked
+    // whole for `lib/x86_64-linux-gnu/rocblas/*/library/*.co`.
+    let start = root.join(literal_dirs(m.glob().glob()));
+    if !start.is_dir() {
+        return Ok(paths);
+    }
+    for e in walkdir::WalkDir::new(&start).min_depth(1).sort_by_file_name() {
         let e = e.map_err(|e| OffloadError::Io {
             path: e.path().unwrap_or(root).to_path_buf(),
             source: std::io::Error::other(e.to_string()),
@@ -308,6 +314,15 @@ fn tree_matches(root: &Path, m: &GlobMatcher) -> Result<Vec<(String, PathBuf)>, 
         }
     }
     Ok(paths)
+}
+
+/// The leading directories of a glob that hold no glob syntax (`lib/x/*/library/*.co` gives
+/// `lib/x`): every match lies below them.
+pub fn literal_dirs(pattern: &str) -> String {
+    let parts: Vec<&str> = pattern.split('/').collect();
+    let dirs = &parts[..parts.len().saturating_sub(1)];
+    let literal = dirs.iter().take_while(|c| !c.contains(['*', '?', '[', '{', '\\'])).copied().collect::<Vec<_>>();
+    literal.join("/")
 }
 
 /// Hands every installed file `m` matches to `f`, with the path to show (relative to the tree;

@@ -296,6 +296,52 @@ fn fill(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<bool> {
     }
 }
 
+/// What a shared library or executable asks of the dynamic loader: the sonames it needs and
+/// where it says to look (`DT_RPATH` is searched before `LD_LIBRARY_PATH`, `DT_RUNPATH` after).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Dynamic {
+    pub soname: Option<String>,
+    pub needed: Vec<String>,
+    pub rpath: Vec<String>,
+    pub runpath: Vec<String>,
+}
+
+/// Reads `path`'s dynamic section, reading only the headers and the sections it needs (a
+/// ROCm library can be a gigabyte). `None`: not a 64-bit ELF file with one.
+pub fn dynamic(path: &std::path::Path) -> Option<Dynamic> {
+    use object::read::elf::{Dyn as _, ElfFile64};
+    let file = std::fs::File::open(path).ok()?;
+    let cache = object::ReadCache::new(file);
+    let elf = ElfFile64::<Endianness, _>::parse(&cache).ok()?;
+    let endian = elf.endian();
+    let sections = elf.elf_section_table();
+    let (entries, strtab) = sections.dynamic(endian, &cache).ok()??;
+    let strings = sections.strings(endian, &cache, strtab).ok()?;
+    let mut d = Dynamic::default();
+    let dirs = |s: &str, base: &std::path::Path| -> Vec<String> {
+        let origin = base.parent().map(|p| p.display().to_string()).unwrap_or_default();
+        s.split(':')
+            .filter(|x| !x.is_empty())
+            .map(|x| x.replace("$ORIGIN", &origin).replace("${ORIGIN}", &origin))
+            .collect()
+    };
+    for e in entries {
+        let tag = e.d_tag(endian) as u32;
+        let text = || {
+            let offset = u32::try_from(Into::<u64>::into(e.d_val(endian))).ok()?;
+            strings.get(offset).ok().map(|b| String::from_utf8_lossy(b).into_owned())
+        };
+        match tag {
+            object::elf::DT_NEEDED => d.needed.extend(text()),
+            object::elf::DT_SONAME => d.soname = text(),
+            object::elf::DT_RPATH => d.rpath.extend(text().map(|t| dirs(&t, path)).unwrap_or_default()),
+            object::elf::DT_RUNPATH => d.runpath.extend(text().map(|t| dirs(&t, path)).unwrap_or_default()),
+            _ => {}
+        }
+    }
+    Some(d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::props::with_program_headers;

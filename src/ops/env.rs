@@ -21,6 +21,7 @@ pub struct EnvRequest {
 pub fn env(cfg: &Config, stack: &Stack, req: &EnvRequest) -> Result<Activation, UsageError> {
     let profile = stack.profile(req.profile.as_deref()).map_err(UsageError)?;
     let venv = crate::venv::dir(&cfg.state_dir, &stack.name);
+    let installation = cfg.rocm_path.as_deref().map(|p| crate::installation::Installation::open(p, &cfg.state_dir));
     Ok(activate::activation(&activate::Request {
         stack,
         prefix: &req.prefix,
@@ -28,5 +29,6 @@ pub fn env(cfg: &Config, stack: &Stack, req: &EnvRequest) -> Result<Activation, 
         profile,
         targets: &req.targets,
         caller_override: std::env::var(GFX_OVERRIDE_VAR).ok(),
+        installation: installation.as_ref(),
     }))
 }

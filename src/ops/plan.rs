@@ -65,6 +65,7 @@ pub(crate) fn plan_graph(
         work_dir: cfg.work_dir.clone(),
         durations: crate::report::load_durations(&cfg.state_dir, &stack.name),
         order: req.order,
+        installation: cfg.installation.clone(),
     };
     let host = Host::detect(cfg.rocm_path.as_deref(), &cfg.state_dir);
     let history = History::new(&cfg.state_dir, &stack.name);

@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::cache::{Located, Store};
-use crate::external::InstalledRocm;
 use crate::graph::BuildGraph;
 use crate::history::History;
+use crate::installation::{Choices, Decision, Installation};
 use crate::key::{self, CacheKey, KeyInputs, CACHE_FORMAT};
 use crate::layout::WorkDir;
 use crate::recipe::{PinFrom, Recipe, RecipeTree, SourceSpec, Stack, TargetDecision};
@@ -71,6 +71,8 @@ pub enum Status {
     Skipped(String),
     /// Provided by the installed ROCm; the reason says by what.
     External(String),
+    /// The installed ROCm holds another version of it (`installation::Decision::Refuse`).
+    Refused(String),
     /// Its git source has no pinned commit.
     Unlocked,
     /// None of the requested targets is supported and there is no fallback.
@@ -144,6 +146,10 @@ pub struct PlanEntry {
     pub priority_secs: f64,
     /// Ready recipes start lowest rank first (the plan's `schedule` order).
     pub rank: usize,
+    /// It builds on the installed ROCm: something it depends on (transitively) is taken from
+    /// there, so `{rocm}` is the installation, not the prefix.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub on_installation: bool,
     #[serde(skip)]
     pub status: Status,
 }
@@ -168,6 +174,12 @@ pub struct Plan {
     /// The installed ROCm providing components (`--rocm-path`), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rocm_path: Option<PathBuf>,
+    /// Where the taken toolchain lies in the installation (`{rocm_llvm}`,
+    /// `{rocm_device_libs}`), when the recipes that make it are taken.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rocm_llvm: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rocm_device_libs: Option<PathBuf>,
     pub recipes: Vec<PlanEntry>,
     /// The order ready recipes start in (`ROCMFORGE_SCHEDULE` forces one; default critical-path).
     pub schedule: Order,
@@ -189,6 +201,8 @@ pub struct PlanOptions {
     pub durations: BTreeMap<String, f64>,
     /// The order ready recipes start in.
     pub order: Order,
+    /// What the user decided about the installed ROCm (`--from-source`, ...).
+    pub installation: Choices,
 }
 
 /// The host facts keys depend on: the allow-listed environment and the toolchain identity.
@@ -198,8 +212,8 @@ pub struct Host {
     pub toolchain: String,
     /// The distribution and release (`key::host_os`).
     pub os: String,
-    /// The installed ROCm providing components, if any.
-    pub rocm: Option<InstalledRocm>,
+    /// The installed ROCm the build may take components from, if any.
+    pub rocm: Option<std::sync::Arc<Installation>>,
 }
 
 impl Host {
@@ -208,14 +222,8 @@ impl Host {
     pub fn detect(rocm_path: Option<&Path>, state_dir: &Path) -> Host {
         let env = key::ENV_ALLOWLIST.iter().filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v))).collect();
         let toolchain = key::toolchain_identity(&std::env::var("PATH").unwrap_or_default(), state_dir);
-        Host { env, toolchain, os: key::host_os(), rocm: rocm_path.map(InstalledRocm::open) }
-    }
-
-    /// Why `r` is provided by the installed ROCm, if it is.
-    fn provides(&self, r: &Recipe) -> Option<String> {
-        let rocm = self.rocm.as_ref()?;
-        let found = rocm.provides(r.external.as_ref()?)?;
-        Some(rocm.reason(&found))
+        let rocm = rocm_path.map(|p| std::sync::Arc::new(Installation::open(p, state_dir)));
+        Host { env, toolchain, os: key::host_os(), rocm }
     }
 }
 
@@ -245,15 +253,18 @@ pub fn resolve(
     for name in graph.order() {
         let r = &stack.recipes[name];
         let targets = if r.is_source_only() { TargetDecision::SourceOnly } else { r.targets.decide(&opts.targets) };
-        let external = host.provides(r);
-        let source = match (&external, &r.source) {
-            (Some(_), _) => {
-                let rocm = host.rocm.as_ref().expect("only an installed ROCm provides recipes");
-                SourceIdentity::Installed {
-                    path: rocm.path.display().to_string(),
-                    version: rocm.version.clone().unwrap_or_else(|| "unknown".into()),
-                }
+        let decision = match (&host.rocm, &targets) {
+            (Some(rocm), TargetDecision::Build { .. } | TargetDecision::HostOnly | TargetDecision::SourceOnly) => {
+                rocm.decide(r, &stack.rocm_version, targets.targets(), &opts.installation)
             }
+            _ => None,
+        };
+        let external = match &decision {
+            Some(Decision::Take { reason, identity, .. }) => Some((reason.clone(), identity.clone())),
+            _ => None,
+        };
+        let source = match (&external, &r.source) {
+            (Some((_, identity)), _) => SourceIdentity::Installed { identity: identity.clone() },
             (None, SourceSpec::From { recipe, .. }) => SourceIdentity::Tree {
                 recipe: recipe.clone(),
                 key: keys.get(recipe).map(|k| k.to_string()).unwrap_or_default(),
@@ -276,14 +287,14 @@ pub fn resolve(
         };
         let key = inputs.key();
         keys.insert(name.to_string(), key.clone());
-        keyed.push((name, r, targets, external, inputs, key));
+        keyed.push((name, r, targets, decision, inputs, key));
     }
     // Every key the store will be asked about, at once: a shared cache fetches their manifests
     // side by side instead of one round trip after another.
     let asked: Vec<CacheKey> = keyed
         .iter()
-        .filter(|(name, r, targets, external, _, _)| {
-            external.is_none()
+        .filter(|(name, r, targets, decision, _, _)| {
+            !matches!(decision, Some(Decision::Take { .. } | Decision::Refuse(_)))
                 && !matches!(targets, TargetDecision::Skip { .. } | TargetDecision::Unsupported { .. })
                 && !r.source.is_unlocked()
                 && !r.is_source_only()
@@ -292,9 +303,21 @@ pub fn resolve(
         .map(|k| k.5.clone())
         .collect();
     store.prefetch(&asked);
-    for (name, r, targets, external, inputs, key) in keyed {
-        let status = if let Some(reason) = external {
-            Status::External(reason)
+    let taken: BTreeSet<&str> =
+        keyed.iter().filter(|k| matches!(k.3, Some(Decision::Take { .. }))).map(|k| k.0).collect();
+    let needed = not_needed(graph, &taken);
+    let mut uses_installation: BTreeMap<&str, bool> = BTreeMap::new();
+    for name in graph.order() {
+        let uses = graph.deps_of(name).iter().any(|d| taken.contains(d) || uses_installation.get(d) == Some(&true));
+        uses_installation.insert(name, uses);
+    }
+    for (name, r, targets, decision, inputs, key) in keyed {
+        let status = if let Some(Decision::Take { reason, .. }) = &decision {
+            Status::External(reason.clone())
+        } else if let Some(Decision::Refuse(reason)) = &decision {
+            Status::Refused(reason.clone())
+        } else if let Some(why) = needed.get(name) {
+            Status::Skipped(why.clone())
         } else if let TargetDecision::Unsupported { reason } = &targets {
             Status::Unsupported(reason.clone())
         } else if let TargetDecision::Skip { reason } = &targets {
@@ -330,7 +353,11 @@ pub fn resolve(
                 }
             }
         };
-        let (state, reason) = describe(&status, &key);
+        let (state, mut reason) = describe(&status, &key);
+        if let (Some(Decision::Build(why)), true) = (&decision, matches!(status, Status::Build { .. })) {
+            reason = format!("{reason}; built: {why}");
+        }
+        let on_installation = uses_installation.get(name) == Some(&true);
         // An unlocked recipe builds once it is locked: the night includes it.
         let will_build =
             matches!(status, Status::Build { .. }) || (matches!(status, Status::Unlocked) && !r.is_source_only());
@@ -370,8 +397,21 @@ pub fn resolve(
             disk_gb,
             priority_secs: 0.0,
             rank: 0,
+            on_installation,
             status,
         });
+    }
+    let taken_dir = |top: &str, dir: &str| {
+        let rocm = host.rocm.as_ref()?;
+        let takes = recipes.iter().any(|e| {
+            e.state == State::External
+                && stack.recipes[&e.name].external.as_ref().is_some_and(|x| x.files.iter().any(|f| f.starts_with(top)))
+        });
+        takes.then(|| rocm.locate(dir)).flatten()
+    };
+    let (rocm_llvm, rocm_device_libs) = (taken_dir("llvm/", "llvm"), taken_dir("amdgcn/", "amdgcn/bitcode"));
+    if let Some(rocm) = &host.rocm {
+        rocm.save();
     }
     let tasks = tasks_of(&recipes, |_| 1);
     let prio = night::longest_remaining(&tasks);
@@ -386,11 +426,37 @@ pub fn resolve(
         requested: graph.requested().to_vec(),
         targets: opts.targets.clone(),
         prefix: opts.prefix.clone(),
-        rocm_path: host.rocm.as_ref().map(|r| r.path.clone()),
+        rocm_path: host.rocm.as_ref().map(|r| r.root.clone()),
+        rocm_llvm,
+        rocm_device_libs,
         recipes,
         schedule: opts.order,
         night: None,
     }
+}
+
+/// The recipes nothing needs once `taken` come from the installation, with why: a recipe is
+/// needed when asked for, or when a needed recipe that is built depends on it (a source tree
+/// whose consumers all come from the installation is not fetched).
+fn not_needed<'g>(graph: &'g BuildGraph, taken: &BTreeSet<&str>) -> BTreeMap<&'g str, String> {
+    if taken.is_empty() {
+        return BTreeMap::new();
+    }
+    let mut needed: BTreeSet<&str> = graph.requested().iter().map(String::as_str).collect();
+    for name in graph.order().into_iter().rev() {
+        if needed.contains(name) && !taken.contains(name) {
+            needed.extend(graph.deps_of(name));
+        }
+    }
+    graph
+        .order()
+        .into_iter()
+        .filter(|n| !needed.contains(n))
+        .map(|n| {
+            let users = graph.dependents_of(n).join(", ");
+            (n, format!("not needed: its users ({users}) come from the installation or are not built"))
+        })
+        .collect()
 }
 
 /// The plan's entries as the schedule sees them, each asking for `want(entry)` jobs.
@@ -417,6 +483,7 @@ fn describe(status: &Status, key: &CacheKey) -> (State, String) {
         Status::SourceOnly => (State::NotBuilt, "source tree only: fetched and patched, nothing to compile".into()),
         Status::Skipped(reason) => (State::Skipped, reason.clone()),
         Status::External(reason) => (State::External, reason.clone()),
+        Status::Refused(reason) => (State::Blocked, reason.clone()),
         Status::Unlocked => {
             (State::Blocked, "source is not pinned: `rocmforge build` pins it first and records the pin in the lock file; `build --locked` refuses".into())
         }

@@ -83,11 +83,10 @@ pub enum SourceIdentity {
         recipe: String,
         key: String,
     },
-    /// Provided by an installed ROCm: its path (its CMake files are found there, as the prefix's
-    /// are) and version.
+    /// Provided by an installed ROCm: the component's version and the sha256 of the files taken
+    /// (`installation::Decision::Take`), never where they lie.
     Installed {
-        path: String,
-        version: String,
+        identity: String,
     },
     None,
 }
@@ -109,7 +108,7 @@ impl SourceIdentity {
 }
 
 /// One stable line: `git:<commit>[ <path>=<commit>...]`, `unlocked:<tag>`, `sha256:<hex>`,
-/// `from:<recipe>`, `tree:<recipe>@<key>`, `installed:<path>@<version>`, `none`.
+/// `from:<recipe>`, `tree:<recipe>@<key>`, `installed:<version>@sha256:<files>`, `none`.
 impl std::fmt::Display for SourceIdentity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -124,7 +123,7 @@ impl std::fmt::Display for SourceIdentity {
             SourceIdentity::Sha256 { sha256 } => write!(f, "sha256:{sha256}"),
             SourceIdentity::From { recipe } => write!(f, "from:{recipe}"),
             SourceIdentity::Tree { recipe, key } => write!(f, "tree:{recipe}@{key}"),
-            SourceIdentity::Installed { path, version } => write!(f, "installed:{path}@{version}"),
+            SourceIdentity::Installed { identity } => write!(f, "installed:{identity}"),
             SourceIdentity::None => f.write_str("none"),
         }
     }

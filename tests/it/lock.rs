@@ -224,9 +224,9 @@ fn rocm_path_marks_matching_recipes_external_and_build_skips_them() {
     }
     let plan = w.plan(&["--rocm-path", r]);
     assert_eq!(entry(&plan, "hip")["state"], "external");
-    assert_eq!(entry(&plan, "hip")["reason"], format!("provided by {r} (ROCm 6.2.4): lib/cmake/hip"));
+    assert_eq!(entry(&plan, "hip")["reason"], format!("provided by {r} (hip 6.2.4, .info/version): lib/cmake/hip"));
     assert_eq!(entry(&plan, "smi")["state"], "external");
-    assert_eq!(entry(&plan, "smi")["reason"], format!("provided by {r} (ROCm 6.2.4): bin/rocm-smi"));
+    assert_eq!(entry(&plan, "smi")["reason"], format!("provided by {r} (smi 6.2.4, .info/version): bin/rocm-smi"));
     assert_eq!(entry(&plan, "blas")["state"], "not-built", "rocblas.h is missing");
     assert_eq!(entry(&plan, "app")["state"], "not-built");
 
@@ -241,7 +241,7 @@ fn rocm_path_marks_matching_recipes_external_and_build_skips_them() {
     std::fs::write(rocm.join(".info/version"), "6.2.5-1\n").unwrap();
     let newer = w.plan(&["--rocm-path", r]);
     assert_ne!(key(&newer), key(&plan));
-    assert!(entry(&newer, "hip")["reason"].as_str().unwrap().contains("(ROCm 6.2.5)"));
+    assert!(entry(&newer, "hip")["reason"].as_str().unwrap().contains("(hip 6.2.5, .info/version)"));
 
     // build skips the external ones and finds the ROCm after the stack prefix.
     let prefix = w.home().join("p/prefix");

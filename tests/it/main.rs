@@ -13,6 +13,7 @@ mod fallback;
 mod foundation;
 mod index;
 mod inspect;
+mod installation;
 mod keys;
 mod layering;
 mod lock;
