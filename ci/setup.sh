@@ -57,4 +57,6 @@ if ! ls "$wheelhouse"/setuptools-*.whl >/dev/null 2>&1 || ! ls "$wheelhouse"/whe
   mkdir -p "$wheelhouse"
   $py -m pip download -q --only-binary=:all: -d "$wheelhouse" setuptools wheel
 fi
+# Debian unstable's ROCm 6.4 packages the installation tests read (unpacked in target/debian-rocm).
+bash ci/debian-rocm.sh
 echo "setup: ok ($(cmake --version | head -1), uv $(uv --version | cut -d' ' -f2), $(sccache --version))"

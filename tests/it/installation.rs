@@ -380,3 +380,126 @@ fn no_patched_recipe_of_the_real_stack_is_taken_from_an_installation() {
     // The source-only LLVM tree is not fetched when its consumers all come from the installation.
     assert_eq!(entry(&plan, "llvm-project")["state"], "skipped", "{}", entry(&plan, "llvm-project")["reason"]);
 }
+
+/// Debian unstable's own ROCm 6.4 packages, unpacked by `ci/debian-rocm.sh` into a root with
+/// their dpkg records: recognised as a distribution's layout, each component's version read
+/// from its own package (they differ), and the GPU targets read from the files, cross-checked
+/// with the packages' `X-Rocm-Gpu-Architecture` field.
+#[test]
+fn debian_packages_are_recognised_with_their_versions_and_gpu_targets() {
+    let base = crate::support::repo_root().join("target/debian-rocm");
+    assert!(
+        base.join("done").is_file(),
+        "{} is missing: run `bash ci/debian-rocm.sh` (ci/setup.sh does) to download Debian unstable's ROCm packages",
+        base.display()
+    );
+    let field = |pkg: &str, f: &str| {
+        let deb = std::fs::read_dir(base.join("debs"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&format!("{pkg}_")))
+            .unwrap_or_else(|| panic!("{pkg}.deb"));
+        run(Process::new("dpkg-deb").arg("-f").arg(&deb).arg(f)).trim().to_string()
+    };
+    let upstream = |v: &str| v.split('-').next().unwrap().split('+').next().unwrap().to_string();
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(d.path().join("home")).unwrap();
+    let recipes = d.path().join("tree/recipes/deb");
+    std::fs::create_dir_all(&recipes).unwrap();
+    std::fs::write(
+        recipes.join("stack.toml"),
+        "[stack]\nname = \"deb\"\nrocm-version = \"6.4.0\"\nsummary = \"s\"\ndefault-targets = [\"gfx1010\"]\ndefault = true\n",
+    )
+    .unwrap();
+    let recipe = |name: &str, gpu: bool, device_code: &str, external: &str, deps: &str| {
+        format!(
+            "[package]\nname = \"{name}\"\nversion = \"1\"\nsummary = \"s\"\n{deps}\n[build]\nsystem = \"script\"\nsteps = [\"mkdir -p {{stage}}/share && touch {{stage}}/share/{name}\"]\n[targets]\ngpu = {gpu}\n{device_code}\n[external]\n{external}\n"
+        )
+    };
+    let write = |name: &str, text: String| std::fs::write(recipes.join(format!("{name}.toml")), text).unwrap();
+    let all = "supported = [\"gfx1010\", \"gfx1012\", \"gfx1030\"]\n";
+    write(
+        "hip",
+        recipe(
+            "hip",
+            false,
+            "",
+            "cmake-package = \"hip\"\nfiles = [\"lib/libamdhip64.so\", \"include/hip/hip_runtime.h\"]",
+            "",
+        ),
+    );
+    write(
+        "rocblas",
+        recipe(
+            "rocblas",
+            true,
+            &format!("{all}device-code = [\"lib/rocblas/library/*.{{co,hsaco}}\"]"),
+            "cmake-package = \"rocblas\"\nfiles = [\"include/rocblas/rocblas.h\"]",
+            "",
+        ),
+    );
+    write(
+        "rocfft",
+        recipe(
+            "rocfft",
+            true,
+            &format!("{all}device-code = [\"lib/librocfft.so.0\"]"),
+            "files = [\"lib/librocfft.so.0\"]",
+            "",
+        ),
+    );
+    write(
+        "app",
+        recipe(
+            "app",
+            false,
+            "",
+            "files = [\"bin/nothing-provides-app\"]",
+            "[dependencies]\nbuild = [\"hip\", \"rocblas\", \"rocfft\"]\n",
+        ),
+    );
+    let usr = base.join("root/usr");
+    let plan = |target: &str| -> Value {
+        let out = rocmforge(&d.path().join("home"))
+            .arg("--recipes")
+            .arg(d.path().join("tree"))
+            .args(["plan", "app", "--json", "--target", target, "--rocm-path"])
+            .arg(&usr)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let p = plan("gfx1010");
+    let u = usr.display();
+    // Each component's version is its own package's: HIP and rocBLAS differ.
+    let (hip, blas) = (field("libamdhip64-dev", "Version"), field("librocblas-dev", "Version"));
+    assert_eq!(
+        reason(&p, "hip"),
+        format!(
+            "provided by {u} (hip {}, dpkg: libamdhip64-dev {hip}): lib/x86_64-linux-gnu/libamdhip64.so, include/hip/hip_runtime.h, lib/x86_64-linux-gnu/cmake/hip",
+            upstream(&hip)
+        )
+    );
+    assert_eq!(entry(&p, "rocblas")["state"], "external", "{}", reason(&p, "rocblas"));
+    assert!(
+        reason(&p, "rocblas")
+            .starts_with(&format!("provided by {u} (rocblas {}, dpkg: librocblas-dev {blas})", upstream(&blas))),
+        "{}",
+        reason(&p, "rocblas")
+    );
+    assert_eq!(entry(&p, "rocfft")["state"], "external");
+    // A target the packages were not built for: what the files carry is named, and it is what
+    // the package says it carries.
+    let p = plan("gfx1012");
+    let why = reason(&p, "rocfft");
+    let carried = why.split("carry ").nth(1).unwrap_or_else(|| panic!("{why}")).trim_end_matches(')').to_string();
+    let mut found: Vec<&str> = carried.split(", ").collect();
+    let declared = field("librocfft0", "X-Rocm-Gpu-Architecture");
+    let mut declared: Vec<&str> = declared.split_whitespace().collect();
+    found.sort();
+    declared.sort();
+    assert_eq!(found, declared, "{why}");
+    assert!(why.contains("has no gfx1012 code in lib/x86_64-linux-gnu/librocfft.so.0"), "{why}");
+    assert!(declared.contains(&"gfx1010"));
+}
