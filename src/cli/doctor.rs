@@ -116,6 +116,33 @@ fn render(d: &Doctor) -> String {
         line("gpu", g.describe());
     }
     line("targets", format!("{} (from {})", d.targets, d.targets_from));
+    if let Some(i) = &d.installation {
+        line("rocm", format!("{} ({})", i.found, i.from));
+        line(
+            "short night",
+            format!(
+                "takes {} recipe(s) from it ({}); builds {} it has: {}; builds {} it lacks{}",
+                i.taken.len(),
+                if i.taken.is_empty() { "none".to_string() } else { i.taken.join(", ") },
+                i.built.len(),
+                if i.built.is_empty() {
+                    "none".to_string()
+                } else {
+                    i.built.iter().map(|(n, why)| format!("{n} ({why})")).collect::<Vec<_>>().join("; ")
+                },
+                i.absent.len(),
+                if i.refused.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; refuses {} of another version ({}): see `rocmforge plan --rocm-path`",
+                        i.refused.len(),
+                        i.refused.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+                    )
+                }
+            ),
+        );
+    }
     let groups: Vec<String> = d
         .account
         .groups

@@ -90,8 +90,83 @@ pub struct Doctor {
     /// What a build would put in front of the compilers (`ccache`, `sccache`, `distcc`, or
     /// `none`); `None` when it would refuse to start (a warning says why).
     pub compiler_cache: Option<String>,
+    /// The installed ROCm the short night would build on (`--rocm-path`, else one found at
+    /// `/opt/rocm`, `/opt/rocm-*` or `/usr`), and what it would take and build.
+    pub installation: Option<InstallationReport>,
     /// What may go wrong but does not stop a build.
     pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InstallationReport {
+    /// `/opt/rocm-6.2.4 (ROCm's layout, release 6.2.4 from .info/version)`.
+    pub found: String,
+    /// `--rocm-path` (or config), or `found here` (not used until passed).
+    pub from: String,
+    pub taken: Vec<String>,
+    /// `(recipe, why it is built)`, for the recipes the installation has.
+    pub built: Vec<(String, String)>,
+    pub refused: Vec<(String, String)>,
+    /// Recipes with an `[external]` spec the installation lacks (built).
+    pub absent: Vec<String>,
+}
+
+/// The installed ROCm `cfg` names, else the first found: `/opt/rocm`, the newest `/opt/rocm-*`,
+/// or `/usr` with a HIP CMake package.
+fn installation_report(
+    cfg: &Config,
+    stack: &Stack,
+    recipes: &[&Recipe],
+    targets: &TargetSet,
+    root: &HostRoot,
+) -> Option<InstallationReport> {
+    let (path, from) = match &cfg.rocm_path {
+        Some(p) => (p.clone(), "--rocm-path".to_string()),
+        None => {
+            let mut opt: Vec<PathBuf> = std::fs::read_dir(root.path("/opt"))
+                .into_iter()
+                .flatten()
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("rocm"))
+                        && p.join(".info/version").is_file()
+                })
+                .collect();
+            opt.sort();
+            let usr = root.path("/usr");
+            let found = opt.pop().or_else(|| {
+                ["x86_64-linux-gnu", "aarch64-linux-gnu"]
+                    .iter()
+                    .any(|m| usr.join("lib").join(m).join("cmake/hip").is_dir())
+                    .then_some(usr)
+            })?;
+            (found, "found here; pass `--rocm-path` to build on it".to_string())
+        }
+    };
+    let inst = crate::installation::Installation::open(&path, &cfg.state_dir);
+    let mut r = InstallationReport {
+        found: inst.describe(),
+        from,
+        taken: Vec::new(),
+        built: Vec::new(),
+        refused: Vec::new(),
+        absent: Vec::new(),
+    };
+    for recipe in recipes {
+        let t = if recipe.targets.gpu { Some(targets) } else { None };
+        match inst.decide(recipe, &stack.rocm_version, t, &cfg.installation) {
+            Some(crate::installation::Decision::Take { .. }) => r.taken.push(recipe.name.clone()),
+            Some(crate::installation::Decision::Build(why)) if why.starts_with("not in the installation") => {
+                r.absent.push(recipe.name.clone())
+            }
+            Some(crate::installation::Decision::Build(why)) => r.built.push((recipe.name.clone(), why)),
+            Some(crate::installation::Decision::Refuse(why)) => r.refused.push((recipe.name.clone(), why)),
+            None => {}
+        }
+    }
+    inst.save();
+    Some(r)
 }
 
 impl Doctor {
@@ -249,7 +324,10 @@ pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor
             None
         }
     };
+    let installation =
+        if stack.is_native() { installation_report(cfg, stack, &building, &targets, &root) } else { None };
     Ok(Doctor {
+        installation,
         stack: stack.name.clone(),
         recipes: recipes.len(),
         glibc: glibc::detect(&root),

@@ -44,9 +44,15 @@ pub fn plan(
         Some(g) => Some((g * (1u64 << 30) as f64) as u64),
         None => budget::available_memory(),
     };
-    plan.estimate_night(jobs, memory_gb, |e| {
-        budget::jobs_for(jobs, stack.recipes[&e.name].build.memory_per_job_gb, memory)
-    });
+    let want = |e: &plan::PlanEntry| budget::jobs_for(jobs, stack.recipes[&e.name].build.memory_per_job_gb, memory);
+    plan.estimate_night(jobs, memory_gb, want);
+    if cfg.rocm_path.is_some() {
+        // The short night beside the full one: the same plan with nothing taken.
+        let full_cfg = Config { rocm_path: None, ..cfg.clone() };
+        let mut full = plan_graph(&full_cfg, tree, stack, &graph, req, store.as_ref());
+        full.estimate_night(jobs, memory_gb, want);
+        plan.full_night_secs = full.night.map(|n| n.estimated_secs);
+    }
     Ok(plan)
 }
 

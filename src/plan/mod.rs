@@ -186,6 +186,9 @@ pub struct Plan {
     /// The night's estimated length for a job budget (set by `ops::plan` for the machine's jobs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub night: Option<Night>,
+    /// With an installed ROCm: the full night's estimate (nothing taken), shown beside this one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_night_secs: Option<f64>,
 }
 
 /// What a plan is made for.
@@ -432,6 +435,7 @@ pub fn resolve(
         recipes,
         schedule: opts.order,
         night: None,
+        full_night_secs: None,
     }
 }
 
@@ -561,6 +565,15 @@ impl Plan {
                 night::human(n.critical_path_secs),
                 if n.critical_path.is_empty() { "nothing to build".to_string() } else { n.critical_path.join(" -> ") },
             ));
+            if let (Some(full), Some(rocm)) = (self.full_night_secs, &self.rocm_path) {
+                let taken = self.recipes.iter().filter(|e| e.state == State::External).count();
+                s.push_str(&format!(
+                    "the short night on {}: {} recipe(s) taken from it; the full night (nothing taken) would be {}\n",
+                    rocm.display(),
+                    taken,
+                    night::human(full)
+                ));
+            }
             let download: f64 = self.recipes.iter().map(|e| e.download_mb).sum();
             let disk: f64 = self.recipes.iter().map(|e| e.disk_gb).sum();
             if download > 0.0 || disk > 0.0 {

@@ -253,6 +253,24 @@ fn the_installation_stands_in_only_where_it_may_and_the_rebuilt_recipes_build_ag
     let out = w.cmd(&["plan", "app", "--rocm-path", r]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("built: patched (0001-rebuilt-with-the-fix.patch)"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "the short night on {r}: 1 recipe(s) taken from it; the full night (nothing taken) would be"
+        )),
+        "{text}"
+    );
+    // doctor tells the same story.
+    let out = w.cmd(&["doctor", "--rocm-path", r]).output().unwrap();
+    let doc = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        doc.contains(&format!("rocm       {r} (ROCm's layout, release 6.2.4 from .info/version) (--rocm-path)")),
+        "{doc}"
+    );
+    assert!(
+        doc.contains("takes 1 recipe(s) from it (fft); builds 2 it has: blas (the installed blas has no gfx1010"),
+        "{doc}"
+    );
+    assert!(doc.contains("dnn (patched (0001-rebuilt-with-the-fix.patch)"), "{doc}");
 
     // Build: blas and dnn rebuilt for gfx1010, app finds them in the prefix (through
     // <pkg>_ROOT, although it puts the installation first itself) and fft in the installation.
