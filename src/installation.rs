@@ -112,6 +112,8 @@ pub enum Decision {
     Take { reason: String, identity: String, missing_fix: Vec<String> },
     /// Built from source; why the installation's copy does not stand in.
     Build(String),
+    /// Built from source: the installation lacks it (what is absent).
+    Absent(String),
     /// Not built and not taken: the installation holds another version.
     Refuse(String),
 }
@@ -123,7 +125,7 @@ pub struct Installation {
     pub layout: Layout,
     /// ROCm's layout: the release `.info/version` names (`6.2.4-116` gives `6.2.4`).
     pub release: Option<String>,
-    dpkg: Option<Dpkg>,
+    dpkg: Option<crate::host::dpkg::Database>,
     memo: Mutex<Memo>,
 }
 
@@ -142,7 +144,10 @@ impl Installation {
         let (layout, dpkg) = match (&release, multiarch) {
             (None, Some(ma)) => {
                 let sysroot = root.parent().unwrap_or(Path::new("/"));
-                (Layout::Fhs { multiarch: ma.to_string() }, Dpkg::read(&sysroot.join("var/lib/dpkg")))
+                (
+                    Layout::Fhs { multiarch: ma.to_string() },
+                    crate::host::dpkg::Database::read(&sysroot.join("var/lib/dpkg")),
+                )
             }
             _ => (Layout::Rocm, None),
         };
@@ -178,35 +183,21 @@ impl Installation {
     /// the newest of several (`lib/llvm-21` over `lib/llvm-19`).
     pub fn locate(&self, rel: &str) -> Option<PathBuf> {
         for c in self.layout.candidates(rel) {
-            let (dir, last) = c.rsplit_once('/').unwrap_or(("", c.as_str()));
-            let mut hits: Vec<PathBuf> = if dir.contains('*') {
-                let m = match coverage::matcher(&c) {
-                    Ok(m) => m,
-                    Err(_) => continue,
-                };
-                let base = self.root.join(coverage::literal_dirs(&c));
-                walkdir::WalkDir::new(&base)
+            let mut hits: Vec<PathBuf> = if !c.contains('*') {
+                Some(self.root.join(&c)).filter(|p| p.exists()).into_iter().collect()
+            } else {
+                // Files and folders alike (`lib/llvm-*`), below the pattern's literal folders.
+                let Ok(m) = coverage::matcher(&c) else { continue };
+                let literal = coverage::literal_dirs(&c);
+                let depth = c.split('/').count() - literal.split('/').filter(|p| !p.is_empty()).count();
+                walkdir::WalkDir::new(self.root.join(&literal))
                     .min_depth(1)
-                    .max_depth(c.split('/').count())
+                    .max_depth(depth)
                     .into_iter()
                     .filter_map(Result::ok)
                     .filter(|e| m.is_match(e.path().strip_prefix(&self.root).unwrap_or(e.path())))
                     .map(|e| e.into_path())
                     .collect()
-            } else if last.contains('*') {
-                let m = match coverage::matcher(&c) {
-                    Ok(m) => m,
-                    Err(_) => continue,
-                };
-                std::fs::read_dir(self.root.join(dir))
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Result::ok)
-                    .map(|e| e.path())
-                    .filter(|p| m.is_match(p.strip_prefix(&self.root).unwrap_or(p)))
-                    .collect()
-            } else {
-                vec![self.root.join(&c)].into_iter().filter(|p| p.exists()).collect()
             };
             hits.sort_by_key(|p| natural_key(&p.to_string_lossy()));
             if let Some(p) = hits.pop() {
@@ -232,7 +223,7 @@ impl Installation {
     }
 
     /// What the installation does for `r` (`None`: the recipe has no `[external]`).
-    /// `targets`: the GPU targets the recipe would be built for.
+    /// `targets`: the GPU targets the recipe would be built for (`None`: host only).
     pub fn decide(
         &self,
         r: &Recipe,
@@ -254,7 +245,7 @@ impl Installation {
         }
         let at = self.root.display();
         if !absent.is_empty() {
-            return Some(Decision::Build(format!("not in the installation at {at} ({} absent)", absent.join(", "))));
+            return Some(Decision::Absent(format!("not in the installation at {at} ({} absent)", absent.join(", "))));
         }
         if choices.from_source.contains(&r.name) {
             return Some(Decision::Build(format!("--from-source (the installation at {at} has it)")));
@@ -295,7 +286,7 @@ impl Installation {
                 )))
             }
         }
-        if let Some(t) = targets.filter(|_| r.targets.gpu) {
+        if let Some(t) = targets {
             let required: Vec<&str> = t.names().iter().map(|n| crate::offload::processor(n)).collect();
             for pattern in &r.targets.device_code {
                 let files = self.matching(pattern);
@@ -345,33 +336,34 @@ impl Installation {
         Some(Decision::Take { reason, identity, missing_fix: if take_patched { patches } else { Vec::new() } })
     }
 
-    /// The GPU targets (processors) an installed file carries, remembered by stat.
+    /// The GPU targets (processors) an installed file carries (read with its digest, once per
+    /// stat).
     fn targets_in(&self, rel: &str) -> Vec<String> {
         let path = self.root.join(rel);
-        self.remembered(&path, true).targets.unwrap_or_default()
+        self.remembered(&path).targets
     }
 
     /// `(path below p, sha256)` of `p` (a file) or of every file below it (a folder).
     fn digests_below(&self, p: &Path) -> Vec<(String, String)> {
         if p.is_file() {
-            return vec![(String::new(), self.remembered(p, false).sha256)];
+            return vec![(String::new(), self.remembered(p).sha256)];
         }
         let mut out = Vec::new();
         for e in walkdir::WalkDir::new(p).min_depth(1).sort_by_file_name().into_iter().filter_map(Result::ok) {
             if e.path().is_file() {
                 let rel = e.path().strip_prefix(p).unwrap_or(e.path()).to_string_lossy();
-                out.push((format!("/{rel}"), self.remembered(e.path(), false).sha256));
+                out.push((format!("/{rel}"), self.remembered(e.path()).sha256));
             }
         }
         out
     }
 
-    fn remembered(&self, path: &Path, targets: bool) -> Remembered {
+    fn remembered(&self, path: &Path) -> Remembered {
         let stat = Stat::of(path);
         let key = path.display().to_string();
         {
             let memo = self.memo.lock().expect("memo lock");
-            if let Some(r) = memo.files.get(&key).filter(|r| r.stat == stat && (!targets || r.targets.is_some())) {
+            if let Some(r) = memo.files.get(&key).filter(|r| r.stat == stat) {
                 return r.clone();
             }
         }
@@ -383,7 +375,7 @@ impl Installation {
             .unwrap_or_default();
         found.sort();
         found.dedup();
-        let r = Remembered { stat, sha256: crate::digest::sha256_hex(&bytes), targets: Some(found) };
+        let r = Remembered { stat, sha256: crate::digest::sha256_hex(&bytes), targets: found };
         let mut memo = self.memo.lock().expect("memo lock");
         memo.files.insert(key, r.clone());
         memo.changed = true;
@@ -487,47 +479,6 @@ pub fn upstream_version(v: &str) -> String {
     v.split(['+', '~']).next().unwrap_or(v).to_string()
 }
 
-/// The dpkg database of the root an FHS installation lies in: which package owns a file, and
-/// each installed package's version.
-#[derive(Debug, Default)]
-struct Dpkg {
-    versions: BTreeMap<String, String>,
-    /// Absolute path (as dpkg lists it) -> package.
-    owners: BTreeMap<String, String>,
-}
-
-impl Dpkg {
-    fn read(admin: &Path) -> Option<Dpkg> {
-        let status = std::fs::read_to_string(admin.join("status")).ok()?;
-        let mut d = Dpkg::default();
-        for para in status.split("\n\n") {
-            let field =
-                |k: &str| para.lines().find_map(|l| l.strip_prefix(k)?.strip_prefix(':')).map(str::trim).unwrap_or("");
-            if field("Status").split_whitespace().nth(2) == Some("installed") && !field("Package").is_empty() {
-                d.versions.insert(field("Package").to_string(), field("Version").to_string());
-            }
-        }
-        for e in std::fs::read_dir(admin.join("info")).ok()?.filter_map(Result::ok) {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let Some(pkg) = name.strip_suffix(".list") else { continue };
-            let pkg = pkg.split(':').next().unwrap_or(pkg);
-            if !d.versions.contains_key(pkg) {
-                continue;
-            }
-            for line in std::fs::read_to_string(e.path()).unwrap_or_default().lines() {
-                d.owners.insert(line.to_string(), pkg.to_string());
-            }
-        }
-        Some(d)
-    }
-
-    /// The package owning `path`, or, for a file a symlink or unpacking left unlisted, the
-    /// owner of what it resolves to.
-    fn owner(&self, path: &str) -> Option<&String> {
-        self.owners.get(path)
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 struct Stat {
     size: u64,
@@ -553,8 +504,8 @@ impl Stat {
 struct Remembered {
     stat: Stat,
     sha256: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    targets: Option<Vec<String>>,
+    /// The GPU processors it carries (empty: no device code).
+    targets: Vec<String>,
 }
 
 /// `<state-dir>/installation-files.json`: what was read of installed files, by stat. A local

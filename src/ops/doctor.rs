@@ -154,12 +154,11 @@ fn installation_report(
         absent: Vec::new(),
     };
     for recipe in recipes {
-        let t = if recipe.targets.gpu { Some(targets) } else { None };
-        match inst.decide(recipe, &stack.rocm_version, t, &cfg.installation) {
+        // The targets it would really be built for, as the plan decides them.
+        let decided = recipe.targets.decide(targets);
+        match inst.decide(recipe, &stack.rocm_version, decided.targets(), &cfg.installation) {
             Some(crate::installation::Decision::Take { .. }) => r.taken.push(recipe.name.clone()),
-            Some(crate::installation::Decision::Build(why)) if why.starts_with("not in the installation") => {
-                r.absent.push(recipe.name.clone())
-            }
+            Some(crate::installation::Decision::Absent(_)) => r.absent.push(recipe.name.clone()),
             Some(crate::installation::Decision::Build(why)) => r.built.push((recipe.name.clone(), why)),
             Some(crate::installation::Decision::Refuse(why)) => r.refused.push((recipe.name.clone(), why)),
             None => {}

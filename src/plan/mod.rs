@@ -357,7 +357,9 @@ pub fn resolve(
             }
         };
         let (state, mut reason) = describe(&status, &key);
-        if let (Some(Decision::Build(why)), true) = (&decision, matches!(status, Status::Build { .. })) {
+        if let (Some(Decision::Build(why) | Decision::Absent(why)), true) =
+            (&decision, matches!(status, Status::Build { .. }))
+        {
             reason = format!("{reason}; built: {why}");
         }
         let on_installation = uses_installation.get(name) == Some(&true);
