@@ -47,6 +47,7 @@ pub enum Layout {
 impl Layout {
     /// Where a path (or glob) written for ROCm's layout may lie in this one, most likely first.
     pub fn candidates(&self, rel: &str) -> Vec<String> {
+        let rel = &any_clang_version(rel);
         let Layout::Fhs { multiarch: ma } = self else {
             return vec![rel.to_string()];
         };
@@ -96,6 +97,19 @@ impl Version {
     pub fn major_minor(&self) -> String {
         major_minor(&self.release)
     }
+}
+
+/// `lib/clang/18/...` as `lib/clang/*/...`: clang's resource folder is named by its LLVM major,
+/// which an installation of another version (accepted with `--accept-rocm-version`) differs in.
+fn any_clang_version(rel: &str) -> String {
+    let parts: Vec<&str> = rel.split('/').collect();
+    let mut out: Vec<&str> = Vec::with_capacity(parts.len());
+    for (i, p) in parts.iter().enumerate() {
+        let versioned =
+            i >= 2 && parts[i - 1] == "clang" && parts[i - 2] == "lib" && p.chars().all(|c| c.is_ascii_digit());
+        out.push(if versioned && !p.is_empty() { "*" } else { p });
+    }
+    out.join("/")
 }
 
 fn major_minor(v: &str) -> String {
@@ -263,9 +277,10 @@ impl Installation {
             found.iter().map(|(_, p)| p.strip_prefix(&self.root).unwrap_or(p).to_string_lossy().into_owned()).collect();
         let version = self.version_of(&rel_found);
         let wants = major_minor(stack_version);
+        // `--accept-rocm-version 6.4,7.0`: a distribution's components need not share a version.
         let accepted = |v: &str| match choices.accept_version.as_deref() {
             Some("any") => true,
-            Some(a) => major_minor(a) == v,
+            Some(a) => a.split(',').any(|a| major_minor(a.trim()) == v),
             None => false,
         };
         match &version {
@@ -558,6 +573,16 @@ mod tests {
         assert_eq!(fhs.candidates("include/hip/hip_runtime.h"), vec!["include/hip/hip_runtime.h"]);
         assert!(fhs.candidates(".info/version").is_empty());
         assert_eq!(Layout::Rocm.candidates("lib/cmake/hip"), vec!["lib/cmake/hip"]);
+        assert_eq!(
+            Layout::Rocm.candidates("llvm/lib/clang/18/lib/linux/libclang_rt.builtins-x86_64.a"),
+            vec!["llvm/lib/clang/*/lib/linux/libclang_rt.builtins-x86_64.a"]
+        );
+        assert_eq!(
+            fhs.candidates("llvm/lib/clang/18/lib/linux/x.a"),
+            vec!["lib/llvm-*/lib/clang/*/lib/linux/x.a"],
+            "Debian's lib/llvm-21/lib/clang/21"
+        );
+        assert_eq!(fhs.candidates("share/clang/18/x"), vec!["share/clang/18/x"], "only clang's resource folder");
     }
 
     #[test]

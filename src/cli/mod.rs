@@ -76,9 +76,9 @@ pub struct Cli {
     #[arg(long = "take-installed", global = true, value_name = "RECIPE", value_delimiter = ',')]
     pub take_installed: Vec<String>,
 
-    /// With --rocm-path: accept components of this ROCm version (major.minor, or `any`) in
-    /// place of the stack's; without it another version is refused.
-    #[arg(long = "accept-rocm-version", global = true, value_name = "X.Y")]
+    /// With --rocm-path: accept components of these versions (major.minor, comma-separated, or
+    /// `any`) in place of the stack's; without it another version is refused.
+    #[arg(long = "accept-rocm-version", global = true, value_name = "X.Y[,X.Y]")]
     pub accept_rocm_version: Option<String>,
 
     /// Only warnings and errors.

@@ -44,7 +44,9 @@ impl Engine<'_> {
         if building.is_empty() {
             return Ok(());
         }
-        let python = self.stack.python.as_deref().map(|v| (v, self.stack.name.as_str()));
+        let python = (self.stack.python.as_deref())
+            .filter(|_| building.iter().any(|r| r.uses_stack_python()))
+            .map(|v| (v, self.stack.name.as_str()));
         let check = crate::host::needs::check(&crate::host::HostRoot::from_env(), &building, python);
         if check.is_ok() {
             for note in &check.notes {

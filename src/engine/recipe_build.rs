@@ -349,6 +349,7 @@ impl Engine<'_> {
         serial: u64,
     ) -> Result<Vars, BuildError> {
         let host_python = match &self.stack.python {
+            Some(_) if !r.uses_stack_python() => None,
             Some(v) => Some(
                 find_python(v)
                     .ok_or_else(|| BuildError::NoPython { stack: self.stack.name.clone(), version: v.clone() })?,
@@ -405,7 +406,7 @@ impl Engine<'_> {
     }
 
     /// The CMake packages of the recipes `name` depends on (transitively) that this plan builds
-    /// or deploys from the cache, rather than takes from the installation.
+    /// or deploys from the cache, rather than takes from the installation or skips.
     fn rebuilt_packages(&self, name: &str) -> Vec<String> {
         let mut seen = BTreeSet::new();
         let mut todo = vec![name.to_string()];
@@ -417,9 +418,13 @@ impl Engine<'_> {
                     continue;
                 }
                 todo.push(dep.clone());
-                let taken = self.plan.entry(dep).is_some_and(|e| e.state == crate::plan::State::External);
+                // Taken, or skipped as not needed: nothing of it is in the prefix.
+                let absent = self
+                    .plan
+                    .entry(dep)
+                    .is_some_and(|e| matches!(e.state, crate::plan::State::External | crate::plan::State::Skipped));
                 let r = &self.stack.recipes[dep];
-                if !taken {
+                if !absent {
                     out.extend(r.cmake_packages.iter().cloned());
                     out.extend(r.external.as_ref().and_then(|x| x.cmake_package.clone()));
                 }

@@ -184,9 +184,17 @@ pub fn script_text(recipe: &str, step: &Step) -> String {
     // Start from an empty environment (only what is exported below), keeping a GNU make
     // jobserver handed down by rocmforge so make-style tools share the build's job budget, the
     // token that marks the step's processes (`reap`), and the redacted settings.
-    let keep: String = secrets.iter().map(|k| format!(" ${{{k}+\"{k}=${k}\"}}")).collect();
+    let mut keep: String = secrets.iter().map(|k| format!(" ${{{k}+\"{k}=${k}\"}}")).collect();
+    // A name bash cannot `export` (CMake's `rocm-core_ROOT`) is handed to `env` instead.
+    for (k, v) in step.env.iter().filter(|(k, v)| !is_shell_name(k) && !is_secret(k, v)) {
+        keep.push(' ');
+        keep.push_str(&shell_quote(&format!("{k}={v}")));
+    }
     s.push_str(&format!("if [ -z \"${{ROCMFORGE_STEP_CLEAN_ENV:-}}\" ]; then exec env -i ROCMFORGE_STEP_CLEAN_ENV=1 ${{MAKEFLAGS+\"MAKEFLAGS=$MAKEFLAGS\"}} ${{CARGO_MAKEFLAGS+\"CARGO_MAKEFLAGS=$CARGO_MAKEFLAGS\"}} ${{ROCMFORGE_STEP_TOKEN+\"ROCMFORGE_STEP_TOKEN=$ROCMFORGE_STEP_TOKEN\"}}{keep} bash \"$0\" \"$@\"; fi\nunset ROCMFORGE_STEP_CLEAN_ENV\n"));
     for (k, v) in &step.env {
+        if !is_shell_name(k) && !is_secret(k, v) {
+            continue;
+        }
         if is_secret(k, v) {
             s.push_str(&format!(
                 "export {k}=\"${{{k}?{k} was redacted from this script (it may hold a credential): set it in the environment to re-run this step}}\"\n"
@@ -199,6 +207,13 @@ pub fn script_text(recipe: &str, step: &Step) -> String {
     s.push_str(&step.command);
     s.push('\n');
     s
+}
+
+/// Can bash `export` it: letters, digits and `_`, not starting with a digit.
+fn is_shell_name(k: &str) -> bool {
+    !k.is_empty()
+        && !k.starts_with(|c: char| c.is_ascii_digit())
+        && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// The last `n` lines of a (possibly huge) log, reading only its end.
@@ -341,9 +356,14 @@ mod tests {
         let dirs = WorkDir { root: d.path().join("w") };
         let step = Step {
             name: "compile".into(),
-            command: "for i in $(seq 1 100); do echo line $i; done; echo \"value=$MY_VAR\"; exit 3".into(),
+            command: "for i in $(seq 1 100); do echo line $i; done; env | grep ^rocm-core_ROOT=; echo \"value=$MY_VAR\"; exit 3".into(),
             cwd: d.path().join("b"),
-            env: BTreeMap::from([("MY_VAR".into(), "it's here".into()), ("PATH".into(), "/usr/bin:/bin".into())]),
+            env: BTreeMap::from([
+                ("MY_VAR".into(), "it's here".into()),
+                ("PATH".into(), "/usr/bin:/bin".into()),
+                // CMake's <package>_ROOT for a package with a hyphen: no shell can export it.
+                ("rocm-core_ROOT".into(), "/opt/my prefix".into()),
+            ]),
             fills_stage: false,
         };
         let e = run("demo", 0, &step, &dirs, None).unwrap_err();
@@ -351,7 +371,8 @@ mod tests {
         assert_eq!(f.status, "exit status 3");
         assert_eq!(f.tail_lines.len(), 40);
         assert_eq!(f.tail_lines.last().unwrap(), "value=it's here");
-        assert_eq!(f.tail_lines[0], "line 62");
+        assert_eq!(f.tail_lines[f.tail_lines.len() - 2], "rocm-core_ROOT=/opt/my prefix");
+        assert_eq!(f.tail_lines[0], "line 63");
         let msg = f.to_string();
         assert!(msg.starts_with("demo: step `compile` failed (exit status 3)"), "{msg}");
         assert!(msg.contains("re-run:    bash "), "{msg}");

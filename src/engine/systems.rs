@@ -167,6 +167,13 @@ pub fn step_env(
     for pkg in &vars.package_roots {
         env.insert(format!("{pkg}_ROOT"), prefix.clone());
     }
+    // Device libraries taken from an installation: clang looks for them under `--rocm-path`
+    // (hipcc passes `$ROCM_PATH`), which fails where a distribution keeps them apart (Debian:
+    // `ROCM_PATH=/usr`, libraries in `lib/llvm-21/lib/clang/21/amdgcn/bitcode`). Clang's own
+    // `HIP_DEVICE_LIB_PATH` names them wherever they lie.
+    if !vars.rocm_device_libs.starts_with(&vars.prefix) {
+        env.insert("HIP_DEVICE_LIB_PATH".into(), vars.rocm_device_libs.display().to_string());
+    }
     env.insert("LD_LIBRARY_PATH".into(), format!("{prefix}/lib"));
     env.insert("PKG_CONFIG_PATH".into(), format!("{prefix}/lib/pkgconfig:{prefix}/share/pkgconfig"));
     env.insert("SOURCE_DATE_EPOCH".into(), SOURCE_DATE_EPOCH.into());
@@ -403,11 +410,18 @@ mod tests {
                 b"[package]\nname = \"tracer\"\nversion = \"1\"\nsummary = \"t\"\n[build]\nsystem = \"cmake\"\nrequirements = [\"CppHeaderParser==2.7.4\"]\n".to_vec(),
             ),
             ("recipes/t/plain.toml".to_string(), b"[package]\nname = \"plain\"\nversion = \"1\"\nsummary = \"t\"\n[build]\nsystem = \"cmake\"\n".to_vec()),
+            (
+                "recipes/t/py.toml".to_string(),
+                b"[package]\nname = \"py\"\nversion = \"1\"\nsummary = \"t\"\n[build]\nsystem = \"cmake\"\nargs = [\"-DPython3_EXECUTABLE={python}\"]\n".to_vec(),
+            ),
         ]);
         let tree = crate::recipe::RecipeTree::from_files(crate::recipe::Origin::Embedded, files);
         let stack = crate::recipe::load_stack(&tree, "t").unwrap_or_else(|d| panic!("{d}"));
         let (tracer, plain) = (&stack.recipes["tracer"], &stack.recipes["plain"]);
         assert!(uses_venv(tracer) && !uses_venv(plain));
+        assert!(tracer.uses_stack_python() && stack.recipes["py"].uses_stack_python());
+        assert!(!plain.uses_stack_python(), "the host is not asked for the stack's Python for it");
+        assert!(python_wheel_recipe().uses_stack_python());
         let mut v = vars();
         v.host_python = Some("/usr/bin/python3.11".into());
         v.python = Some("/w/build/venv/bin/python".into());
@@ -435,6 +449,21 @@ mod tests {
             steps(plain, &v, &env).unwrap().iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
             ["configure", "build", "install"]
         );
+    }
+
+    #[test]
+    fn device_libraries_of_an_installation_are_named_to_clang() {
+        let r = python_wheel_recipe();
+        let mut v = vars();
+        v.rocm_device_libs = "/opt/rf/amdgcn/bitcode".into();
+        assert!(
+            !step_env(&r, &v, &BTreeMap::new()).unwrap().contains_key("HIP_DEVICE_LIB_PATH"),
+            "built ones: ROCM_PATH finds them"
+        );
+        v.rocm = "/usr".into();
+        v.rocm_device_libs = "/usr/lib/llvm-21/lib/clang/21/amdgcn/bitcode".into();
+        let env = step_env(&r, &v, &BTreeMap::new()).unwrap();
+        assert_eq!(env["HIP_DEVICE_LIB_PATH"], "/usr/lib/llvm-21/lib/clang/21/amdgcn/bitcode");
     }
 
     #[test]

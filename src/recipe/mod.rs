@@ -180,6 +180,20 @@ impl Recipe {
     pub fn is_source_only(&self) -> bool {
         self.build.system == BuildSystem::SourceOnly
     }
+
+    /// Does building it run the stack's Python: a venv made from it (python-wheel, or
+    /// `requirements`) or `{python}` in a text it runs? A build of recipes that do not need
+    /// it (MIOpen on an installation) does not ask the host for that Python.
+    pub fn uses_stack_python(&self) -> bool {
+        let b = &self.build;
+        let texts =
+            b.args.iter().chain(b.env.values()).chain(&b.steps).chain(self.checks.iter().flat_map(|c| &c.steps));
+        b.system == BuildSystem::PythonWheel
+            || !b.requirements.is_empty()
+            || texts.into_iter().any(|t| {
+                placeholders::pieces(t).iter().any(|p| matches!(p, placeholders::Piece::Name(n) if *n == "python"))
+            })
+    }
 }
 
 /// Where a recipe's pin comes from (`plan` shows it).
