@@ -127,5 +127,10 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     if let Some(l) = venv_line {
         println!("{l}");
     }
+    for w in run.published.iter().filter(|w| crate::wheel::execstack::is_labelled(w)) {
+        println!(
+            "note: {w} is a prebuilt wheel republished with its executable-stack request cleared (glibc 2.41+ refuses to load such libraries); the lock file pins the original download"
+        );
+    }
     Ok(())
 }

@@ -34,6 +34,43 @@ impl Engine<'_> {
         Ok(wheels)
     }
 
+    /// A prebuilt wheel whose libraries ask for an executable stack (glibc 2.41+ refuses to load
+    /// them) is replaced in `tree` by a copy with the request cleared, under a local version
+    /// label that says so ([`crate::wheel::execstack`]); the download stays as it was. One
+    /// whose request cannot be cleared is kept as it is, with a warning.
+    pub(super) fn clear_exec_stacks(&self, r: &Recipe, tree: &Path) -> Result<(), BuildError> {
+        if r.build.system != BuildSystem::PrebuiltWheel {
+            return Ok(());
+        }
+        for wheel in self.wheels_of(r, tree)? {
+            match crate::wheel::execstack::clear(&wheel) {
+                Ok(None) => {}
+                Ok(Some(c)) => self.progress.warn(
+                    &r.name,
+                    &format!(
+                        "{} asks for an executable stack in {} librar{} ({}), which glibc 2.41 and later refuse to load: published as {} with the request cleared (the lock file still pins the download)",
+                        c.original,
+                        c.members.len(),
+                        if c.members.len() == 1 { "y" } else { "ies" },
+                        c.members.join(", "),
+                        c.wheel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+                    ),
+                ),
+                Err(e @ crate::wheel::execstack::ExecStackError::Unfixable { .. }) => {
+                    self.progress.warn(&r.name, &format!("{e}: published unchanged"))
+                }
+                Err(e) => {
+                    return Err(BuildError::Io {
+                        what: "cannot clear the executable-stack request of",
+                        path: wheel.clone(),
+                        source: std::io::Error::other(e.to_string()),
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Before the artifact is stored: the wheels in `tree` may enter the index (a refused wheel
     /// must not sit in the cache and fail every later build at publish).
     pub(super) fn check_wheels(&self, r: &Recipe, tree: &Path) -> Result<(), BuildError> {

@@ -178,6 +178,7 @@ impl Engine<'_> {
                 }
                 self.progress.warn(&r.name, &format!("its steps installed nothing into `{}`", produced.display()));
             }
+            self.clear_exec_stacks(r, &produced)?;
             self.check_wheels(r, &produced)?;
             self.check_outputs(r, d, &produced, &wd)?;
             if forced {

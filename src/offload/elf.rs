@@ -9,7 +9,7 @@
 
 use std::io::{Read, Seek, SeekFrom};
 
-use object::elf::{ELFCLASS64, ELFDATA2LSB, ET_DYN, ET_EXEC, PF_X, PN_XNUM, PT_GNU_STACK};
+use object::elf::{ELFCLASS64, ELFDATA2LSB, ET_DYN, ET_EXEC, PF_R, PF_W, PF_X, PN_XNUM, PT_GNU_STACK, PT_NULL};
 use object::read::elf::{ElfFile, FileHeader};
 use object::{Endianness, Object, ObjectSection};
 use serde::Serialize;
@@ -287,6 +287,41 @@ pub fn stream_stack(r: &mut impl Read) -> std::io::Result<Option<Stack>> {
     Ok(fill(r, &mut table)?.then(|| ph.stack(&table)))
 }
 
+/// Makes a host library or executable in memory ask for a non-executable stack: clears `PF_X`
+/// of its `PT_GNU_STACK` header, or, when it has none, turns an unused (`PT_NULL`) header into
+/// one (`RW`), which is what `-z noexecstack` would have written. `Ok(false)`: nothing to do
+/// (already non-executable, or not a host ELF file); an error when it has neither header to
+/// change.
+pub fn clear_exec_stack(bytes: &mut [u8]) -> Result<bool, &'static str> {
+    let Some(ph) = program_headers(bytes) else { return Ok(false) };
+    let Some(start) = usize::try_from(ph.offset).ok() else { return Ok(false) };
+    let Some(table) = bytes.get_mut(start..).and_then(|t| t.get_mut(..ph.size())) else { return Ok(false) };
+    let word = |p: &[u8], at: usize| u32::from_le_bytes([p[at], p[at + 1], p[at + 2], p[at + 3]]);
+    let headers = table.chunks_exact_mut(PHDR64);
+    let mut unused = None;
+    for p in headers {
+        match word(p, 0) {
+            PT_GNU_STACK => {
+                let flags = word(p, 4);
+                if flags & PF_X == 0 {
+                    return Ok(false);
+                }
+                p[4..8].copy_from_slice(&(flags & !PF_X).to_le_bytes());
+                return Ok(true);
+            }
+            PT_NULL if unused.is_none() => unused = Some(p),
+            _ => {}
+        }
+    }
+    let Some(p) = unused else {
+        return Err("has no PT_GNU_STACK header and no unused program header to make one of");
+    };
+    p.fill(0);
+    p[0..4].copy_from_slice(&PT_GNU_STACK.to_le_bytes());
+    p[4..8].copy_from_slice(&(PF_R | PF_W).to_le_bytes());
+    Ok(true)
+}
+
 /// Fills `buf` from `r`; `false` when `r` ends first.
 fn fill(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<bool> {
     match r.read_exact(buf) {
@@ -370,6 +405,26 @@ mod tests {
         assert_eq!(stack(1, &[]), None);
         assert_eq!(stack(4, &[LOAD]), None);
         assert_eq!(stack(ET_DYN, &[]), None);
+    }
+
+    #[test]
+    fn an_executable_stack_request_is_cleared_in_place() {
+        let cleared = |headers: &[(u32, u32)]| {
+            let mut bytes = with_program_headers(2, ET_DYN, 62, 0, headers);
+            let before = bytes.len();
+            let r = clear_exec_stack(&mut bytes).map(|changed| (changed, host_stack(&bytes)));
+            assert_eq!(bytes.len(), before);
+            r
+        };
+        assert_eq!(cleared(&[LOAD, (PT_GNU_STACK, 7)]), Ok((true, Some(Stack::NonExecutable))));
+        assert_eq!(cleared(&[LOAD, (PT_GNU_STACK, 6)]), Ok((false, Some(Stack::NonExecutable))));
+        // No PT_GNU_STACK: an unused header becomes one.
+        assert_eq!(cleared(&[LOAD, (PT_NULL, 0)]), Ok((true, Some(Stack::NonExecutable))));
+        assert!(cleared(&[LOAD]).unwrap_err().contains("no PT_GNU_STACK header"));
+        // Not a host library: untouched.
+        let mut text = b"#!/bin/sh\n".to_vec();
+        assert_eq!(clear_exec_stack(&mut text), Ok(false));
+        assert_eq!(text, b"#!/bin/sh\n");
     }
 
     #[test]

@@ -386,7 +386,17 @@ pub fn resolve(
             locked: !r.source.is_unlocked(),
             pin: PinInfo::of(r),
             patches: r.patches.iter().map(|p| p.name.clone()).collect(),
-            checks: r.checks.iter().map(|c| c.name.clone()).collect(),
+            checks: r
+                .checks
+                .iter()
+                .map(|c| c.name.clone())
+                .chain((r.build.system == crate::recipe::BuildSystem::PrebuiltWheel).then(|| {
+                    format!(
+                        "executable stacks (a library asking for one is cleared in the published copy, labelled `{}`; the pin stays the download's)",
+                        crate::wheel::execstack::LABEL
+                    )
+                }))
+                .collect(),
             provides: r.provides.len(),
             deps: graph.deps_of(name).into_iter().map(String::from).collect(),
             wave: wave_of(name),

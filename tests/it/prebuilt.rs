@@ -31,49 +31,83 @@ fn sha256_hex(bytes: &[u8]) -> String {
 fn wheel() -> &'static (String, Vec<u8>) {
     static WHEEL: OnceLock<(String, Vec<u8>)> = OnceLock::new();
     WHEEL.get_or_init(|| {
-        let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("prebuilt-wheel");
-        let _ = std::fs::remove_dir_all(&root);
-        let src = root.join("src");
-        std::fs::create_dir_all(src.join("rfprebuilt")).unwrap();
-        std::fs::write(
-            src.join("pyproject.toml"),
-            format!(
-                "[build-system]\nrequires = [\"setuptools\"]\nbuild-backend = \"setuptools.build_meta\"\n\n\
-                 [project]\nname = \"rfprebuilt\"\nversion = \"{VERSION}\"\nrequires-python = \">=3.8\"\n\n\
-                 [tool.setuptools]\npackages = [\"rfprebuilt\"]\n"
-            ),
-        )
-        .unwrap();
-        std::fs::write(src.join("rfprebuilt/__init__.py"), format!("VALUE = {VALUE:?}\n")).unwrap();
-        let out = root.join("out");
-        run_ok(
-            Command::new("python3")
-                .args([
-                    "-m",
-                    "pip",
-                    "wheel",
-                    "--isolated",
-                    "--no-index",
-                    "--no-deps",
-                    "--no-cache-dir",
-                    "--disable-pip-version-check",
-                    "-q",
-                ])
-                .arg("--find-links")
-                .arg(wheelhouse())
-                .arg("-w")
-                .arg(&out)
-                .arg(&src)
-                .env("PIP_CONFIG_FILE", "/dev/null")
-                .env("SOURCE_DATE_EPOCH", "315532800"),
-            "building the test wheel with pip wheel",
-        );
-        let found: Vec<PathBuf> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().path()).collect();
-        assert_eq!(found.len(), 1, "{found:?}");
-        let name = found[0].file_name().unwrap().to_str().unwrap().to_string();
-        assert_eq!(name, format!("rfprebuilt-{VERSION}-py3-none-any.whl"));
-        (name, std::fs::read(&found[0]).unwrap())
+        pip_wheel("rfprebuilt", VERSION, &[("__init__.py", format!("VALUE = {VALUE:?}\n").into_bytes())])
     })
+}
+
+/// `rfexec-2.0.0+rocm5.2-py3-none-any.whl`: a package holding `libanswer.so`, linked with
+/// `-z execstack` as PyTorch 1.13.1+rocm5.2's `libamdhip64.so` is, which glibc 2.41+ refuses to
+/// load, and loading it with ctypes on import.
+fn execstack_wheel() -> &'static (String, Vec<u8>) {
+    static WHEEL: OnceLock<(String, Vec<u8>)> = OnceLock::new();
+    WHEEL.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("execstack-lib");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("answer.c"), "int answer(void) { return 42; }\n").unwrap();
+        run_ok(
+            Command::new("gcc")
+                .args(["-shared", "-fPIC", "-O1", "-Wl,-z,execstack", "-o"])
+                .arg(dir.join("libanswer.so"))
+                .arg(dir.join("answer.c")),
+            "gcc -z execstack",
+        );
+        let init = "import ctypes, os\nANSWER = ctypes.CDLL(os.path.join(os.path.dirname(__file__), 'libanswer.so')).answer()\n";
+        pip_wheel(
+            "rfexec",
+            "2.0.0+rocm5.2",
+            &[("__init__.py", init.as_bytes().to_vec()), ("libanswer.so", std::fs::read(dir.join("libanswer.so")).unwrap())],
+        )
+    })
+}
+
+/// `<project>-<version>-py3-none-any.whl` of a package `<project>` holding `files`, built with
+/// pip wheel from the wheelhouse.
+fn pip_wheel(project: &str, version: &str, files: &[(&str, Vec<u8>)]) -> (String, Vec<u8>) {
+    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("prebuilt-wheel-{project}"));
+    let _ = std::fs::remove_dir_all(&root);
+    let src = root.join("src");
+    std::fs::create_dir_all(src.join(project)).unwrap();
+    std::fs::write(
+        src.join("pyproject.toml"),
+        format!(
+            "[build-system]\nrequires = [\"setuptools\"]\nbuild-backend = \"setuptools.build_meta\"\n\n\
+             [project]\nname = \"{project}\"\nversion = \"{version}\"\nrequires-python = \">=3.8\"\n\n\
+             [tool.setuptools]\npackages = [\"{project}\"]\n\n[tool.setuptools.package-data]\n{project} = [\"*.so\"]\n"
+        ),
+    )
+    .unwrap();
+    for (name, bytes) in files {
+        std::fs::write(src.join(project).join(name), bytes).unwrap();
+    }
+    let out = root.join("out");
+    run_ok(
+        Command::new("python3")
+            .args([
+                "-m",
+                "pip",
+                "wheel",
+                "--isolated",
+                "--no-index",
+                "--no-deps",
+                "--no-cache-dir",
+                "--disable-pip-version-check",
+                "-q",
+            ])
+            .arg("--find-links")
+            .arg(wheelhouse())
+            .arg("-w")
+            .arg(&out)
+            .arg(&src)
+            .env("PIP_CONFIG_FILE", "/dev/null")
+            .env("SOURCE_DATE_EPOCH", "315532800"),
+        "building the test wheel with pip wheel",
+    );
+    let found: Vec<PathBuf> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    let name = found[0].file_name().unwrap().to_str().unwrap().to_string();
+    assert_eq!(name, format!("{project}-{version}-py3-none-any.whl"));
+    (name, std::fs::read(&found[0]).unwrap())
 }
 
 /// A home, a one-recipe `--recipes` tree and the HTTP server serving the wheel.
@@ -83,12 +117,19 @@ struct Env {
     http: HttpServer,
     /// The URL the recipe names: `…/whl/rfprebuilt-1.0.0%2Brocm6.2-py3-none-any.whl`.
     url: String,
+    /// The wheel's project, the recipe's name.
+    project: String,
 }
 
 impl Env {
     /// Serves the wheel and writes a recipe pinning it with `sha256`.
     fn new(sha256: &str) -> Env {
-        let (name, bytes) = wheel();
+        Env::serving(wheel(), sha256)
+    }
+
+    /// Serves `wheel` and writes a recipe of its project pinning it with `sha256`.
+    fn serving(wheel: &(String, Vec<u8>), sha256: &str) -> Env {
+        let (name, bytes) = wheel;
         let home = tempfile::tempdir().unwrap();
         let http = HttpServer::start();
         let served = format!("whl/{}", name.replace('+', "%2B"));
@@ -102,20 +143,21 @@ impl Env {
             "[stack]\nname = \"prebuilt\"\nrocm-version = \"6.2.4\"\nsummary = \"one prebuilt wheel\"\ndefault-targets = [\"gfx1010\"]\ndefault = true\n",
         )
         .unwrap();
-        let e = Env { home, tree, http, url };
+        let project = name.split('-').next().unwrap().to_string();
+        let e = Env { home, tree, http, url, project };
         e.write_recipe(sha256);
         e
     }
 
     fn write_recipe(&self, sha256: &str) {
         std::fs::write(
-            self.tree.join("recipes/prebuilt/rfprebuilt.toml"),
+            self.tree.join(format!("recipes/prebuilt/{}.toml", self.project)),
             format!(
-                "[package]\nname = \"rfprebuilt\"\nversion = \"1.0.0\"\nsummary = \"a wheel someone else built\"\n\n\
+                "[package]\nname = \"{}\"\nversion = \"1.0.0\"\nsummary = \"a wheel someone else built\"\n\n\
                  [source]\nurl = \"{}\"\nsha256 = \"{sha256}\"\n\n\
                  [build]\nsystem = \"prebuilt-wheel\"\n\n\
                  [targets]\ngpu = false\n",
-                self.url
+                self.project, self.url
             ),
         )
         .unwrap();
@@ -149,7 +191,7 @@ impl Env {
     }
 
     fn build(&self) -> Output {
-        self.cmd().args(["build", "rfprebuilt", "--prefix"]).arg(self.prefix()).output().unwrap()
+        self.cmd().args(["build", &self.project, "--prefix"]).arg(self.prefix()).output().unwrap()
     }
 
     /// `rocmforge <args>`, which must succeed; its stdout.
@@ -157,6 +199,53 @@ impl Env {
         let out = self.cmd().args(args).output().unwrap();
         assert!(out.status.success(), "rocmforge {}: {}", args.join(" "), text(&out));
         String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A fresh venv `name` with `spec` installed by pip from the index at `url`; its Python.
+    fn pip_install(&self, name: &str, url: &str, spec: &str) -> PathBuf {
+        let venv = self.home().join(name);
+        run_ok(Command::new("python3").args(["-m", "venv"]).arg(&venv), "python3 -m venv");
+        run_ok(
+            Command::new(venv.join("bin/python"))
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--isolated",
+                    "--no-cache-dir",
+                    "--disable-pip-version-check",
+                    "--no-input",
+                ])
+                .args(["--timeout", "5", "--retries", "0", "--index-url", url, spec])
+                .env("PIP_CONFIG_FILE", "/dev/null"),
+            &format!("pip install {spec} from the local index"),
+        );
+        venv.join("bin/python")
+    }
+
+    /// The same with uv.
+    fn uv_install(&self, name: &str, url: &str, spec: &str) -> PathBuf {
+        let uv = |args: &[&str]| {
+            let mut c = Command::new("uv");
+            c.env("UV_CACHE_DIR", self.home().join("uv-cache"))
+                .env("UV_PYTHON_DOWNLOADS", "never")
+                .env("UV_HTTP_TIMEOUT", "5")
+                .env("UV_NO_CONFIG", "1")
+                .args(args);
+            for var in
+                ["UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX", "UV_DEFAULT_INDEX", "UV_FIND_LINKS", "VIRTUAL_ENV"]
+            {
+                c.env_remove(var);
+            }
+            c
+        };
+        let venv = self.home().join(name);
+        run_ok(uv(&["venv", "-q", "--python", "python3"]).arg(&venv), "uv venv");
+        run_ok(
+            uv(&["pip", "install", "--python"]).arg(venv.join("bin/python")).args(["--index-url", url, spec]),
+            &format!("uv pip install {spec}"),
+        );
+        venv.join("bin/python")
     }
 
     fn wheel_requests(&self) -> usize {
@@ -206,41 +295,8 @@ fn prebuilt_wheel_is_verified_deployed_published_and_installable() {
         );
         assert_eq!(got.trim(), format!("{VERSION} {VALUE}"));
     };
-    let venv = e.home().join("pip-venv");
-    run_ok(Command::new("python3").args(["-m", "venv"]).arg(&venv), "python3 -m venv");
-    run_ok(
-        Command::new(venv.join("bin/python"))
-            .args(["-m", "pip", "install", "--isolated", "--no-cache-dir", "--disable-pip-version-check", "--no-input"])
-            .args(["--timeout", "5", "--retries", "0", "--index-url", &url, "rfprebuilt==1.0.0"])
-            .env("PIP_CONFIG_FILE", "/dev/null"),
-        "pip install rfprebuilt==1.0.0 from the local index",
-    );
-    check(&venv.join("bin/python"));
-    let uv = |args: &[&str]| {
-        let mut c = Command::new("uv");
-        c.env("UV_CACHE_DIR", e.home().join("uv-cache"))
-            .env("UV_PYTHON_DOWNLOADS", "never")
-            .env("UV_HTTP_TIMEOUT", "5")
-            .env("UV_NO_CONFIG", "1")
-            .args(args);
-        for var in
-            ["UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX", "UV_DEFAULT_INDEX", "UV_FIND_LINKS", "VIRTUAL_ENV"]
-        {
-            c.env_remove(var);
-        }
-        c
-    };
-    let uv_venv = e.home().join("uv-venv");
-    run_ok(uv(&["venv", "-q", "--python", "python3"]).arg(&uv_venv), "uv venv");
-    run_ok(
-        uv(&["pip", "install", "--python"]).arg(uv_venv.join("bin/python")).args([
-            "--index-url",
-            &url,
-            "rfprebuilt==1.0.0",
-        ]),
-        "uv pip install",
-    );
-    check(&uv_venv.join("bin/python"));
+    check(&e.pip_install("pip-venv", &url, "rfprebuilt==1.0.0"));
+    check(&e.uv_install("uv-venv", &url, "rfprebuilt==1.0.0"));
 
     // Again: a cache hit, no download, prefix and index unchanged.
     let (prefix_before, index_before) = (tree_bytes(&e.prefix()), tree_bytes(&e.index()));
@@ -260,6 +316,102 @@ fn prebuilt_wheel_is_verified_deployed_published_and_installable() {
         names(&index_before),
         names(&index_after)
     );
+}
+
+/// The stack one ELF file asks for, as `readelf -lW` shows its GNU_STACK flags (`RW ` / `RWE`).
+fn gnu_stack(lib: &Path) -> String {
+    let out = run_ok(Command::new("readelf").arg("-lW").arg(lib), "readelf -lW");
+    let line = out.lines().find(|l| l.trim_start().starts_with("GNU_STACK")).unwrap_or_else(|| panic!("{out}"));
+    line.split_whitespace().nth(6).unwrap().to_string()
+}
+
+#[test]
+fn a_prebuilt_wheel_asking_for_an_executable_stack_is_published_with_it_cleared() {
+    let (name, bytes) = execstack_wheel();
+    let e = Env::serving(execstack_wheel(), &sha256_hex(bytes));
+    let out = e.build();
+    assert!(out.status.success(), "{}", text(&out));
+    let all = text(&out);
+    let fixed = "rfexec-2.0.0+rocm5.2.noexecstack-py3-none-any.whl";
+    assert!(
+        all.contains(&format!("{name} asks for an executable stack in 1 library (rfexec/libanswer.so)"))
+            && all.contains(&format!("published as {fixed} with the request cleared")),
+        "{all}"
+    );
+
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "note: {fixed} is a prebuilt wheel republished with its executable-stack request cleared"
+        )),
+        "{all}"
+    );
+    let plan = e.ok(&["plan", "rfexec"]);
+    assert!(
+        plan.contains("after install: executable stacks (a library asking for one is cleared in the published copy"),
+        "{plan}"
+    );
+
+    // Deployed and published: only the rewritten copy.
+    let deployed = tree_bytes(&e.prefix().join("share/rocmforge/wheels"));
+    assert_eq!(names(&deployed), [fixed]);
+    let project = e.index().join("simple/rfexec");
+    assert!(project.join(fixed).is_file() && !project.join(name).exists());
+    // The pin is still the download's.
+    let plan: serde_json::Value = serde_json::from_str(&e.ok(&["plan", "rfexec", "--json"])).unwrap();
+    let pin = plan["recipes"].as_array().unwrap().iter().find(|r| r["name"] == "rfexec").unwrap()["pin"].to_string();
+    assert!(pin.contains(&sha256_hex(bytes)), "{pin}");
+
+    // `wheel unpack` checks every RECORD hash: it accepts the copy; the library in it asks for
+    // a non-executable stack, the original's did not; METADATA and .dist-info follow the label.
+    let tools_venv = e.home().join("tools-venv");
+    run_ok(Command::new("python3").args(["-m", "venv"]).arg(&tools_venv), "python3 -m venv");
+    let tools = tools_venv.join("bin/python");
+    run_ok(
+        Command::new(&tools)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--isolated",
+                "--no-index",
+                "--disable-pip-version-check",
+                "--find-links",
+            ])
+            .arg(wheelhouse())
+            .arg("wheel")
+            .env("PIP_CONFIG_FILE", "/dev/null"),
+        "pip install wheel from the wheelhouse",
+    );
+    let unpacked = e.home().join("unpacked");
+    run_ok(
+        Command::new(&tools).args(["-m", "wheel", "unpack", "-d"]).arg(&unpacked).arg(project.join(fixed)),
+        "python -m wheel unpack",
+    );
+    let root = unpacked.join("rfexec-2.0.0+rocm5.2.noexecstack");
+    assert_eq!(gnu_stack(&root.join("rfexec/libanswer.so")), "RW");
+    let meta = std::fs::read_to_string(root.join("rfexec-2.0.0+rocm5.2.noexecstack.dist-info/METADATA")).unwrap();
+    assert!(meta.contains("\nVersion: 2.0.0+rocm5.2.noexecstack\n"), "{meta}");
+    let original = e.home().join("original");
+    std::fs::create_dir_all(&original).unwrap();
+    std::fs::write(original.join(name), bytes).unwrap();
+    run_ok(
+        Command::new(&tools).args(["-m", "wheel", "unpack", "-d"]).arg(&original).arg(original.join(name)),
+        "unpack",
+    );
+    assert_eq!(gnu_stack(&original.join("rfexec-2.0.0+rocm5.2/rfexec/libanswer.so")), "RWE");
+
+    // pip and uv install it; the library loads.
+    let url = e.ok(&["index", "url"]).trim().to_string();
+    for python in [e.pip_install("pip-venv", &url, "rfexec"), e.uv_install("uv-venv", &url, "rfexec")] {
+        let got = run_ok(
+            Command::new(&python)
+                .args(["-c", "import importlib.metadata as m, rfexec; print(m.version('rfexec'), rfexec.ANSWER)"]),
+            "importing rfexec",
+        );
+        assert_eq!(got.trim(), "2.0.0+rocm5.2.noexecstack 42");
+    }
 }
 
 #[test]

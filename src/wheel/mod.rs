@@ -3,8 +3,10 @@
 //! the core metadata file inside the wheel (`*.dist-info/METADATA`), which must agree with the
 //! filename before a wheel may enter the index.
 //!
-//! A leaf: it depends on nothing else in the crate, so the recipe layer (which checks wheel URLs
-//! and project names) and the index (which publishes wheels) can both use it.
+//! Depends only on `offload`'s ELF reader ([`execstack`]), so the recipe layer (which checks
+//! wheel URLs and project names) and the index (which publishes wheels) can both use it.
+
+pub mod execstack;
 
 use std::fmt;
 use std::io::Read;
