@@ -37,6 +37,8 @@ pub struct Activation {
     pub lines: Vec<Line>,
     /// For stderr: the caller's environment fights the stack, the venv is missing, ...
     pub warnings: Vec<String>,
+    /// The profile applied.
+    pub profile: Option<String>,
 }
 
 /// What an activation is made from.
@@ -120,6 +122,7 @@ pub fn activation(req: &Request<'_>) -> Activation {
         )),
         _ => {}
     }
+    a.profile = req.profile.map(|p| p.name.clone());
     if let Some(p) = req.profile {
         a.lines.push(Line::Comment(format!("profile {}: {}", p.name, p.description)));
         for (k, v) in &p.env {
@@ -203,7 +206,7 @@ mod tests {
                 Line::Set("X".into(), "1".into()),
                 Line::Unset("HSA_OVERRIDE_GFX_VERSION".into()),
             ],
-            warnings: vec![],
+            ..Default::default()
         };
         let base: BTreeMap<String, String> =
             [("PATH", "/usr/bin"), ("HSA_OVERRIDE_GFX_VERSION", "10.3.0")].map(|(k, v)| (k.into(), v.into())).into();

@@ -45,6 +45,7 @@ pub mod history;
 pub mod plan;
 pub mod deploy;
 pub mod index;
+pub mod gpu_code;
 pub mod engine;
 pub mod report;
 pub mod venv;

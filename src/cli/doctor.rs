@@ -165,6 +165,9 @@ fn render(d: &Doctor) -> String {
             None => "a build would refuse to start (below)".into(),
         },
     );
+    if let Some(w) = &d.wheels {
+        line("wheels", w.clone());
+    }
     line(
         "override",
         d.hsa_override

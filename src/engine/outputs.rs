@@ -71,6 +71,25 @@ impl Engine<'_> {
         Ok(())
     }
 
+    /// A prebuilt wheel's GPU code, read and recorded in `tree` ([`crate::gpu_code`]); on a
+    /// binary stack, a requested target the wheels cannot run (natively or as another target
+    /// by a profile's override) stops the recipe before anything is stored.
+    pub(super) fn record_gpu_code(&self, r: &Recipe, tree: &Path) -> Result<(), BuildError> {
+        if r.build.system != BuildSystem::PrebuiltWheel {
+            return Ok(());
+        }
+        let code = crate::gpu_code::read(&self.wheels_of(r, tree)?).map_err(unreadable_wheel(r))?;
+        if code.is_empty() {
+            return Ok(());
+        }
+        self.progress.message(&r.name, &format!("GPU code: {}", crate::gpu_code::describe(&code)));
+        if let Some(why) = crate::gpu_code::refusal(self.stack, &code, &self.plan.targets) {
+            return Err(BuildError::WheelTargets { recipe: r.name.clone(), why });
+        }
+        let dir = tree.join(crate::gpu_code::RECORD_DIR);
+        crate::gpu_code::record(tree, &r.name, &code).map_err(io_err("cannot record the GPU code in", &dir))
+    }
+
     /// Before the artifact is stored: the wheels in `tree` may enter the index (a refused wheel
     /// must not sit in the cache and fail every later build at publish).
     pub(super) fn check_wheels(&self, r: &Recipe, tree: &Path) -> Result<(), BuildError> {
@@ -202,4 +221,8 @@ impl Engine<'_> {
         }
         Ok((Some(dir.to_path_buf()), install))
     }
+}
+
+fn unreadable_wheel(r: &Recipe) -> impl Fn(crate::offload::OffloadError) -> BuildError + '_ {
+    move |e| BuildError::WheelTargets { recipe: r.name.clone(), why: format!("its GPU code cannot be read: {e}") }
 }

@@ -30,9 +30,9 @@ impl Glibc {
     /// What it means for libraries that ask for an executable stack.
     pub fn describe(&self) -> String {
         let what = if self.refuses_exec_stack() {
-            "libraries that ask for an executable stack do not load (dlopen: cannot enable executable stack); rocmforge builds none, and refuses to store one"
+            "libraries that ask for an executable stack do not load (dlopen: cannot enable executable stack); rocmforge builds none, refuses to store one, and publishes prebuilt wheels with the request cleared (version label `noexecstack`)"
         } else {
-            "libraries that ask for an executable stack still load (2.41 and later refuse them; rocmforge builds none)"
+            "libraries that ask for an executable stack still load (2.41 and later refuse them; rocmforge builds none and publishes prebuilt wheels with the request cleared)"
         };
         format!("glibc {} ({}): {what}", self.version, self.path.display())
     }

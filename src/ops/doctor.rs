@@ -93,6 +93,9 @@ pub struct Doctor {
     /// The installed ROCm the short night would build on (`--rocm-path`, else one found at
     /// `/opt/rocm`, `/opt/rocm-*` or `/usr`), and what it would take and build.
     pub installation: Option<InstallationReport>,
+    /// A binary stack: the GPU code its built wheels carry and the profile a card of the
+    /// targets runs them with, and why ([`crate::gpu_code`]); `None` before a build.
+    pub wheels: Option<String>,
     /// What may go wrong but does not stop a build.
     pub warnings: Vec<String>,
 }
@@ -325,6 +328,15 @@ pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor
     };
     let installation =
         if stack.is_native() { installation_report(cfg, stack, &building, &targets, &root) } else { None };
+    let code = crate::gpu_code::load(&cfg.prefix_for(&stack.name));
+    let wheels = match crate::gpu_code::choose(stack, None, &code, &targets) {
+        Ok(c) if !stack.is_native() && !code.is_empty() => Some(format!(
+            "profile {}: {}",
+            c.profile.map(|p| p.name.as_str()).unwrap_or("(none)"),
+            c.note.or(c.warning).unwrap_or_default()
+        )),
+        _ => None,
+    };
     Ok(Doctor {
         installation,
         stack: stack.name.clone(),
@@ -341,6 +353,7 @@ pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor
         account,
         hsa_override,
         compiler_cache,
+        wheels,
         warnings,
     })
 }

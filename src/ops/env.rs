@@ -17,18 +17,30 @@ pub struct EnvRequest {
     pub profile: Option<String>,
 }
 
-/// The lines that activate `stack`, reading the caller's `HSA_OVERRIDE_GFX_VERSION`.
+/// The lines that activate `stack`, reading the caller's `HSA_OVERRIDE_GFX_VERSION`. On a binary
+/// stack the wheels' GPU code picks the profile when none is named ([`crate::gpu_code`]).
 pub fn env(cfg: &Config, stack: &Stack, req: &EnvRequest) -> Result<Activation, UsageError> {
-    let profile = stack.profile(req.profile.as_deref()).map_err(UsageError)?;
+    let code = crate::gpu_code::load(&req.prefix);
+    let choice = crate::gpu_code::choose(stack, req.profile.as_deref(), &code, &req.targets).map_err(UsageError)?;
     let venv = crate::venv::dir(&cfg.state_dir, &stack.name);
     let installation = cfg.rocm_path.as_deref().map(|p| crate::installation::Installation::open(p, &cfg.state_dir));
-    Ok(activate::activation(&activate::Request {
+    let mut a = activate::activation(&activate::Request {
         stack,
         prefix: &req.prefix,
         venv: &venv,
-        profile,
+        profile: choice.profile,
         targets: &req.targets,
         caller_override: std::env::var(GFX_OVERRIDE_VAR).ok(),
         installation: installation.as_ref(),
-    }))
+    });
+    if let Some(note) = choice.note {
+        let at = a
+            .lines
+            .iter()
+            .position(|l| matches!(l, activate::Line::Comment(c) if c.starts_with("profile ")))
+            .unwrap_or(a.lines.len());
+        a.lines.insert(at, activate::Line::Comment(note));
+    }
+    a.warnings.extend(choice.warning);
+    Ok(a)
 }

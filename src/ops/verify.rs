@@ -52,7 +52,10 @@ pub fn verify(
     req: &VerifyRequest,
     mut on_case: impl FnMut(&CaseResult),
 ) -> Result<VerifyReport, anyhow::Error> {
-    let profile = stack.profile(req.profile.as_deref()).map_err(UsageError)?;
+    // The profile the activation below applies: on a binary stack the wheels' GPU code picks it.
+    let code = crate::gpu_code::load(&req.prefix);
+    let profile =
+        crate::gpu_code::choose(stack, req.profile.as_deref(), &code, &req.targets).map_err(UsageError)?.profile;
     let matrix = crate::verify::matrix();
     let ids: Vec<&str> = matrix.iter().map(|c| c.id.as_str()).collect();
     if let Some(p) = profile {

@@ -75,6 +75,23 @@ pub struct Profile {
 /// GPU (10.3.0: gfx1030) on this one.
 pub const GFX_OVERRIDE_VAR: &str = "HSA_OVERRIDE_GFX_VERSION";
 
+impl Profile {
+    /// The target the profile runs a card as: its `HSA_OVERRIDE_GFX_VERSION` (`10.3.0`) as a
+    /// gfx name (`gfx1030`; the stepping is one hex digit: `9.0.10` is `gfx90a`).
+    pub fn runs_as(&self) -> Option<String> {
+        gfx_of_version(self.env.get(GFX_OVERRIDE_VAR)?)
+    }
+}
+
+/// `10.3.0` → `gfx1030`, `9.0.10` → `gfx90a`; `None` for anything else.
+pub fn gfx_of_version(v: &str) -> Option<String> {
+    let parts: Vec<u32> = v.trim().split('.').map(|p| p.parse().ok()).collect::<Option<_>>()?;
+    match parts.as_slice() {
+        [major, minor, stepping] if *minor < 16 && *stepping < 16 => Some(format!("gfx{major}{minor:x}{stepping:x}")),
+        _ => None,
+    }
+}
+
 impl Stack {
     /// Warnings about patch files `tree` holds for `recipes` (all when empty) that no series
     /// names: `patches/<stack>/<recipe>/<file>` is not in the series of `<recipe>`.
@@ -462,6 +479,15 @@ pub struct ExternalSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn override_versions_name_targets() {
+        assert_eq!(gfx_of_version("10.3.0").as_deref(), Some("gfx1030"));
+        assert_eq!(gfx_of_version("9.0.10").as_deref(), Some("gfx90a"));
+        assert_eq!(gfx_of_version("11.0.0").as_deref(), Some("gfx1100"));
+        assert_eq!(gfx_of_version("10.3"), None);
+        assert_eq!(gfx_of_version("ten"), None);
+    }
 
     #[test]
     fn url_file_names() {

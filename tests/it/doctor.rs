@@ -29,7 +29,7 @@ fn tree(dir: &Path) -> std::path::PathBuf {
     .unwrap();
     std::fs::write(
         r.join("kernels.toml"),
-        "[package]\nname = \"kernels\"\nversion = \"1\"\nsummary = \"k\"\n[dependencies]\nbuild = [\"runtime\"]\n[build]\nsystem = \"cmake\"\nargs = [\"-DGPU_TARGETS={targets}\"]\n\
+        "[package]\nname = \"kernels\"\nversion = \"1\"\nsummary = \"k\"\n[dependencies]\nbuild = [\"runtime\"]\n[build]\nsystem = \"cmake\"\nargs = [\"-DGPU_TARGETS={targets}\", \"-DPython3_EXECUTABLE={python}\"]\n\
          [host]\npackages = [\"libpng-dev\"]\ncmake = \">=3.25.2, <4\"\n",
     )
     .unwrap();

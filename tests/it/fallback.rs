@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::support::http::HttpServer;
-use crate::support::wheel::{make, sha256_hex};
-use crate::support::{copy_tree, repo_root, rocmforge, text};
+use crate::support::wheel::{make_with, sha256_hex};
+use crate::support::{copy_tree, hip_library, repo_root, rocmforge, text};
 
 const TAG: &str = "cp310-cp310-linux_x86_64";
 
@@ -24,6 +24,11 @@ struct Fallbacks {
 
 impl Fallbacks {
     fn new() -> Fallbacks {
+        Fallbacks::with_5_2_torch_library(None)
+    }
+
+    /// The fallbacks, the 5.2 torch wheel holding `torch/lib/libk.so` when given (GPU code).
+    fn with_5_2_torch_library(library: Option<Vec<u8>>) -> Fallbacks {
         let home = tempfile::tempdir().unwrap();
         let tree = home.path().join("tree");
         for stack in ["rocm-5.2-binary", "rocm-5.7-binary"] {
@@ -42,7 +47,12 @@ impl Fallbacks {
             [("rocm-5.2-binary", "rocm5.2", "1.13.1", "0.14.1"), ("rocm-5.7-binary", "rocm5.7", "2.2.2", "0.17.2")]
         {
             for (dist, version) in [("torch", torch), ("torchvision", vision)] {
-                let (name, bytes) = make(dist, &format!("{version}+{rocm}"), TAG, dist, &format!("{dist} {rocm}"));
+                let extra: Vec<(String, Vec<u8>)> = match (&library, dist, rocm) {
+                    (Some(lib), "torch", "rocm5.2") => vec![("torch/lib/libk.so".into(), lib.clone())],
+                    _ => Vec::new(),
+                };
+                let (name, bytes) =
+                    make_with(dist, &format!("{version}+{rocm}"), TAG, dist, &format!("{dist} {rocm}"), &extra);
                 let served = name.replace('+', "%2B");
                 http.add(&format!("whl/{rocm}/{served}"), bytes.clone());
                 // As download.pytorch.org writes its pages: absolute links, `#sha256=`.
@@ -178,6 +188,55 @@ fn env_of_the_rocm_5_7_fallback_sets_its_profile() {
     insta::assert_snapshot!("env_rocm_5_7_binary", lines);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no venv at"), "the missing venv is named: {err}");
+}
+
+/// The wheel's GPU code decides the profile: torch carrying only gfx1030 code makes `env` for a
+/// gfx1010 card take the 5.2 fallback's override profile and say why; torch carrying neither
+/// gfx1010 nor gfx1030 code fails the build naming what it carries, and nothing is published.
+#[test]
+fn the_5_2_fallback_runs_a_gfx1010_as_the_gfx1030_its_wheel_carries_and_refuses_one_with_neither() {
+    let stack = "rocm-5.2-binary";
+    let f = Fallbacks::with_5_2_torch_library(Some(hip_library(&["gfx1030"])));
+    f.ok(stack, &["lock"]);
+    let out = f.cmd(stack).args(["build", "torch", "--target", "gfx1010"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("GPU code: torch-1.13.1+rocm5.2-cp310-cp310-linux_x86_64.whl: gfx1030"),
+        "{}",
+        text(&out)
+    );
+    let env = f.ok(stack, &["env", "--shell", "bash", "--target", "gfx1010"]);
+    assert!(env.contains("export HSA_OVERRIDE_GFX_VERSION='10.3.0'"), "{env}");
+    assert!(
+        env.contains("# the wheels carry no gfx1010 code (torch-1.13.1+rocm5.2-cp310-cp310-linux_x86_64.whl: gfx1030); profile gfx1030-override runs the card as gfx1030 (HSA_OVERRIDE_GFX_VERSION=10.3.0)"),
+        "{env}"
+    );
+    let doctor = f.cmd(stack).args(["doctor", "--target", "gfx1010"]).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&doctor.stdout).contains("profile gfx1030-override: the wheels carry no gfx1010 code"),
+        "{}",
+        text(&doctor)
+    );
+    // A profile asked for by name is kept, with a warning that the card finds no code.
+    let out = f
+        .cmd(stack)
+        .args(["env", "--shell", "bash", "--target", "gfx1010", "--profile", "implicit-gemm"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("HSA_OVERRIDE_GFX_VERSION"), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("hipErrorNoBinaryForGpu"), "{}", text(&out));
+
+    let g = Fallbacks::with_5_2_torch_library(Some(hip_library(&["gfx900"])));
+    g.ok(stack, &["lock"]);
+    let out = g.cmd(stack).args(["build", "torch", "--target", "gfx1010"]).output().unwrap();
+    assert!(!out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("torch: the wheels carry GPU code for gfx900 only (torch-1.13.1+rocm5.2-cp310-cp310-linux_x86_64.whl: gfx900), and no profile of stack `rocm-5.2-binary` runs a gfx1010 as one of those targets"),
+        "{err}"
+    );
+    assert!(published(&g.index().join(stack), "torch").is_empty(), "nothing published");
 }
 
 #[test]

@@ -9,17 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::support::{rocmforge, Example};
-
-const KERNEL: &str = r#"#include <hip/hip_runtime.h>
-__global__ void axpy(float a, const float* x, float* y, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] += a * x[i];
-}
-extern "C" void run_axpy(float a, const float* x, float* y, int n) {
-  hipLaunchKernelGGL(axpy, dim3((n + 63) / 64), dim3(64), 0, 0, a, x, y, n);
-}
-"#;
+use crate::support::{hipcc, rocmforge, Example, HIP_KERNEL as KERNEL};
 
 /// The hipcc outputs every test here reads, compiled once per test run.
 struct Fixtures {
@@ -41,10 +31,6 @@ fn run(cmd: &mut Command) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn hipcc(dir: &Path, args: &[&str]) {
-    run(Command::new("hipcc").current_dir(dir).args(args));
 }
 
 /// Objects with one and with two targets, the libraries linked from them, and a plain code

@@ -288,3 +288,49 @@ impl Drop for SmallDisk {
         let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
     }
 }
+
+/// A HIP kernel and a host function that launches it (what hipcc compiles in the tests).
+pub const HIP_KERNEL: &str = r#"#include <hip/hip_runtime.h>
+__global__ void axpy(float a, const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += a * x[i];
+}
+extern "C" void run_axpy(float a, const float* x, float* y, int n) {
+  hipLaunchKernelGGL(axpy, dim3((n + 63) / 64), dim3(64), 0, 0, a, x, y, n);
+}
+"#;
+
+/// Runs hipcc in `dir` (Debian's `hipcc`, installed by ci/setup.sh); panics with its output.
+pub fn hipcc(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("hipcc")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run hipcc: {e} (ci/setup.sh installs it)"));
+    assert!(
+        out.status.success(),
+        "hipcc {args:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The bytes of a shared library holding [`HIP_KERNEL`] compiled for `targets` only, made once
+/// per test run and target list.
+pub fn hip_library(targets: &[&str]) -> Vec<u8> {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "hip-library-{}-{}",
+        targets.join("-"),
+        std::process::id()
+    ));
+    let lib = dir.join("libk.so");
+    if !lib.is_file() {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("k.hip"), HIP_KERNEL).unwrap();
+        let mut args: Vec<String> = targets.iter().map(|t| format!("--offload-arch={t}")).collect();
+        args.extend(["-fPIC", "-shared", "k.hip", "-o", "libk.so.partial"].map(String::from));
+        hipcc(&dir, &args.iter().map(String::as_str).collect::<Vec<_>>());
+        std::fs::rename(dir.join("libk.so.partial"), &lib).unwrap();
+    }
+    std::fs::read(lib).unwrap()
+}

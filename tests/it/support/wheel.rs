@@ -8,9 +8,22 @@ use sha2::Digest;
 /// `(file name, bytes)` of a wheel of `dist` `version` with tag `tag` (`py3-none-any`), holding
 /// the module `module` with `VALUE = value`.
 pub fn make(dist: &str, version: &str, tag: &str, module: &str, value: &str) -> (String, Vec<u8>) {
+    make_with(dist, version, tag, module, value, &[])
+}
+
+/// [`make`] with more members (`(path, bytes)`, a library for one).
+pub fn make_with(
+    dist: &str,
+    version: &str,
+    tag: &str,
+    module: &str,
+    value: &str,
+    extra: &[(String, Vec<u8>)],
+) -> (String, Vec<u8>) {
     let stem = format!("{}-{version}", dist.replace('-', "_"));
     let info = format!("{stem}.dist-info");
-    let files: Vec<(String, String)> = vec![
+    let mut files: Vec<(String, Vec<u8>)> = extra.to_vec();
+    let text_files: Vec<(String, String)> = vec![
         (format!("{module}/__init__.py"), format!("VALUE = {value:?}\n")),
         (
             format!("{info}/METADATA"),
@@ -21,22 +34,24 @@ pub fn make(dist: &str, version: &str, tag: &str, module: &str, value: &str) -> 
             format!("Wheel-Version: 1.0\nGenerator: rocmforge-tests\nRoot-Is-Purelib: true\nTag: {tag}\n"),
         ),
     ];
+    files.extend(text_files.into_iter().map(|(n, t)| (n, t.into_bytes())));
     let mut record = String::new();
-    for (name, text) in &files {
-        let digest = sha2::Sha256::digest(text.as_bytes());
+    for (name, bytes) in &files {
+        let digest = sha2::Sha256::digest(bytes);
         let b64 = base64_urlsafe_nopad(&digest);
-        record.push_str(&format!("{name},sha256={b64},{}\n", text.len()));
+        record.push_str(&format!("{name},sha256={b64},{}\n", bytes.len()));
     }
     record.push_str(&format!("{info}/RECORD,,\n"));
+    files.push((format!("{info}/RECORD"), record.into_bytes()));
     let mut buf = std::io::Cursor::new(Vec::new());
     {
         let mut z = zip::ZipWriter::new(&mut buf);
         let opts = zip::write::SimpleFileOptions::default()
             .compression_method(zip::CompressionMethod::Deflated)
             .last_modified_time(zip::DateTime::default());
-        for (name, text) in files.iter().chain(std::iter::once(&(format!("{info}/RECORD"), record))) {
+        for (name, bytes) in &files {
             z.start_file(name.as_str(), opts).unwrap();
-            z.write_all(text.as_bytes()).unwrap();
+            z.write_all(bytes).unwrap();
         }
         z.finish().unwrap();
     }

@@ -1,0 +1,248 @@
+//! Which GPU code a binary stack's wheels carry, and so how a card runs them. PyTorch's own ROCm
+//! wheels were built for gfx900/906/908/90a/1030 and later lists, never gfx1010; RDNA1 owners
+//! ran them as a gfx1030 with `HSA_OVERRIDE_GFX_VERSION=10.3.0`, and without it got
+//! `hipErrorNoBinaryForGpu`. So the wheels decide, not the stack's author: when a prebuilt
+//! wheel is built (fetched), the GPU targets its libraries carry are read in memory
+//! ([`crate::offload`]'s reader) and recorded beside it in the artifact ([`RECORD_DIR`]). A
+//! requested target they carry runs natively; one they do not is run as a target they do carry
+//! by a profile whose `HSA_OVERRIDE_GFX_VERSION` names it (same gfx major: gfx101x as gfx1030),
+//! and that profile is the one `env` and `verify` activate for the card; with neither, the
+//! build fails naming what the wheels carry. Native stacks never take this road.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::recipe::{Profile, Stack, GFX_OVERRIDE_VAR};
+use crate::target::TargetSet;
+
+/// Where the record of a recipe's wheels lies in its artifact (and so in the prefix):
+/// `<RECORD_DIR>/<recipe>.json`.
+pub const RECORD_DIR: &str = "share/rocmforge/gpu-targets";
+
+/// The GPU code one wheel carries (wheels without any are not recorded).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WheelCode {
+    pub wheel: String,
+    /// Processors (`gfx1030`), sorted.
+    pub targets: Vec<String>,
+}
+
+/// Reads the GPU targets of every library and code object in `wheels`, in memory.
+pub fn read(wheels: &[PathBuf]) -> Result<Vec<WheelCode>, crate::offload::OffloadError> {
+    let mut out = Vec::new();
+    for w in wheels {
+        let mut targets = BTreeSet::new();
+        for i in crate::offload::inspect_wheel(w, &crate::offload::is_code_member)? {
+            targets.extend(i.processors().into_iter().map(str::to_string));
+        }
+        if !targets.is_empty() {
+            let wheel = w.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            out.push(WheelCode { wheel, targets: targets.into_iter().collect() });
+        }
+    }
+    Ok(out)
+}
+
+/// Writes the record of `recipe` into its installed tree.
+pub fn record(tree: &Path, recipe: &str, code: &[WheelCode]) -> std::io::Result<()> {
+    let json = serde_json::to_string_pretty(code).expect("the record serialises");
+    crate::fsutil::write_atomic(&tree.join(RECORD_DIR).join(format!("{recipe}.json")), json.as_bytes())
+}
+
+/// Every record deployed in `prefix` (none: the stack has no prebuilt wheel with GPU code, or is
+/// not built yet).
+pub fn load(prefix: &Path) -> Vec<WheelCode> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(prefix.join(RECORD_DIR))
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .filter_map(|f| serde_json::from_slice::<Vec<WheelCode>>(&std::fs::read(f).ok()?).ok())
+        .flatten()
+        .collect()
+}
+
+/// How a card of target `t` runs the wheels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Runs {
+    /// Every wheel with GPU code carries `t`.
+    Natively,
+    /// As `target`, which every wheel carries, with `profile`'s override.
+    As { profile: String, target: String },
+    /// Neither.
+    Not,
+}
+
+/// The targets every wheel with GPU code carries.
+fn common(code: &[WheelCode]) -> BTreeSet<&str> {
+    let mut sets = code.iter().map(|c| c.targets.iter().map(String::as_str).collect::<BTreeSet<&str>>());
+    let first = sets.next().unwrap_or_default();
+    sets.fold(first, |acc, s| acc.intersection(&s).copied().collect())
+}
+
+/// `10` of gfx1010, `9` of gfx90a.
+fn gfx_major(t: &str) -> &str {
+    let d = t.strip_prefix("gfx").unwrap_or(t);
+    &d[..d.len().saturating_sub(2)]
+}
+
+/// The stack's profiles, the default first.
+fn profiles(stack: &Stack) -> Vec<&Profile> {
+    let mut v: Vec<&Profile> = stack.profiles.values().collect();
+    v.sort_by_key(|p| (Some(&p.name) != stack.default_profile.as_ref(), p.name.clone()));
+    v
+}
+
+/// How a card of target `t` runs the wheels of `code` on `stack`.
+pub fn runs(stack: &Stack, code: &[WheelCode], t: &str) -> Runs {
+    let carried = common(code);
+    if carried.contains(t) {
+        return Runs::Natively;
+    }
+    profiles(stack)
+        .into_iter()
+        .find_map(|p| {
+            let r = p.runs_as()?;
+            (carried.contains(r.as_str()) && gfx_major(&r) == gfx_major(t))
+                .then(|| Runs::As { profile: p.name.clone(), target: r })
+        })
+        .unwrap_or(Runs::Not)
+}
+
+/// `torch-….whl: gfx1030, gfx900; torchvision-….whl: gfx1030`.
+pub fn describe(code: &[WheelCode]) -> String {
+    code.iter().map(|c| format!("{}: {}", c.wheel, c.targets.join(", "))).collect::<Vec<_>>().join("; ")
+}
+
+/// Why a build stops: a requested target the wheels cannot run.
+pub fn refusal(stack: &Stack, code: &[WheelCode], targets: &TargetSet) -> Option<String> {
+    if stack.is_native() || code.is_empty() {
+        return None;
+    }
+    let cannot: Vec<&str> = targets.names().into_iter().filter(|t| runs(stack, code, t) == Runs::Not).collect();
+    (!cannot.is_empty()).then(|| {
+        format!(
+            "the wheels carry GPU code for {} only ({}), and no profile of stack `{}` runs a {} as one of those targets ({GFX_OVERRIDE_VAR}); add such a profile to {}, or build for a target they carry",
+            common(code).into_iter().collect::<Vec<_>>().join(", "),
+            describe(code),
+            stack.name,
+            cannot.join(", "),
+            stack.file
+        )
+    })
+}
+
+/// The profile `env` and `verify` use, and what to tell the user about it.
+#[derive(Debug, Clone)]
+pub struct Choice<'a> {
+    pub profile: Option<&'a Profile>,
+    /// Why this profile (a comment line of the activation).
+    pub note: Option<String>,
+    pub warning: Option<String>,
+}
+
+/// The profile for `targets` on `stack` whose wheels carry `code`: the one named, else the one
+/// that runs the card on what the wheels carry, else the default.
+pub fn choose<'a>(
+    stack: &'a Stack,
+    named: Option<&str>,
+    code: &[WheelCode],
+    targets: &TargetSet,
+) -> Result<Choice<'a>, String> {
+    let base = stack.profile(named)?;
+    let mut choice = Choice { profile: base, note: None, warning: None };
+    if stack.is_native() || code.is_empty() {
+        return Ok(choice);
+    }
+    let Some(t) = targets.names().into_iter().next() else { return Ok(choice) };
+    match runs(stack, code, t) {
+        Runs::Natively => {
+            choice.note = Some(format!("the wheels carry {t} code ({}): the card runs its own", describe(code)))
+        }
+        Runs::As { profile, target } => {
+            let p = &stack.profiles[&profile];
+            let why = format!(
+                "the wheels carry no {t} code ({}); profile {profile} runs the card as {target} ({GFX_OVERRIDE_VAR}={})",
+                describe(code),
+                p.env.get(GFX_OVERRIDE_VAR).map(String::as_str).unwrap_or_default()
+            );
+            match named {
+                Some(n) if base.and_then(Profile::runs_as).as_deref() != Some(target.as_str()) => {
+                    choice.warning = Some(format!("profile {n} was asked for, but {why}: without it the runtime finds no code for this card (hipErrorNoBinaryForGpu)"))
+                }
+                _ => {
+                    choice.profile = Some(p);
+                    choice.note = Some(why);
+                }
+            }
+        }
+        Runs::Not => {
+            choice.warning = Some(format!(
+                "the wheels carry no {t} code ({}) and no profile runs the card as a target they carry",
+                describe(code)
+            ))
+        }
+    }
+    Ok(choice)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stack() -> Stack {
+        let files = std::collections::BTreeMap::from([
+            (
+                "recipes/b/stack.toml".to_string(),
+                b"[stack]\nname = \"b\"\nrocm-version = \"5.2\"\nsummary = \"b\"\ndefault-targets = [\"gfx1010\"]\ndefault-profile = \"plain\"\n\n[profile.plain]\ndescription = \"no override\"\nenv = { MIOPEN_DEBUG_CONV_GEMM = \"0\" }\n\n[profile.as-1030]\ndescription = \"as gfx1030\"\nenv = { HSA_OVERRIDE_GFX_VERSION = \"10.3.0\" }\n".to_vec(),
+            ),
+            (
+                "recipes/b/torch.toml".to_string(),
+                b"[package]\nname = \"torch\"\nversion = \"1\"\nsummary = \"t\"\n[source]\nurl = \"https://x.invalid/torch-1.0-py3-none-any.whl\"\nsha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"\n[build]\nsystem = \"prebuilt-wheel\"\n[targets]\ngpu = false\n".to_vec(),
+            ),
+        ]);
+        let tree = crate::recipe::RecipeTree::from_files(crate::recipe::Origin::Embedded, files);
+        crate::recipe::load_stack(&tree, "b").unwrap_or_else(|d| panic!("{d}"))
+    }
+
+    fn code(targets: &[&str]) -> Vec<WheelCode> {
+        vec![WheelCode { wheel: "torch.whl".into(), targets: targets.iter().map(|t| t.to_string()).collect() }]
+    }
+
+    #[test]
+    fn the_wheels_decide_how_a_card_runs() {
+        let s = stack();
+        let gfx1010 = TargetSet::parse("gfx1010").unwrap();
+        assert_eq!(runs(&s, &code(&["gfx1010", "gfx1030"]), "gfx1010"), Runs::Natively);
+        assert_eq!(
+            runs(&s, &code(&["gfx900", "gfx1030"]), "gfx1010"),
+            Runs::As { profile: "as-1030".into(), target: "gfx1030".into() }
+        );
+        // Another gfx major is not run as gfx1030.
+        assert_eq!(runs(&s, &code(&["gfx1030"]), "gfx906"), Runs::Not);
+        assert_eq!(runs(&s, &code(&["gfx900"]), "gfx1010"), Runs::Not);
+        let refused = refusal(&s, &code(&["gfx900", "gfx906"]), &gfx1010).unwrap();
+        assert!(refused.contains("GPU code for gfx900, gfx906 only") && refused.contains("gfx1010"), "{refused}");
+        assert_eq!(refusal(&s, &code(&["gfx1030"]), &gfx1010), None);
+        assert_eq!(refusal(&s, &[], &gfx1010), None, "no GPU code read: nothing to decide");
+
+        let c = choose(&s, None, &code(&["gfx1030"]), &gfx1010).unwrap();
+        assert_eq!(c.profile.map(|p| p.name.as_str()), Some("as-1030"));
+        assert!(c
+            .note
+            .unwrap()
+            .contains("no gfx1010 code (torch.whl: gfx1030); profile as-1030 runs the card as gfx1030"));
+        let c = choose(&s, None, &code(&["gfx1010"]), &gfx1010).unwrap();
+        assert_eq!(c.profile.map(|p| p.name.as_str()), Some("plain"));
+        let c = choose(&s, Some("plain"), &code(&["gfx1030"]), &gfx1010).unwrap();
+        assert_eq!(c.profile.map(|p| p.name.as_str()), Some("plain"), "a profile asked for is kept");
+        assert!(c.warning.unwrap().contains("hipErrorNoBinaryForGpu"));
+    }
+}
