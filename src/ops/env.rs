@@ -1,10 +1,11 @@
 //! `env`: the activation of a stack (its prefix, its venv, a profile's settings), as data for the
-//! command line to render for a shell ([`crate::activate`]).
+//! command line to render for a shell ([`crate::activate`]), with a comment naming the card the
+//! host has and where it was seen (KFD node, PCI id).
 
 use std::path::PathBuf;
 
 use super::UsageError;
-use crate::activate::{self, Activation};
+use crate::activate::{self, Activation, Line};
 use crate::config::Config;
 use crate::recipe::{Stack, GFX_OVERRIDE_VAR};
 use crate::target::TargetSet;
@@ -22,7 +23,7 @@ pub fn env(cfg: &Config, stack: &Stack, req: &EnvRequest) -> Result<Activation, 
     let profile = stack.profile(req.profile.as_deref()).map_err(UsageError)?;
     let venv = crate::venv::dir(&cfg.state_dir, &stack.name);
     let installation = cfg.rocm_path.as_deref().map(|p| crate::installation::Installation::open(p, &cfg.state_dir));
-    Ok(activate::activation(&activate::Request {
+    let mut a = activate::activation(&activate::Request {
         stack,
         prefix: &req.prefix,
         venv: &venv,
@@ -30,5 +31,9 @@ pub fn env(cfg: &Config, stack: &Stack, req: &EnvRequest) -> Result<Activation, 
         targets: &req.targets,
         caller_override: std::env::var(GFX_OVERRIDE_VAR).ok(),
         installation: installation.as_ref(),
-    }))
+    });
+    let gpus = crate::host::gpu::detect(&crate::host::HostRoot::from_env());
+    // After the first line, which names the stack.
+    a.lines.insert(a.lines.len().min(1), Line::Comment(format!("card: {}", crate::host::gpu::card_line(&gpus))));
+    Ok(a)
 }

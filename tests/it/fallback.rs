@@ -170,7 +170,14 @@ fn fallback_stacks_plan_lock_from_the_index_pages_and_publish_into_their_own_ind
 #[test]
 fn env_of_the_rocm_5_7_fallback_sets_its_profile() {
     let f = Fallbacks::new();
-    let out = f.cmd("rocm-5.7-binary").args(["env", "--shell", "bash"]).output().unwrap();
+    // An RX 5700 XT (PCI 1002:731f) whose driver gives no KFD node: the card line says so.
+    let host = f.home.path().join("host");
+    for (file, text) in [("vendor", "0x1002\n"), ("device", "0x731f\n"), ("class", "0x030000\n")] {
+        std::fs::create_dir_all(host.join("sys/bus/pci/devices/0000:03:00.0")).unwrap();
+        std::fs::write(host.join("sys/bus/pci/devices/0000:03:00.0").join(file), text).unwrap();
+    }
+    let out =
+        f.cmd("rocm-5.7-binary").args(["env", "--shell", "bash"]).env("ROCMFORGE_HOST_ROOT", &host).output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
     let lines = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(lines.contains("export HSA_OVERRIDE_GFX_VERSION='10.3.0'"), "{lines}");
