@@ -20,7 +20,7 @@
 //! 5. Doing: `deploy` (artifacts into the prefix), `index` (the local wheel index), `engine`
 //!    (carries out a plan), `report` (status file, build report, trace, timeline).
 //!    After the build: `venv` (the stack's venv, filled with its wheels), `activate` (the shell
-//!    lines of `env`), `verify` (the Conv2d/batchnorm matrix, each case under a timeout).
+//!    lines of `env`), `verify` (the inference and training cases, each under a timeout).
 //! 6. Verbs and the command line: `ops` (one function per verb, returning data), `cli`
 //!    (parses arguments, calls one op, prints).
 pub mod fault;

@@ -1,10 +1,11 @@
-//! `rocmforge verify`: the Conv2d/batchnorm matrix, each case in its own process under a timeout.
+//! `rocmforge verify`: the smoke-test matrix (inference and training cases), each case in its
+//! own process under a timeout; a table, the report as JSON, or a Markdown table for an issue.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{CliResult, Context, Failure};
-use crate::ops::verify::{verify, VerifyRequest};
+use crate::ops::verify::{verify, VerifyHeader, VerifyReport, VerifyRequest};
 use crate::verify::run::{CaseResult, Outcome};
 
 #[derive(Debug, clap::Args)]
@@ -17,10 +18,14 @@ pub struct Args {
     #[arg(long, value_name = "S", default_value_t = 300.0)]
     pub timeout: f64,
     /// Print the results as JSON (the saved report) instead of a table.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "markdown")]
     pub json: bool,
-    /// A run-time profile of the stack (default: its `default-profile`); its known hangs are
-    /// shown as known, not failures.
+    /// Print the results as a Markdown table to paste into an issue (stack, torch and HIP
+    /// versions, card, driver, profile, then one row per case).
+    #[arg(long)]
+    pub markdown: bool,
+    /// A run-time profile of the stack (default: its `default-profile`); its known hangs and
+    /// known failures are shown as known, not as unexpected.
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
     /// GPU targets the stack was built for (default: the stack's).
@@ -34,25 +39,98 @@ pub struct Args {
     pub list: bool,
 }
 
+const CPU_MODE: &str = "CPU MODE: this proves the case programs, not a GPU";
+
 fn secs(s: Option<f64>) -> String {
     s.map(|s| format!("{s:.3}s")).unwrap_or_else(|| "-".into())
 }
 
-fn row(r: &CaseResult) -> String {
-    let result = match &r.outcome {
+/// The result cell; `hang` says how long a hang lasted.
+fn result(r: &CaseResult, hang: &str) -> String {
+    let known = |k: bool| if k { " (known)" } else { "" };
+    match &r.outcome {
         Outcome::Pass if r.known_hang => "pass (listed as a known hang)".to_string(),
+        Outcome::Pass if r.known_failure => "pass (listed as a known failure)".to_string(),
         Outcome::Pass => "pass".to_string(),
-        Outcome::Hang if r.known_hang => format!("HANG (known) after {:.1}s", r.wall_s),
-        Outcome::Hang => format!("HANG after {:.1}s", r.wall_s),
-        Outcome::Error(m) => format!("error: {m}"),
-    };
-    format!("{:<24} {:<32} {:>10} {:>10}  {result}", r.id, r.describe, secs(r.first_s), secs(r.cached_s))
+        Outcome::Hang => format!("HANG{} {hang}", known(r.known_hang)),
+        Outcome::Wrong(m) => format!("WRONG{}: {m}", known(r.known_failure)),
+        Outcome::Error(m) => format!("error{}: {m}", known(r.known_failure)),
+    }
+}
+
+fn row(r: &CaseResult) -> String {
+    let result = result(r, &format!("after {:.1}s", r.wall_s));
+    format!("{:<26} {:<40} {:>10} {:>10}  {result}", r.id, r.describe, secs(r.first_s), secs(r.cached_s))
+}
+
+/// `68 case(s): 60 pass, 1 known hang(s), 1 known failure(s), 3 unexpected`.
+fn summary(report: &VerifyReport) -> String {
+    let count = |f: &dyn Fn(&CaseResult) -> bool| report.results.iter().filter(|r| f(r)).count();
+    format!(
+        "{} case(s): {} pass, {} known hang(s), {} known failure(s), {} unexpected",
+        report.results.len(),
+        count(&|r| r.outcome == Outcome::Pass),
+        count(&|r| r.known_hang && r.outcome == Outcome::Hang),
+        count(&|r| r.known_failure && matches!(r.outcome, Outcome::Error(_) | Outcome::Wrong(_))),
+        report.unexpected
+    )
+}
+
+fn versions(report: &VerifyReport) -> (String, String) {
+    match &report.torch {
+        None => ("not imported by any case".into(), "unknown".into()),
+        Some(t) => (t.clone(), report.hip.clone().unwrap_or_else(|| "none (a torch built without ROCm)".into())),
+    }
+}
+
+fn header_lines(h: &VerifyHeader) {
+    if h.cpu_mode() {
+        println!("{CPU_MODE}");
+    }
+    println!("card: {}", h.card);
+    println!("driver: {}", h.driver);
+    if let Some(why) = &h.profile_why {
+        println!("profile: {} ({why})", h.profile.as_deref().unwrap_or("(none)"));
+    }
+}
+
+/// The run as Markdown: a table of what it ran on, then one row per case.
+fn markdown(report: &VerifyReport, timeout: f64) -> String {
+    let cell = |s: &str| s.replace('|', "\\|");
+    let h = &report.header;
+    let (torch, hip) = versions(report);
+    let device = if h.cpu_mode() { format!("**{CPU_MODE}**") } else { "GPU".into() };
+    let mut out = format!("### rocmforge verify: {}\n\n| | |\n|---|---|\n", h.stack);
+    for (k, v) in [
+        ("stack", h.stack.as_str()),
+        ("torch", &torch),
+        ("HIP", &hip),
+        ("card", &h.card),
+        ("driver", &h.driver),
+        ("profile", h.profile.as_deref().unwrap_or("(none)")),
+        ("device", &device),
+        ("result", &summary(report)),
+    ] {
+        out.push_str(&format!("| {k} | {} |\n", cell(v)));
+    }
+    out.push_str("\n| case | what | result | first | cached |\n|---|---|---|---|---|\n");
+    for r in &report.results {
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} |\n",
+            r.id,
+            cell(&r.describe),
+            cell(&result(r, &format!("over the {timeout}s timeout"))),
+            secs(r.first_s),
+            secs(r.cached_s)
+        ));
+    }
+    out
 }
 
 pub fn run(ctx: &Context, args: Args) -> CliResult {
     if args.list {
         for c in crate::verify::matrix() {
-            println!("{:<24} {}", c.id, c.describe());
+            println!("{:<26} {}", c.id, c.describe());
         }
         return Ok(());
     }
@@ -70,38 +148,47 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
         prefix: ctx.prefix(&cfg, &stack, None),
         cases: args.cases,
     };
-    let json = args.json;
-    if !json {
-        eprintln!(
-            "each case runs in its own process, at most {}s; the first call of a case compiles MIOpen's kernels (slow, once: they are cached for the next cases and runs)",
-            args.timeout
-        );
-        println!("{:<24} {:<32} {:>10} {:>10}  result", "case", "what", "first", "cached");
-    }
-    let report = verify(&cfg, &stack, &req, |r| {
-        if !json {
+    let table = !args.json && !args.markdown;
+    let on_start = |h: &VerifyHeader| {
+        if h.cpu_mode() {
+            eprintln!("{CPU_MODE}: the cases run on the CPU (ROCMFORGE_VERIFY_DEVICE=cpu)");
+        } else {
+            eprintln!(
+                "each case runs in its own process, at most {}s; the first call of a case compiles MIOpen's kernels (slow, once: they are cached for the next cases and runs)",
+                args.timeout
+            );
+        }
+        if table {
+            header_lines(h);
+            println!("{:<26} {:<40} {:>10} {:>10}  result", "case", "what", "first", "cached");
+        }
+    };
+    let report = verify(&cfg, &stack, &req, on_start, |r| {
+        if table {
             println!("{}", row(r));
         }
     })
     .map_err(Failure::from_op)?;
-    if json {
+    if args.json {
         println!("{}", serde_json::to_string_pretty(&report).expect("the report serialises"));
+    } else if args.markdown {
+        print!("{}", markdown(&report, args.timeout));
     } else {
-        let known = report.results.iter().filter(|r| r.known_hang && r.outcome == Outcome::Hang).count();
+        let (torch, hip) = versions(&report);
         println!(
-            "{} case(s): {} pass, {} known hang(s), {} unexpected; report {}",
-            report.results.len(),
-            report.results.iter().filter(|r| r.outcome == Outcome::Pass).count(),
-            known,
-            report.unexpected,
+            "{}; torch {torch}, HIP {hip}; report {}",
+            summary(&report),
             report.saved.as_ref().map(|p| p.display().to_string()).unwrap_or_default()
         );
+        if report.header.cpu_mode() {
+            println!("{CPU_MODE}");
+        }
     }
     if report.unexpected > 0 {
         return Err(Failure::failed(anyhow::anyhow!(
             "{} case(s) ended in a way profile `{}` does not expect",
             report.unexpected,
-            report.profile.as_deref().unwrap_or("(none)")
+            report.header.profile.as_deref().unwrap_or("(none)")
         )));
     }
     Ok(())

@@ -128,6 +128,30 @@ pub fn detect(root: &HostRoot) -> Vec<Gpu> {
     gpus
 }
 
+/// One line naming the cards [`detect`] found and where it saw each (`env` and `verify` print it).
+pub fn card_line(gpus: &[Gpu]) -> String {
+    if gpus.is_empty() {
+        return "no AMD GPU found (no KFD node with a GPU, no RDNA1 display device on PCI)".into();
+    }
+    gpus.iter().map(Gpu::describe).collect::<Vec<_>>().join("; ")
+}
+
+const AMDGPU_VERSION: &str = "/sys/module/amdgpu/version";
+const OS_RELEASE: &str = "/proc/sys/kernel/osrelease";
+
+/// The GPU driver, saying where that was read: the amdgpu module's version where it states one
+/// (AMD's packaged amdgpu-dkms does), else the kernel's release (the driver is the kernel's).
+pub fn driver(root: &HostRoot) -> String {
+    let read = |abs: &str| root.read(abs).map(|t| t.trim().to_string()).filter(|t| !t.is_empty());
+    match (read(AMDGPU_VERSION), read(OS_RELEASE)) {
+        (Some(v), _) => format!("amdgpu {v} ({AMDGPU_VERSION})"),
+        (None, Some(r)) => format!(
+            "Linux {r} ({OS_RELEASE}; there is no {AMDGPU_VERSION}: amdgpu states no version of its own, or is not loaded)"
+        ),
+        (None, None) => format!("unknown (neither {AMDGPU_VERSION} nor {OS_RELEASE} can be read)"),
+    }
+}
+
 /// The target to build for when none is asked: the gfx of the host's RDNA1 card, when every
 /// RDNA1 card it has is of one kind.
 pub fn single_rdna1_target(gpus: &[Gpu]) -> Option<(GpuTarget, &Gpu)> {
@@ -158,6 +182,31 @@ mod tests {
         assert_eq!(gfx_name(90010).as_deref(), Some("gfx90a"));
         assert_eq!(gfx_name(110000).as_deref(), Some("gfx1100"));
         assert_eq!(gfx_name(0), None);
+    }
+
+    #[test]
+    fn the_card_line_and_the_driver_say_where_they_come_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = HostRoot::new(dir.path());
+        assert_eq!(
+            card_line(&detect(&root)),
+            "no AMD GPU found (no KFD node with a GPU, no RDNA1 display device on PCI)"
+        );
+        assert!(driver(&root).starts_with("unknown (neither /sys/module/amdgpu/version nor"), "{}", driver(&root));
+        let write = |abs: &str, text: &str| {
+            let p = root.path(abs);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write(OS_RELEASE, "6.1.0-18-amd64\n");
+        assert!(driver(&root).starts_with("Linux 6.1.0-18-amd64 (/proc/sys/kernel/osrelease; there is no"));
+        write(AMDGPU_VERSION, "6.8.5\n");
+        assert_eq!(driver(&root), "amdgpu 6.8.5 (/sys/module/amdgpu/version)");
+        write(
+            "/sys/class/kfd/kfd/topology/nodes/1/properties",
+            "gfx_target_version 100100\nvendor_id 4098\ndevice_id 29471\n",
+        );
+        assert_eq!(card_line(&detect(&root)), "gfx1010 (Navi 10 (RX 5600/5700, W5700)): KFD node 1, PCI 1002:731f");
     }
 
     #[test]

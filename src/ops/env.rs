@@ -1,10 +1,11 @@
 //! `env`: the activation of a stack (its prefix, its venv, a profile's settings), as data for the
-//! command line to render for a shell ([`crate::activate`]).
+//! command line to render for a shell ([`crate::activate`]), with a comment naming the card the
+//! host has and where it was seen (KFD node, PCI id).
 
 use std::path::PathBuf;
 
 use super::UsageError;
-use crate::activate::{self, Activation};
+use crate::activate::{self, Activation, Line};
 use crate::config::Config;
 use crate::recipe::{Stack, GFX_OVERRIDE_VAR};
 use crate::target::TargetSet;
@@ -42,5 +43,8 @@ pub fn env(cfg: &Config, stack: &Stack, req: &EnvRequest) -> Result<Activation, 
         a.lines.insert(at, activate::Line::Comment(note));
     }
     a.warnings.extend(choice.warning);
+    let gpus = crate::host::gpu::detect(&crate::host::HostRoot::from_env());
+    // After the first line, which names the stack.
+    a.lines.insert(a.lines.len().min(1), Line::Comment(format!("card: {}", crate::host::gpu::card_line(&gpus))));
     Ok(a)
 }

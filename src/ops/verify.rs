@@ -1,6 +1,8 @@
 //! `verify`: runs the smoke-test matrix ([`crate::verify`]) with the stack's venv Python (or
 //! another), under the activation `env` prints and the profile's settings, one process per
-//! case, and saves the report under `<state-dir>/verify/<stack>/`.
+//! case, and saves the report, with the card it found and the driver, under
+//! `<state-dir>/verify/<stack>/` (CPU mode: `<state-dir>/verify/<stack>/cpu/`, so a CPU run is
+//! never taken for the GPU's latest).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -10,9 +12,12 @@ use serde::Serialize;
 
 use super::UsageError;
 use crate::config::Config;
+use crate::host::gpu::{self, Gpu};
+use crate::host::HostRoot;
 use crate::recipe::{Stack, GFX_OVERRIDE_VAR};
 use crate::target::TargetSet;
 use crate::verify::run::{CaseResult, Runner};
+use crate::verify::DEVICE_VAR;
 
 #[derive(Debug, Clone)]
 pub struct VerifyRequest {
@@ -26,16 +31,41 @@ pub struct VerifyRequest {
     pub cases: Vec<String>,
 }
 
-/// The run, as saved in the report.
+/// What a run is made under, known before its first case.
 #[derive(Debug, Clone, Serialize)]
-pub struct VerifyReport {
+pub struct VerifyHeader {
     pub stack: String,
     pub profile: Option<String>,
+    /// Why that profile, on a binary stack: what GPU code its wheels carry ([`crate::gpu_code`]).
+    pub profile_why: Option<String>,
     pub python: PathBuf,
     pub timeout_s: f64,
     pub started: String,
+    /// `gpu`, or `cpu` in CPU mode (`ROCMFORGE_VERIFY_DEVICE=cpu` in the caller's environment).
+    pub device: &'static str,
+    /// The cards found and where ([`gpu::card_line`]).
+    pub card: String,
+    pub gpus: Vec<Gpu>,
+    /// The driver and where it was read ([`gpu::driver`]).
+    pub driver: String,
     /// MIOpen's kernel cache, shared by the cases (and kept between runs).
     pub miopen_cache: PathBuf,
+}
+
+impl VerifyHeader {
+    pub fn cpu_mode(&self) -> bool {
+        self.device == "cpu"
+    }
+}
+
+/// The run, as saved in the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifyReport {
+    #[serde(flatten)]
+    pub header: VerifyHeader,
+    /// torch's and HIP's versions, as the first case that imported torch printed them.
+    pub torch: Option<String>,
+    pub hip: Option<String>,
     pub results: Vec<CaseResult>,
     /// Results the profile does not expect (errors, hangs it does not list).
     pub unexpected: usize,
@@ -43,30 +73,45 @@ pub struct VerifyReport {
     pub saved: Option<PathBuf>,
 }
 
-/// Runs the matrix; `on_case` hears each result as it comes. Fails before any case for a bad
-/// request (unknown case or profile, a profile listing a case the matrix does not have, no
-/// Python).
+/// Runs the matrix; `on_start` hears what it runs under, `on_case` each result as it comes.
+/// Fails before any case for a bad request (unknown case or profile, a profile listing a case
+/// the matrix does not have, no Python, a CPU-mode variable of another value than `cpu`).
 pub fn verify(
     cfg: &Config,
     stack: &Stack,
     req: &VerifyRequest,
+    on_start: impl FnOnce(&VerifyHeader),
     mut on_case: impl FnMut(&CaseResult),
 ) -> Result<VerifyReport, anyhow::Error> {
     // The profile the activation below applies: on a binary stack the wheels' GPU code picks it.
     let code = crate::gpu_code::load(&req.prefix);
-    let profile =
-        crate::gpu_code::choose(stack, req.profile.as_deref(), &code, &req.targets).map_err(UsageError)?.profile;
+    let choice = crate::gpu_code::choose(stack, req.profile.as_deref(), &code, &req.targets).map_err(UsageError)?;
+    let (profile, profile_why) = (choice.profile, choice.note.or(choice.warning));
     let matrix = crate::verify::matrix();
     let ids: Vec<&str> = matrix.iter().map(|c| c.id.as_str()).collect();
     if let Some(p) = profile {
-        if let Some(h) = p.known_hangs.iter().find(|h| !ids.contains(&h.as_str())) {
-            return Err(UsageError(format!(
-                "{}: profile `{}` lists known hang `{h}`, which is no case of the verify matrix (`rocmforge verify --list`)",
-                stack.file, p.name
-            ))
-            .into());
+        for (what, list) in [("known hang", &p.known_hangs), ("known failure", &p.known_failures)] {
+            if let Some(h) = list.iter().find(|h| !ids.contains(&h.as_str())) {
+                return Err(UsageError(format!(
+                    "{}: profile `{}` lists {what} `{h}`, which is no case of the verify matrix (`rocmforge verify --list`)",
+                    stack.file, p.name
+                ))
+                .into());
+            }
         }
     }
+    // CPU mode comes from the caller's environment only (the recipe loader refuses it in a
+    // profile's `env`).
+    let cpu_mode = match std::env::var(DEVICE_VAR) {
+        Err(_) => false,
+        Ok(v) if v == "cpu" => true,
+        Ok(v) => {
+            return Err(UsageError(format!(
+                "{DEVICE_VAR}={v:?}: the only value it takes is `cpu` (unset it to run the cases on the GPU)"
+            ))
+            .into())
+        }
+    };
     if let Some(c) = req.cases.iter().find(|c| !ids.contains(&c.as_str())) {
         return Err(UsageError(format!("no case `{c}` in the verify matrix (`rocmforge verify --list`)")).into());
     }
@@ -102,7 +147,14 @@ pub fn verify(
         env.remove(GFX_OVERRIDE_VAR);
     }
     let mut env = crate::activate::apply(&activation, env);
-    let root = cfg.state_dir.join("verify").join(&stack.name);
+    env.remove(DEVICE_VAR);
+    if cpu_mode {
+        env.insert(DEVICE_VAR.into(), "cpu".into());
+    }
+    let mut root = cfg.state_dir.join("verify").join(&stack.name);
+    if cpu_mode {
+        root.push("cpu");
+    }
     let miopen = root.join("miopen");
     env.entry("MIOPEN_USER_DB_PATH".into()).or_insert_with(|| miopen.join("db").display().to_string());
     env.entry("MIOPEN_CUSTOM_CACHE_DIR".into()).or_insert_with(|| miopen.join("cache").display().to_string());
@@ -113,10 +165,27 @@ pub fn verify(
         env,
         dir: root.join("run"),
         known_hangs: profile.map(|p| p.known_hangs.clone()).unwrap_or_default(),
+        known_failures: profile.map(|p| p.known_failures.clone()).unwrap_or_default(),
     };
     let script = runner
         .prepare()
         .map_err(|e| anyhow::anyhow!("cannot write the case script into {}: {e}", runner.dir.display()))?;
+    let host = HostRoot::from_env();
+    let gpus = gpu::detect(&host);
+    let header = VerifyHeader {
+        stack: stack.name.clone(),
+        profile: profile.map(|p| p.name.clone()),
+        profile_why,
+        python,
+        timeout_s: req.timeout.as_secs_f64(),
+        started,
+        device: if cpu_mode { "cpu" } else { "gpu" },
+        card: gpu::card_line(&gpus),
+        gpus,
+        driver: gpu::driver(&host),
+        miopen_cache: miopen,
+    };
+    on_start(&header);
     let mut results = Vec::new();
     for case in matrix.iter().filter(|c| req.cases.is_empty() || req.cases.contains(&c.id)) {
         let r = runner.run(&script, case);
@@ -124,13 +193,11 @@ pub fn verify(
         results.push(r);
     }
     let unexpected = results.iter().filter(|r| !r.expected).count();
+    let versions = results.iter().find_map(|r| r.versions.clone());
     let mut report = VerifyReport {
-        stack: stack.name.clone(),
-        profile: profile.map(|p| p.name.clone()),
-        python,
-        timeout_s: req.timeout.as_secs_f64(),
-        started: started.clone(),
-        miopen_cache: miopen,
+        header,
+        torch: versions.as_ref().map(|v| v.torch.clone()),
+        hip: versions.and_then(|v| v.hip),
         results,
         unexpected,
         saved: None,

@@ -133,8 +133,8 @@ pub(super) fn lower_stack(
     StackHeader { stack, override_diags }
 }
 
-/// `[profile.<name>]`: environment variable names, case ids of `verify`'s matrix (checked there:
-/// the matrix is not the recipe layer's) in their spelling.
+/// `[profile.<name>]`: environment variable names (never `verify`'s CPU-mode switch), case ids of
+/// `verify`'s matrix (checked there: the matrix is not the recipe layer's) in their spelling.
 fn lower_profile(
     file: &FileText<'_>,
     name: &str,
@@ -155,6 +155,12 @@ fn lower_profile(
         if !valid {
             diags.push(file.at(k.span(), format!("`{var}` is not an environment variable name")));
         }
+        if var == super::VERIFY_DEVICE_VAR {
+            diags.push(
+                file.at(k.span(), format!("profile `{name}` sets `{var}`, which only the caller's environment may set"))
+                    .with_help("CPU mode proves the case programs, not a GPU: run `ROCMFORGE_VERIFY_DEVICE=cpu rocmforge verify` (ci/verify-cpu.sh) by hand"),
+            );
+        }
         if var == GFX_OVERRIDE_VAR {
             override_diags.push(
                 file.at(k.span(), format!("profile `{name}` sets `{GFX_OVERRIDE_VAR}`, but this stack is built natively"))
@@ -163,20 +169,39 @@ fn lower_profile(
         }
         env.insert(var.clone(), v);
     }
-    let mut known_hangs: Vec<String> = Vec::new();
-    for h in &raw.known_hangs {
-        if !valid_name(h.get_ref()) {
+    let known_hangs = case_ids(file, "known-hangs", &raw.known_hangs, &[], diags);
+    let known_failures = case_ids(file, "known-failures", &raw.known_failures, &known_hangs, diags);
+    Profile { name: name.to_string(), description: raw.description, env, known_hangs, known_failures }
+}
+
+/// A profile's list `field` of verify case ids, each once and in no `other` list.
+fn case_ids(
+    file: &FileText<'_>,
+    field: &str,
+    raw: &[toml::Spanned<String>],
+    other: &[String],
+    diags: &mut Diagnostics,
+) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    for h in raw {
+        let id = h.get_ref();
+        if !valid_name(id) {
             diags.push(
-                file.at(h.span(), format!("`{}` is not a verify case id", h.get_ref()))
+                file.at(h.span(), format!("`{id}` is not a verify case id"))
                     .with_help("case ids look like `conv-16-32-s48-k3-b1`: see `rocmforge verify --list`"),
             );
-        } else if known_hangs.contains(h.get_ref()) {
-            diags.push(file.at(h.span(), format!("`{}` is listed twice in `known-hangs`", h.get_ref())));
+        } else if ids.contains(id) {
+            diags.push(file.at(h.span(), format!("`{id}` is listed twice in `{field}`")));
+        } else if other.contains(id) {
+            diags.push(
+                file.at(h.span(), format!("`{id}` is listed in both `known-hangs` and `known-failures`"))
+                    .with_help("a case is expected to hang or to fail, not both: keep it in one list"),
+            );
         } else {
-            known_hangs.push(h.get_ref().clone());
+            ids.push(id.clone());
         }
     }
-    Profile { name: name.to_string(), description: raw.description, env, known_hangs }
+    ids
 }
 
 /// Lowers the recipe file `rel` of `stack`; every problem goes to `diags`, and what can be

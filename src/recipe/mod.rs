@@ -62,13 +62,15 @@ pub struct Stack {
 }
 
 /// A run-time profile of a stack: the environment `env` prints and `verify` runs under, and the
-/// `verify` cases known to hang with it (shown as known, not failures).
+/// `verify` cases known to hang or to fail with it (shown as known, not unexpected).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Profile {
     pub name: String,
     pub description: String,
     pub env: BTreeMap<String, String>,
     pub known_hangs: Vec<String>,
+    /// Cases expected to end in an error or a wrong result (not a hang).
+    pub known_failures: Vec<String>,
 }
 
 /// The variable a native build never sets: it makes the HIP runtime load code built for another
@@ -91,6 +93,10 @@ pub fn gfx_of_version(v: &str) -> Option<String> {
         _ => None,
     }
 }
+
+/// The variable that runs `verify`'s cases on the CPU (`crate::verify`): it proves the case
+/// programs, not a GPU, so only the caller's environment sets it, never a profile.
+pub const VERIFY_DEVICE_VAR: &str = "ROCMFORGE_VERIFY_DEVICE";
 
 impl Stack {
     /// Warnings about patch files `tree` holds for `recipes` (all when empty) that no series

@@ -32,6 +32,8 @@ pub(super) struct RawProfile {
     pub env: BTreeMap<Spanned<String>, String>,
     #[serde(default)]
     pub known_hangs: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub known_failures: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

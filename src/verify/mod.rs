@@ -1,8 +1,35 @@
-//! `verify`: the smoke test RDNA1 users trust (ROCM-GFX1010.md, "A smoke test users trust"):
-//! Conv2d forward at the sizes, channel pairs, kernel sizes and batch sizes where the known
-//! hangs live, a batchnorm forward/backward and a matmul, float32, each case in a process of
-//! its own under a timeout of its own ([`run`]), so a hang is reported as HANG and the run goes
-//! on. Only a real GPU proves the stack; without one every case fails with the reason.
+//! `verify`: the smoke test RDNA1 users trust (ROCM-GFX1010.md, "A smoke test users trust"),
+//! grown from inference to training. Each case runs in a process of its own under a timeout of
+//! its own ([`run`]), so a hang is reported as HANG and the run goes on. The matrix, in order:
+//!
+//! - Conv2d forward at the sizes, channel pairs, kernel sizes and batch sizes where the known
+//!   hangs live (`conv-*`, float32);
+//! - Conv2d backward (`conv-bwd-*`) at **every** one of those forward sizes: MIOpen picks its
+//!   backward-data and backward-weights solvers per size as it picks the forward ones, and no
+//!   report says where backward hangs lie, so a subset would be a guess;
+//! - batchnorm forward+backward at five channel/size/batch combinations (MIOpen picks among its
+//!   batchnorm kernel variants by spatial size, batch and channels; its backward is what gfx1010
+//!   breaks), GroupNorm and LayerNorm forward+backward;
+//! - `nonzero`, `unique`, `scatter_add`, `sort`/`topk`, `cumsum` (reported broken on gfx1010
+//!   by jc1122/pytorch-gfx1010, or built on the same scan and sort kernels);
+//! - an LSTM and a GRU forward+backward, scaled dot-product attention forward+backward;
+//! - matmul forward+backward in float32, float16 and bfloat16;
+//! - three AdamW steps on a small CNN, and five SGD steps of a small ResNet on one batch of
+//!   random data, whose loss must fall.
+//!
+//! Every case ([`CASE_SCRIPT`]) checks its outputs and gradients against a float64 CPU
+//! reference computed in the same script from the same inputs (rounded to the case's dtype). A
+//! floating tensor passes when `max |got - want| <= atol + rtol * max |want|` over the tensor:
+//! float32 rtol 1e-3, atol 1e-5; float16 rtol 1e-2, atol 1e-3; bfloat16 rtol 4e-2, atol 1e-2
+//! (`TOLERANCE` in case.py is where they live). Integer results (indices, counts) must be
+//! equal. A difference is [`run::Outcome::Wrong`], naming the tensor, the largest difference and
+//! the tolerance. An op the case's torch lacks (scaled dot-product attention before torch 2.0)
+//! is an error saying so; a profile lists it in `known-failures`.
+//!
+//! Only a real GPU proves the stack: without one every case fails with the reason. CPU mode
+//! (`ROCMFORGE_VERIFY_DEVICE=cpu` in the caller's environment, `ci/verify-cpu.sh`) runs the
+//! device side on the CPU, which proves the case programs and nothing about a GPU. The cases,
+//! the tolerances and a recorded CPU-mode run: docs/verify.md.
 
 pub mod run;
 
@@ -11,13 +38,121 @@ use serde::Serialize;
 /// The Python script each case runs (`python case.py '<case json>'`).
 pub const CASE_SCRIPT: &str = include_str!("case.py");
 
-/// One case of the matrix.
+/// The variable that switches CPU mode on, read by the case script; `verify` passes it only
+/// from the caller's environment (a profile may not set it: the recipe loader refuses it).
+pub use crate::recipe::VERIFY_DEVICE_VAR as DEVICE_VAR;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    Float32,
+    Float16,
+    Bfloat16,
+}
+
+impl Dtype {
+    fn short(self) -> &'static str {
+        match self {
+            Dtype::Float32 => "fp32",
+            Dtype::Float16 => "fp16",
+            Dtype::Bfloat16 => "bf16",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Cell {
+    Lstm,
+    Gru,
+}
+
+/// One case of the matrix: the op and the sizes the script reads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "op", rename_all = "kebab-case")]
 pub enum Op {
-    Conv { cin: u32, cout: u32, size: u32, kernel: u32, batch: u32 },
-    Batchnorm { channels: u32, size: u32, batch: u32 },
-    Matmul { n: u32 },
+    Conv {
+        cin: u32,
+        cout: u32,
+        size: u32,
+        kernel: u32,
+        batch: u32,
+    },
+    ConvBackward {
+        cin: u32,
+        cout: u32,
+        size: u32,
+        kernel: u32,
+        batch: u32,
+    },
+    Batchnorm {
+        channels: u32,
+        size: u32,
+        batch: u32,
+    },
+    GroupNorm {
+        channels: u32,
+        groups: u32,
+        size: u32,
+        batch: u32,
+    },
+    LayerNorm {
+        hidden: u32,
+        seq: u32,
+        batch: u32,
+    },
+    /// `n` x `n` values, about 62% zeros.
+    Nonzero {
+        n: u32,
+    },
+    Unique {
+        n: u32,
+    },
+    /// `n` values into `bins` (and a 64-row version along dim 1).
+    ScatterAdd {
+        n: u32,
+        bins: u32,
+    },
+    /// Sort of `n` values; row sort and top-`k` of `rows` x `cols`.
+    SortTopk {
+        n: u32,
+        rows: u32,
+        cols: u32,
+        k: u32,
+    },
+    /// `n` values, and as `rows` rows along dim 1; int32 too.
+    Cumsum {
+        n: u32,
+        rows: u32,
+    },
+    Rnn {
+        cell: Cell,
+        input: u32,
+        hidden: u32,
+        layers: u32,
+        seq: u32,
+        batch: u32,
+    },
+    Sdpa {
+        batch: u32,
+        heads: u32,
+        seq: u32,
+        dim: u32,
+    },
+    Matmul {
+        n: u32,
+        dtype: Dtype,
+    },
+    Adamw {
+        batch: u32,
+        size: u32,
+        steps: u32,
+    },
+    TrainResnet {
+        batch: u32,
+        size: u32,
+        steps: u32,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -28,11 +163,16 @@ pub struct Case {
 }
 
 impl Case {
+    fn new(id: impl Into<String>, op: Op) -> Case {
+        Case { id: id.into(), op }
+    }
+
     fn conv(cin: u32, cout: u32, size: u32, kernel: u32, batch: u32) -> Case {
-        Case {
-            id: format!("conv-{cin}-{cout}-s{size}-k{kernel}-b{batch}"),
-            op: Op::Conv { cin, cout, size, kernel, batch },
-        }
+        Case::new(format!("conv-{cin}-{cout}-s{size}-k{kernel}-b{batch}"), Op::Conv { cin, cout, size, kernel, batch })
+    }
+
+    fn batchnorm(channels: u32, size: u32, batch: u32) -> Case {
+        Case::new(format!("batchnorm-{channels}-s{size}-b{batch}"), Op::Batchnorm { channels, size, batch })
     }
 
     /// For people: `conv2d 3->64 224x224 k3 b1`.
@@ -41,10 +181,34 @@ impl Case {
             Op::Conv { cin, cout, size, kernel, batch } => {
                 format!("conv2d {cin}->{cout} {size}x{size} k{kernel} b{batch}")
             }
+            Op::ConvBackward { cin, cout, size, kernel, batch } => {
+                format!("conv2d fwd+bwd {cin}->{cout} {size}x{size} k{kernel} b{batch}")
+            }
             Op::Batchnorm { channels, size, batch } => {
                 format!("batchnorm fwd+bwd {channels}ch {size}x{size} b{batch}")
             }
-            Op::Matmul { n } => format!("matmul {n}x{n}"),
+            Op::GroupNorm { channels, groups, size, batch } => {
+                format!("groupnorm fwd+bwd {channels}ch {groups} groups {size}x{size} b{batch}")
+            }
+            Op::LayerNorm { hidden, seq, batch } => format!("layernorm fwd+bwd {seq}x{hidden} b{batch}"),
+            Op::Nonzero { n } => format!("nonzero {n}x{n} (exact)"),
+            Op::Unique { n } => format!("unique {n} int64+float (exact)"),
+            Op::ScatterAdd { n, bins } => format!("scatter_add fwd+bwd {n} -> {bins}"),
+            Op::SortTopk { n, rows, cols, k } => format!("sort {n}, topk{k} {rows}x{cols}, bwd"),
+            Op::Cumsum { n, rows } => format!("cumsum fwd+bwd {n}, {rows} rows, int32"),
+            Op::Rnn { cell, input, hidden, layers, seq, batch } => {
+                let name = match cell {
+                    Cell::Lstm => "lstm",
+                    Cell::Gru => "gru",
+                };
+                format!("{name} fwd+bwd {input}->{hidden} x{layers} seq{seq} b{batch}")
+            }
+            Op::Sdpa { batch, heads, seq, dim } => format!("sdpa fwd+bwd {heads}h {seq}x{dim} b{batch}"),
+            Op::Matmul { n, dtype } => format!("matmul fwd+bwd {n}x{n} {}", dtype.short()),
+            Op::Adamw { batch, size, steps } => format!("adamw {steps} steps, cnn {size}x{size} b{batch}"),
+            Op::TrainResnet { batch, size, steps } => {
+                format!("train resnet {steps} steps {size}x{size} b{batch}")
+            }
         }
     }
 
@@ -54,26 +218,57 @@ impl Case {
     }
 }
 
-/// The matrix, in the order it runs: 3->64 at every size, the channel pairs where the hangs
-/// were reported, kernel sizes, batch sizes, then batchnorm and a matmul.
-pub fn matrix() -> Vec<Case> {
-    let mut cases = Vec::new();
+/// The Conv2d forward sizes: 3->64 at every size, the channel pairs where the hangs were
+/// reported, kernel sizes, batch sizes (cin, cout, size, kernel, batch).
+fn conv_sizes() -> Vec<(u32, u32, u32, u32, u32)> {
+    let mut v = Vec::new();
     for size in [32, 40, 42, 44, 48, 56, 64, 128, 224, 512] {
-        cases.push(Case::conv(3, 64, size, 3, 1));
+        v.push((3, 64, size, 3, 1));
     }
     for (cin, cout, sizes) in [(16, 32, &[32, 48, 64][..]), (32, 64, &[48, 64][..]), (64, 128, &[64, 96][..])] {
         for &size in sizes {
-            cases.push(Case::conv(cin, cout, size, 3, 1));
+            v.push((cin, cout, size, 3, 1));
         }
     }
     for kernel in [1, 5, 7] {
-        cases.push(Case::conv(3, 64, 32, kernel, 1));
+        v.push((3, 64, 32, kernel, 1));
     }
     for batch in [2, 4, 8, 16] {
-        cases.push(Case::conv(3, 64, 32, 3, batch));
+        v.push((3, 64, 32, 3, batch));
     }
-    cases.push(Case { id: "batchnorm-64-s32-b4".into(), op: Op::Batchnorm { channels: 64, size: 32, batch: 4 } });
-    cases.push(Case { id: "matmul-1024".into(), op: Op::Matmul { n: 1024 } });
+    v
+}
+
+/// The matrix, in the order it runs: the inference cases first (conv forward, the first
+/// batchnorm, the float32 matmul: the original smoke test, ids unchanged), then training.
+pub fn matrix() -> Vec<Case> {
+    let mut cases: Vec<Case> = conv_sizes().into_iter().map(|(i, o, s, k, b)| Case::conv(i, o, s, k, b)).collect();
+    cases.push(Case::batchnorm(64, 32, 4));
+    cases.push(Case::new("matmul-1024", Op::Matmul { n: 1024, dtype: Dtype::Float32 }));
+    for (cin, cout, size, kernel, batch) in conv_sizes() {
+        cases.push(Case::new(
+            format!("conv-bwd-{cin}-{cout}-s{size}-k{kernel}-b{batch}"),
+            Op::ConvBackward { cin, cout, size, kernel, batch },
+        ));
+    }
+    for (channels, size, batch) in [(16, 8, 32), (128, 16, 8), (32, 112, 2), (256, 7, 16)] {
+        cases.push(Case::batchnorm(channels, size, batch));
+    }
+    cases.push(Case::new("groupnorm-64-g8-s32-b4", Op::GroupNorm { channels: 64, groups: 8, size: 32, batch: 4 }));
+    cases.push(Case::new("layernorm-512-t128-b8", Op::LayerNorm { hidden: 512, seq: 128, batch: 8 }));
+    cases.push(Case::new("nonzero", Op::Nonzero { n: 1000 }));
+    cases.push(Case::new("unique", Op::Unique { n: 200_000 }));
+    cases.push(Case::new("scatter-add", Op::ScatterAdd { n: 1 << 20, bins: 1000 }));
+    cases.push(Case::new("sort-topk", Op::SortTopk { n: 1 << 20, rows: 256, cols: 1000, k: 10 }));
+    cases.push(Case::new("cumsum", Op::Cumsum { n: 1 << 20, rows: 64 }));
+    for (id, cell) in [("lstm", Cell::Lstm), ("gru", Cell::Gru)] {
+        cases.push(Case::new(id, Op::Rnn { cell, input: 32, hidden: 64, layers: 2, seq: 50, batch: 8 }));
+    }
+    cases.push(Case::new("sdpa", Op::Sdpa { batch: 4, heads: 8, seq: 128, dim: 64 }));
+    cases.push(Case::new("matmul-fp16-1024", Op::Matmul { n: 1024, dtype: Dtype::Float16 }));
+    cases.push(Case::new("matmul-bf16-1024", Op::Matmul { n: 1024, dtype: Dtype::Bfloat16 }));
+    cases.push(Case::new("adamw-cnn", Op::Adamw { batch: 16, size: 32, steps: 3 }));
+    cases.push(Case::new("train-resnet", Op::TrainResnet { batch: 32, size: 32, steps: 5 }));
     cases
 }
 
@@ -92,23 +287,62 @@ mod tests {
             assert!(ids.contains(&id), "{id} missing");
         }
         assert!(ids.contains(&"conv-3-64-s32-k3-b16"));
+        // The original smoke test's ids, in its order, come first.
+        let first: Vec<&str> = m.iter().take(26).map(|c| c.id.as_str()).collect();
+        assert_eq!(first[0], "conv-3-64-s32-k3-b1");
+        assert_eq!(&first[24..], ["batchnorm-64-s32-b4", "matmul-1024"]);
     }
 
-    /// The shipped profiles' known hangs name cases of this matrix.
+    /// Every forward conv has its backward twin, with the same sizes.
+    #[test]
+    fn every_conv_size_has_a_backward_case() {
+        let m = matrix();
+        let forward: Vec<&Case> = m.iter().filter(|c| matches!(c.op, Op::Conv { .. })).collect();
+        assert_eq!(forward.len(), 24);
+        for f in forward {
+            let Op::Conv { cin, cout, size, kernel, batch } = f.op else { unreachable!() };
+            let id = f.id.replacen("conv-", "conv-bwd-", 1);
+            let b = m.iter().find(|c| c.id == id).unwrap_or_else(|| panic!("no {id}"));
+            assert_eq!(b.op, Op::ConvBackward { cin, cout, size, kernel, batch });
+        }
+    }
+
+    /// The script has a case for every op of the matrix and a tolerance for every dtype, under
+    /// the names the JSON gives them.
+    #[test]
+    fn the_script_knows_every_op_and_dtype() {
+        for c in matrix() {
+            let json: serde_json::Value = serde_json::from_str(&c.json()).unwrap();
+            let op = json["op"].as_str().unwrap();
+            assert!(CASE_SCRIPT.contains(&format!("    \"{op}\": ")), "case.py has no `{op}` in CASES ({})", c.id);
+            if let Some(d) = json.get("dtype") {
+                let d = d.as_str().unwrap();
+                assert!(CASE_SCRIPT.contains(&format!("    \"{d}\": (")), "case.py has no tolerance for {d}");
+            }
+        }
+        assert!(CASE_SCRIPT.contains(DEVICE_VAR));
+    }
+
+    /// The shipped profiles' known hangs and known failures name cases of this matrix.
     #[test]
     fn known_hangs_of_the_embedded_stacks_are_cases() {
         let tree = crate::recipe::RecipeTree::embedded();
         let ids: Vec<String> = matrix().into_iter().map(|c| c.id).collect();
-        let mut seen = 0;
+        let (mut hangs, mut failures) = (0, 0);
         for s in crate::recipe::load_all(&tree).expect("embedded recipes load") {
             for p in s.profiles.values() {
                 for h in &p.known_hangs {
                     assert!(ids.contains(h), "{}: profile {} lists unknown case {h}", s.name, p.name);
-                    seen += 1;
+                    hangs += 1;
+                }
+                for f in &p.known_failures {
+                    assert!(ids.contains(f), "{}: profile {} lists unknown case {f}", s.name, p.name);
+                    failures += 1;
                 }
             }
         }
-        assert!(seen > 0, "the 5.7 fallback lists its known hangs");
+        assert!(hangs > 0, "the 5.7 fallback lists its known hangs");
+        assert!(failures > 0, "the 5.2 fallback lists sdpa, which torch 1.13 lacks");
     }
 
     #[test]
@@ -117,6 +351,13 @@ mod tests {
         assert_eq!(
             c.json(),
             r#"{"id":"conv-16-32-s48-k3-b1","op":"conv","cin":16,"cout":32,"size":48,"kernel":3,"batch":1}"#
+        );
+        let m = matrix();
+        let json = |id: &str| m.iter().find(|c| c.id == id).unwrap().json();
+        assert_eq!(json("matmul-bf16-1024"), r#"{"id":"matmul-bf16-1024","op":"matmul","n":1024,"dtype":"bfloat16"}"#);
+        assert_eq!(
+            json("lstm"),
+            r#"{"id":"lstm","op":"rnn","cell":"lstm","input":32,"hidden":64,"layers":2,"seq":50,"batch":8}"#
         );
     }
 }

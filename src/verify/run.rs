@@ -2,7 +2,10 @@
 //! a timeout. A case that outlives it is a HANG: every process of the case (group members, token
 //! carriers, their descendants, a child that ignores SIGTERM included) is stopped as a build step
 //! is (`engine::reap`), and the run goes on. A case that ends leaves nothing running either.
-//! Output goes to files, never pipes, so a lingering grandchild cannot block the reading.
+//! Output goes to files, never pipes, so a lingering grandchild cannot block the reading. The
+//! script's tagged lines on stdout say what it found: the torch it imported (`ROCMFORGE-TORCH`),
+//! a result that differs from the reference (`ROCMFORGE-WRONG`), the times of a pass
+//! (`ROCMFORGE-RESULT`).
 
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
@@ -23,9 +26,22 @@ pub enum Outcome {
     Pass,
     /// Outlived its timeout.
     Hang,
+    /// Ran to its end, but an output or gradient differs from the float64 CPU reference: the
+    /// message names the tensor, the largest difference and the tolerance.
+    Wrong(String),
     /// Raised, exited non-zero or died of a signal: the message says which, with the case's
     /// last line of error output.
     Error(String),
+}
+
+/// What the case's Python imported, as it printed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Versions {
+    pub torch: String,
+    /// `torch.version.hip` (none for a torch built without ROCm).
+    pub hip: Option<String>,
+    /// `cuda` (the GPU, through HIP) or `cpu` (CPU mode).
+    pub device: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -41,8 +57,12 @@ pub struct CaseResult {
     pub wall_s: f64,
     /// The profile lists the case as a known hang.
     pub known_hang: bool,
-    /// The result is one the profile expects (a pass, or a hang it lists).
+    /// The profile lists the case as a known failure (an error or a wrong result).
+    pub known_failure: bool,
+    /// The result is one the profile expects (a pass, a hang it lists, a failure it lists).
     pub expected: bool,
+    /// The torch the case imported (none when it did not get that far).
+    pub versions: Option<Versions>,
 }
 
 /// What every case runs with.
@@ -54,9 +74,19 @@ pub struct Runner {
     /// Where the script and each case's output go.
     pub dir: PathBuf,
     pub known_hangs: Vec<String>,
+    pub known_failures: Vec<String>,
 }
 
 const RESULT_TAG: &str = "ROCMFORGE-RESULT ";
+const WRONG_TAG: &str = "ROCMFORGE-WRONG ";
+const TORCH_TAG: &str = "ROCMFORGE-TORCH ";
+
+/// What one process of a case left.
+struct Ended {
+    outcome: Outcome,
+    times: Option<(f64, f64)>,
+    versions: Option<Versions>,
+}
 
 impl Runner {
     /// Writes the case script into `dir`.
@@ -70,29 +100,33 @@ impl Runner {
     /// Runs one case to its end or its timeout.
     pub fn run(&self, script: &Path, case: &Case) -> CaseResult {
         let known_hang = self.known_hangs.contains(&case.id);
+        let known_failure = self.known_failures.contains(&case.id);
         let start = Instant::now();
-        let (outcome, times) = match self.run_process(script, case) {
-            Ok(r) => r,
-            Err(e) => (Outcome::Error(format!("cannot run `{}`: {e}", self.python.display())), None),
-        };
-        let expected = match &outcome {
+        let ended = self.run_process(script, case).unwrap_or_else(|e| Ended {
+            outcome: Outcome::Error(format!("cannot run `{}`: {e}", self.python.display())),
+            times: None,
+            versions: None,
+        });
+        let expected = match &ended.outcome {
             Outcome::Pass => true,
             Outcome::Hang => known_hang,
-            Outcome::Error(_) => false,
+            Outcome::Wrong(_) | Outcome::Error(_) => known_failure,
         };
         CaseResult {
             id: case.id.clone(),
             describe: case.describe(),
-            outcome,
-            first_s: times.map(|t| t.0),
-            cached_s: times.map(|t| t.1),
+            outcome: ended.outcome,
+            first_s: ended.times.map(|t| t.0),
+            cached_s: ended.times.map(|t| t.1),
             wall_s: start.elapsed().as_secs_f64(),
             known_hang,
+            known_failure,
             expected,
+            versions: ended.versions,
         }
     }
 
-    fn run_process(&self, script: &Path, case: &Case) -> std::io::Result<(Outcome, Option<(f64, f64)>)> {
+    fn run_process(&self, script: &Path, case: &Case) -> std::io::Result<Ended> {
         let out_path = self.dir.join(format!("{}.out", case.id));
         let err_path = self.dir.join(format!("{}.err", case.id));
         let token = format!(
@@ -127,31 +161,33 @@ impl Runner {
         };
         // Whatever the case left (or, on a hang, all of it) is stopped: SIGTERM, then SIGKILL.
         reap::stop(&group, None, Stop { grace: status.is_none(), reap: false, give_up: Duration::from_secs(10) });
-        let status = match status {
-            Some(s) => s,
-            None => {
-                let _ = child.wait();
-                return Ok((Outcome::Hang, None));
-            }
-        };
+        if status.is_none() {
+            let _ = child.wait();
+        }
         let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
         let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
-        let times = stdout.lines().rev().find_map(|l| l.strip_prefix(RESULT_TAG)).and_then(parse_times);
-        if status.success() {
-            return Ok(match times {
-                Some(t) => (Outcome::Pass, Some(t)),
-                None => {
-                    (Outcome::Error(format!("exited 0 without a result line; {}", last_line(&stderr, &stdout))), None)
-                }
-            });
-        }
-        use std::os::unix::process::ExitStatusExt;
-        let how = match (status.code(), status.signal()) {
-            (Some(c), _) => format!("exit status {c}"),
-            (None, Some(s)) => format!("killed by signal {s}{}", signal_name(s)),
-            _ => "failed".into(),
+        let tagged = |tag: &str| stdout.lines().rev().find_map(|l| l.strip_prefix(tag)).map(str::trim);
+        let versions = tagged(TORCH_TAG).and_then(|j| serde_json::from_str(j).ok());
+        let times = tagged(RESULT_TAG).and_then(parse_times);
+        let outcome = match (status, tagged(WRONG_TAG)) {
+            (None, _) => Outcome::Hang,
+            (Some(_), Some(wrong)) => Outcome::Wrong(wrong.to_string()),
+            (Some(s), None) if s.success() && times.is_some() => Outcome::Pass,
+            (Some(s), None) if s.success() => {
+                Outcome::Error(format!("exited 0 without a result line; {}", last_line(&stderr, &stdout)))
+            }
+            (Some(s), None) => {
+                use std::os::unix::process::ExitStatusExt;
+                let how = match (s.code(), s.signal()) {
+                    (Some(c), _) => format!("exit status {c}"),
+                    (None, Some(sig)) => format!("killed by signal {sig}{}", signal_name(sig)),
+                    _ => "failed".into(),
+                };
+                Outcome::Error(format!("{how}: {}", last_line(&stderr, &stdout)))
+            }
         };
-        Ok((Outcome::Error(format!("{how}: {}", last_line(&stderr, &stdout))), None))
+        let times = if outcome == Outcome::Pass { times } else { None };
+        Ok(Ended { outcome, times, versions })
     }
 }
 
@@ -166,7 +202,7 @@ fn last_line(stderr: &str, stdout: &str) -> String {
         .lines()
         .chain(stdout.lines())
         .rev()
-        .find(|l| !l.trim().is_empty() && !l.starts_with(RESULT_TAG))
+        .find(|l| !l.trim().is_empty() && !l.starts_with("ROCMFORGE-"))
         .map(|l| l.trim().chars().take(300).collect())
         .unwrap_or_else(|| "no output".into())
 }

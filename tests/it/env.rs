@@ -83,7 +83,8 @@ impl EnvStack {
     /// `rocmforge env` output (stdout, stderr) with `extra` in its environment.
     fn env_lines(&self, args: &[&str], extra: &[(&str, &str)]) -> (String, String) {
         let mut c = self.cmd();
-        c.arg("env").args(args);
+        // A host without a GPU, whatever this machine has: the card line is `no AMD GPU found`.
+        c.arg("env").args(args).env("ROCMFORGE_HOST_ROOT", self.home.path().join("no-gpu-host"));
         for (k, v) in extra {
             c.env(k, v);
         }

@@ -180,7 +180,14 @@ fn fallback_stacks_plan_lock_from_the_index_pages_and_publish_into_their_own_ind
 #[test]
 fn env_of_the_rocm_5_7_fallback_sets_its_profile() {
     let f = Fallbacks::new();
-    let out = f.cmd("rocm-5.7-binary").args(["env", "--shell", "bash"]).output().unwrap();
+    // An RX 5700 XT (PCI 1002:731f) whose driver gives no KFD node: the card line says so.
+    let host = f.home.path().join("host");
+    for (file, text) in [("vendor", "0x1002\n"), ("device", "0x731f\n"), ("class", "0x030000\n")] {
+        std::fs::create_dir_all(host.join("sys/bus/pci/devices/0000:03:00.0")).unwrap();
+        std::fs::write(host.join("sys/bus/pci/devices/0000:03:00.0").join(file), text).unwrap();
+    }
+    let out =
+        f.cmd("rocm-5.7-binary").args(["env", "--shell", "bash"]).env("ROCMFORGE_HOST_ROOT", &host).output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
     let lines = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(lines.contains("export HSA_OVERRIDE_GFX_VERSION='10.3.0'"), "{lines}");
@@ -217,6 +224,30 @@ fn the_5_2_fallback_runs_a_gfx1010_as_the_gfx1030_its_wheel_carries_and_refuses_
         "{}",
         text(&doctor)
     );
+    // verify runs its cases under that profile and says why (a stand-in Python passes the case).
+    let python = f.home.path().join("stand-in-python");
+    std::fs::write(
+        &python,
+        "#!/bin/sh\necho \"ROCMFORGE-RESULT {\\\"first\\\": 1.0, \\\"cached\\\": 0.5}\"\nenv > \"$0.env\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let verify = f
+        .cmd(stack)
+        .args(["verify", "--case", "matmul-1024", "--target", "gfx1010", "--python"])
+        .arg(&python)
+        .output()
+        .unwrap();
+    assert!(verify.status.success(), "{}", text(&verify));
+    assert!(
+        String::from_utf8_lossy(&verify.stdout)
+            .contains("profile: gfx1030-override (the wheels carry no gfx1010 code (torch-1.13.1+rocm5.2"),
+        "{}",
+        text(&verify)
+    );
+    let case_env = std::fs::read_to_string(f.home.path().join("stand-in-python.env")).unwrap();
+    assert!(case_env.contains("HSA_OVERRIDE_GFX_VERSION=10.3.0\n"), "{case_env}");
     // A profile asked for by name is kept, with a warning that the card finds no code.
     let out = f
         .cmd(stack)

@@ -1,10 +1,12 @@
 //! `rocmforge verify` against a stand-in Python: a shell script that ignores the torch code and
-//! does per case what a control file says: pass, raise, crash by a signal, or hang (with a child
-//! that ignores SIGTERM and one in its own session). Hangs are reported within the timeout, the
-//! run goes on to the next case, nothing of a case is left running (processes are found in /proc
-//! by a marker in their environment), and the exit status says whether the profile expected it.
+//! does per case what a control file says: pass, raise, crash by a signal, report a wrong result
+//! as case.py does, or hang (with a child that ignores SIGTERM and one in its own session). Hangs
+//! are reported within the timeout, the run goes on to the next case, nothing of a case is left
+//! running (processes are found in /proc by a marker in their environment), and the exit status
+//! says whether the profile expected it. The host is a fake one (`ROCMFORGE_HOST_ROOT`) with an
+//! RX 5700 XT, so the card line is known.
 
-use crate::support::text;
+use crate::support::{scrub, text};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
@@ -23,19 +25,26 @@ default-profile = "gemm-only"
 description = "known to hang on 16->32 at 48x48"
 env = { HSA_OVERRIDE_GFX_VERSION = "10.3.0", MIOPEN_DEBUG_CONV_GEMM = "1" }
 known-hangs = ["conv-16-32-s48-k3-b1"]
+known-failures = ["sdpa"]
 "#;
 
 const WHEEL_RECIPE: &str = "[package]\nname = \"w\"\nversion = \"1.0\"\nsummary = \"x\"\n\n[source]\nurl = \"https://example.invalid/w-1.0-py3-none-any.whl\"\nsha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"\n\n[build]\nsystem = \"prebuilt-wheel\"\n\n[targets]\ngpu = false\n";
 
-/// The stand-in: `python <script> <case json>`. It records the environment the case ran with.
+/// The difference a wrong case reports, in the form case.py's `difference` writes it.
+const WRONG: &str = "grad weight (first call): max abs diff 0.31 > tolerance 0.0012 (float32: atol 1e-05 + rtol 0.001 x largest reference magnitude 1.19)";
+
+/// The stand-in: `python <script> <case json>`. It records the environment the case ran with and
+/// prints the torch line as case.py does.
 const STAND_IN: &str = r#"#!/bin/bash
 id=$(printf '%s' "$2" | sed -e 's/.*"id":"\([^"]*\)".*/\1/')
 what=$(awk -v id="$id" '$1 == id { print $2 }' "$RF_VERIFY_CONTROL")
 env > "$RF_VERIFY_ENVS/$id"
 export RF_VERIFY_MARK
+printf 'ROCMFORGE-TORCH {"torch": "2.6.0+rocm6.2.4.gfx1010", "hip": "6.2.41134-0", "device": "%s"}\n' "${ROCMFORGE_VERIFY_DEVICE:-cuda}"
 case "$what" in
   raise) printf 'Traceback (most recent call last):\n  File "case.py", line 9\nRuntimeError: HIP error: invalid device function\n' >&2; exit 1 ;;
   crash) kill -SEGV $$ ;;
+  wrong) echo "ROCMFORGE-WRONG $RF_VERIFY_WRONG"; echo "$RF_VERIFY_WRONG" >&2; exit 1 ;;
   hang)
     bash -c 'trap "" TERM; while :; do sleep 1; done' &
     setsid bash -c 'sleep 300' &
@@ -56,6 +65,7 @@ struct Verify {
     control: PathBuf,
     envs: PathBuf,
     mark: String,
+    host: PathBuf,
 }
 
 impl Verify {
@@ -74,7 +84,24 @@ impl Verify {
         std::fs::create_dir_all(&envs).unwrap();
         let mark = format!("verify-{}-{}", std::process::id(), home.path().file_name().unwrap().to_string_lossy());
         let control = home.path().join("control");
-        Verify { home, tree, python, control, envs, mark }
+        // An RX 5700 XT as the amdgpu driver shows it, and AMD's packaged driver.
+        let host = home.path().join("host");
+        for (file, text) in [
+            ("sys/class/kfd/kfd/topology/nodes/0/properties", "gfx_target_version 0\nvendor_id 0\ndevice_id 0\n"),
+            (
+                "sys/class/kfd/kfd/topology/nodes/1/properties",
+                "gfx_target_version 100100\nvendor_id 4098\ndevice_id 29471\n",
+            ),
+            ("sys/module/amdgpu/version", "6.8.5\n"),
+        ] {
+            std::fs::create_dir_all(host.join(file).parent().unwrap()).unwrap();
+            std::fs::write(host.join(file), text).unwrap();
+        }
+        Verify { home, tree, python, control, envs, mark, host }
+    }
+
+    fn stack_toml(&self) -> PathBuf {
+        self.tree.join("recipes/verifystack/stack.toml")
     }
 
     fn control(&self, lines: &[(&str, &str)]) {
@@ -83,8 +110,12 @@ impl Verify {
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        rocmforge(self.home.path())
-            .arg("--recipes")
+        self.run_with(args, &[])
+    }
+
+    fn run_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut c = rocmforge(self.home.path());
+        c.arg("--recipes")
             .arg(&self.tree)
             .arg("verify")
             .arg("--python")
@@ -93,10 +124,19 @@ impl Verify {
             .env("RF_VERIFY_CONTROL", &self.control)
             .env("RF_VERIFY_ENVS", &self.envs)
             .env("RF_VERIFY_MARK", &self.mark)
+            .env("RF_VERIFY_WRONG", WRONG)
             .env("MIOPEN_DEBUG_CONV_GEMM", "0")
-            .timeout(Duration::from_secs(120))
-            .output()
-            .unwrap()
+            .env("ROCMFORGE_HOST_ROOT", &self.host)
+            .timeout(Duration::from_secs(120));
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    }
+
+    fn report(&self, rel: &str) -> serde_json::Value {
+        let file = self.state().join("state/rocmforge/verify/verifystack").join(rel);
+        serde_json::from_slice(&std::fs::read(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()))).unwrap()
     }
 
     fn case_env(&self, id: &str) -> String {
@@ -116,7 +156,10 @@ fn hangs_are_reported_within_the_timeout_the_run_goes_on_and_nothing_is_left() {
         ("conv-3-64-s44-k3-b1", "crash"),
         ("conv-3-64-s64-k3-b1", "hang"),
         ("conv-16-32-s48-k3-b1", "hang"),
+        ("conv-bwd-32-64-s48-k3-b1", "wrong"),
+        ("sdpa", "raise"),
     ]);
+    let cases = rocmforge::verify::matrix().len();
     let start = Instant::now();
     let out = v.run(&["--timeout", "1"]);
     let took = start.elapsed();
@@ -138,27 +181,60 @@ fn hangs_are_reported_within_the_timeout_the_run_goes_on_and_nothing_is_left() {
     assert!(line("conv-3-64-s64-k3-b1").contains("HANG after"), "{stdout}");
     assert!(!line("conv-3-64-s64-k3-b1").contains("known"), "{stdout}");
     assert!(line("conv-16-32-s48-k3-b1").contains("HANG (known)"), "{stdout}");
+    // A wrong result is a failure of its own kind, with the difference; a known failure is known.
+    assert!(line("conv-bwd-32-64-s48-k3-b1").ends_with(&format!("  WRONG: {WRONG}")), "{stdout}");
+    assert!(line("sdpa").contains("error (known): exit status 1: RuntimeError"), "{stdout}");
     // The run went on after each hang, to the last case.
     assert!(line("matmul-1024").ends_with("  pass"), "{stdout}");
-    assert!(stdout.contains("26 case(s): 22 pass, 1 known hang(s), 3 unexpected"), "{stdout}");
+    assert!(line("train-resnet").ends_with("  pass"), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "{cases} case(s): {} pass, 1 known hang(s), 1 known failure(s), 4 unexpected; torch 2.6.0+rocm6.2.4.gfx1010, HIP 6.2.41134-0; report ",
+            cases - 6
+        )),
+        "{stdout}"
+    );
+    // The card and the driver, and how each was found.
+    assert!(
+        stdout.lines().any(|l| l == "card: gfx1010 (Navi 10 (RX 5600/5700, W5700)): KFD node 1, PCI 1002:731f"),
+        "{stdout}"
+    );
+    assert!(stdout.lines().any(|l| l == "driver: amdgpu 6.8.5 (/sys/module/amdgpu/version)"), "{stdout}");
+    assert!(!stdout.contains("CPU MODE"), "{stdout}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("compiles MIOpen's kernels"), "{stderr}");
-    // Two hangs of 1 s each, 24 quick cases: far from 2 x 300 s.
-    assert!(took < Duration::from_secs(40), "took {took:?}");
+    // Two hangs of 1 s each, the other cases quick: far from 2 x 300 s.
+    assert!(took < Duration::from_secs(60), "took {took:?}");
     assert!(marked(&v.mark).is_empty(), "processes left behind: {:?}", marked(&v.mark));
 
     // The report: the same results, each hang ended within the timeout and its grace.
-    let report: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(v.state().join("state/rocmforge/verify/verifystack/latest.json")).unwrap(),
-    )
-    .unwrap();
+    let report = v.report("latest.json");
     let results = report["results"].as_array().unwrap();
-    assert_eq!(results.len(), 26);
-    let hang = results.iter().find(|r| r["id"] == "conv-3-64-s64-k3-b1").unwrap();
+    assert_eq!(results.len(), cases);
+    let result = |id: &str| results.iter().find(|r| r["id"] == id).unwrap();
+    let hang = result("conv-3-64-s64-k3-b1");
     assert_eq!(hang["result"], "hang");
     assert!(hang["wall_s"].as_f64().unwrap() < 3.0, "{hang}");
-    assert_eq!(report["unexpected"], 3);
+    // The hang printed its torch line before it hung: it is kept.
+    assert_eq!(hang["versions"]["torch"], "2.6.0+rocm6.2.4.gfx1010");
+    let wrong = result("conv-bwd-32-64-s48-k3-b1");
+    assert_eq!(
+        (&wrong["result"], &wrong["message"], &wrong["expected"]),
+        (&"wrong".into(), &WRONG.into(), &false.into())
+    );
+    let sdpa = result("sdpa");
+    assert_eq!(
+        (&sdpa["result"], &sdpa["known_failure"], &sdpa["expected"]),
+        (&"error".into(), &true.into(), &true.into())
+    );
+    assert_eq!(report["unexpected"], 4);
     assert_eq!(report["profile"], "gemm-only");
+    assert_eq!(report["device"], "gpu");
+    assert_eq!(report["torch"], "2.6.0+rocm6.2.4.gfx1010");
+    assert_eq!(report["hip"], "6.2.41134-0");
+    assert_eq!(report["card"], "gfx1010 (Navi 10 (RX 5600/5700, W5700)): KFD node 1, PCI 1002:731f");
+    assert_eq!(report["gpus"][0]["pci_id"], "1002:731f");
+    assert_eq!(report["driver"], "amdgpu 6.8.5 (/sys/module/amdgpu/version)");
 
     // Every case ran with the profile's settings over the caller's, and one shared MIOpen cache.
     let env = v.case_env("conv-3-64-s32-k3-b1");
@@ -167,6 +243,139 @@ fn hangs_are_reported_within_the_timeout_the_run_goes_on_and_nothing_is_left() {
     let db = |id: &str| v.case_env(id).lines().find(|l| l.starts_with("MIOPEN_USER_DB_PATH=")).map(str::to_string);
     assert!(db("conv-3-64-s32-k3-b1").is_some());
     assert_eq!(db("conv-3-64-s32-k3-b1"), db("matmul-1024"));
+    // No CPU mode unless the caller asks.
+    assert!(!env.contains("ROCMFORGE_VERIFY_DEVICE"), "{env}");
+}
+
+/// The stand-in's wrong line has the form case.py writes: the tag, the tensor and call, then the
+/// difference against the tolerance.
+#[test]
+fn the_stand_in_reports_a_difference_as_case_py_does() {
+    let script = rocmforge::verify::CASE_SCRIPT;
+    for piece in [
+        "print(\"ROCMFORGE-WRONG \" + what",
+        "wrong(f\"{name} ({call}): {d}\")",
+        "f\"max abs diff {diff:.3g} > tolerance {tol:.3g} \"",
+        "f\"({DTYPE_NAME}: atol {atol:g} + rtol {rtol:g} x largest reference magnitude {scale:.3g})\"",
+        "check(got, want, \"first call\")",
+        "\"float32\": (1e-3, 1e-5)",
+    ] {
+        assert!(script.contains(piece), "case.py no longer has {piece}");
+    }
+    assert!(
+        WRONG.starts_with("grad weight (first call): max abs diff ")
+            && WRONG.ends_with(" x largest reference magnitude 1.19)")
+    );
+}
+
+/// `--markdown`: what a user pastes into an issue. Stable as it is: the stand-in's times are
+/// fixed, a hang shows the timeout rather than its wall time, paths are scrubbed.
+#[test]
+fn markdown_is_a_table_to_paste_into_an_issue() {
+    let v = Verify::new();
+    v.control(&[
+        ("conv-3-64-s40-k3-b1", "raise"),
+        ("conv-3-64-s44-k3-b1", "crash"),
+        ("conv-16-32-s48-k3-b1", "hang"),
+        ("conv-bwd-3-64-s48-k3-b1", "wrong"),
+        ("sdpa", "raise"),
+    ]);
+    let out = v.run(&["--timeout", "1", "--markdown"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("### rocmforge verify: verifystack\n"), "only the Markdown on stdout: {stdout}");
+    insta::assert_snapshot!("verify_markdown", scrub(&stdout, v.home.path()));
+}
+
+/// CPU mode: only from the caller's environment, loud in every output, saved apart; any other
+/// value of the variable is refused, and so is a profile that sets it.
+#[test]
+fn cpu_mode_comes_from_the_caller_only_and_says_so_loudly() {
+    let v = Verify::new();
+    v.control(&[]);
+    let cpu = [("ROCMFORGE_VERIFY_DEVICE", "cpu")];
+    let out = v.run_with(&["--case", "conv-3-64-s32-k3-b1"], &cpu);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let loud = "CPU MODE: this proves the case programs, not a GPU";
+    assert_eq!(stdout.lines().next(), Some(loud), "{stdout}");
+    assert_eq!(stdout.lines().last(), Some(loud), "{stdout}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains(loud), "{}", text(&out));
+    assert!(v.case_env("conv-3-64-s32-k3-b1").lines().any(|l| l == "ROCMFORGE_VERIFY_DEVICE=cpu"));
+    // Saved apart from the GPU's reports.
+    let report = v.report("cpu/latest.json");
+    assert_eq!(report["device"], "cpu");
+    assert_eq!(report["results"][0]["versions"]["device"], "cpu");
+    assert!(!v.state().join("state/rocmforge/verify/verifystack/latest.json").exists());
+
+    let out = v.run_with(&["--case", "conv-3-64-s32-k3-b1", "--markdown"], &cpu);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("| device | **{loud}** |")), "{}", text(&out));
+    let out = v.run_with(&["--case", "conv-3-64-s32-k3-b1", "--json"], &cpu);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["device"], "cpu");
+
+    let out = v.run_with(&["--case", "conv-3-64-s32-k3-b1"], &[("ROCMFORGE_VERIFY_DEVICE", "gpu")]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the only value it takes is `cpu`"), "{}", text(&out));
+
+    // A profile cannot switch it on.
+    let t = std::fs::read_to_string(v.stack_toml()).unwrap();
+    std::fs::write(
+        v.stack_toml(),
+        t.replace(
+            "MIOPEN_DEBUG_CONV_GEMM = \"1\" }",
+            "MIOPEN_DEBUG_CONV_GEMM = \"1\", ROCMFORGE_VERIFY_DEVICE = \"cpu\" }",
+        ),
+    )
+    .unwrap();
+    let out = v.run(&["--case", "conv-3-64-s32-k3-b1"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("stack.toml:11:")
+            && err.contains(
+                "profile `gemm-only` sets `ROCMFORGE_VERIFY_DEVICE`, which only the caller's environment may set"
+            ),
+        "{err}"
+    );
+}
+
+/// `known-failures` is checked as `known-hangs` is: ids once, in one list, of the matrix.
+#[test]
+fn known_failures_are_checked_like_known_hangs() {
+    let v = Verify::new();
+    v.control(&[]);
+    let t = std::fs::read_to_string(v.stack_toml()).unwrap();
+    std::fs::write(
+        v.stack_toml(),
+        t.replace(
+            "known-failures = [\"sdpa\"]",
+            "known-failures = [\"sdpa\", \"lstm\", \"sdpa\", \"conv-16-32-s48-k3-b1\"]",
+        ),
+    )
+    .unwrap();
+    let out = v.run(&["--case", "lstm"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for msg in [
+        "`sdpa` is listed twice in `known-failures`",
+        "`conv-16-32-s48-k3-b1` is listed in both `known-hangs` and `known-failures`",
+    ] {
+        assert!(err.contains(msg) && err.contains("stack.toml:13:"), "{msg}\n{err}");
+    }
+
+    std::fs::write(
+        v.stack_toml(),
+        t.replace("known-failures = [\"sdpa\"]", "known-failures = [\"sdpa\", \"nonzero-9\"]"),
+    )
+    .unwrap();
+    let out = v.run(&["--case", "lstm"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("recipes/verifystack/stack.toml: profile `gemm-only` lists known failure `nonzero-9`, which is no case of the verify matrix"),
+        "{err}"
+    );
 }
 
 #[test]
