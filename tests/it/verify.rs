@@ -425,3 +425,38 @@ fn the_case_script_runs_under_a_real_python_and_its_error_is_shown() {
         text(&out)
     );
 }
+
+/// `verify --list` shows the training cases beside the Conv2d forward matrix, one line each,
+/// with what it runs.
+#[test]
+fn list_shows_the_training_cases() {
+    let home = tempfile::tempdir().unwrap();
+    let out = rocmforge(home.path()).args(["verify", "--list"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let list = String::from_utf8_lossy(&out.stdout);
+    let ids: Vec<&str> = list.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    for id in [
+        "conv-3-64-s32-k3-b1",
+        "conv-bwd-3-64-s32-k3-b1",
+        "batchnorm-256-s7-b16",
+        "groupnorm-64-g8-s32-b4",
+        "layernorm-512-t128-b8",
+        "nonzero",
+        "unique",
+        "scatter-add",
+        "sort-topk",
+        "cumsum",
+        "lstm",
+        "gru",
+        "sdpa",
+        "matmul-fp16-1024",
+        "matmul-bf16-1024",
+        "adamw-cnn",
+        "train-resnet",
+    ] {
+        assert!(ids.contains(&id), "`{id}` missing from verify --list:\n{list}");
+    }
+    assert_eq!(ids.len(), list.lines().count(), "one case per line");
+    let bwd = list.lines().find(|l| l.starts_with("conv-bwd-3-64-s32-k3-b1 ")).unwrap();
+    assert!(bwd.contains("conv2d fwd+bwd 3->64 32x32 k3 b1"), "{bwd}");
+}
