@@ -62,7 +62,9 @@
 //!    machines that should share artifacts.
 //! 7. What each host tool *is*, by its `--version` output: see [Toolchain
 //!    identity](#toolchain-identity). Empty for source-only recipes: they compile nothing, so a
-//!    compiler update does not re-key their source trees.
+//!    compiler update does not re-key their source trees. A prebuilt wheel's adds one more line,
+//!    [`PREBUILT_WHEEL_TOOL`]: what rocmforge itself does to the download (clears executable
+//!    stacks, records the GPU code), so a change there re-keys those artifacts and nothing else.
 //! 8. A dependency's key covers its own inputs, so a change upstream re-keys all that is
 //!    downstream, transitively.
 //! 9. These say where or when, not what: they differ between machines and change with every
@@ -165,6 +167,10 @@ use crate::target::TargetSet;
 /// stable path (`-ffile-prefix-map`, `engine::systems`), so debug info and `__FILE__` no longer
 /// name it: artifacts of format 2 hold other bytes.
 pub const CACHE_FORMAT: u32 = 3;
+
+/// The toolchain line of prebuilt-wheel recipes: rocmforge's own treatment of the downloaded
+/// wheel (`wheel::execstack`, `gpu_code`). Bump its number when that changes what is stored.
+pub const PREBUILT_WHEEL_TOOL: &str = "rocmforge prebuilt-wheel: noexecstack 1, gpu-targets record 1";
 
 /// Host environment variables a build reads that change its output. Anything else is left out
 /// of both the key and the build's environment (except the pass-through list in `engine::systems::step_env`).

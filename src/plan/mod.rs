@@ -284,7 +284,13 @@ pub fn resolve(
             targets: key::targets_of(targets.targets()),
             prefix: opts.prefix.display().to_string(),
             env: if host_facts { host.env.clone() } else { BTreeMap::new() },
-            toolchain: if host_facts { host.toolchain.clone() } else { String::new() },
+            toolchain: match (host_facts, r.build.system) {
+                (false, _) => String::new(),
+                (true, crate::recipe::BuildSystem::PrebuiltWheel) => {
+                    format!("{}\n{}", host.toolchain, key::PREBUILT_WHEEL_TOOL)
+                }
+                (true, _) => host.toolchain.clone(),
+            },
             host_os: if host_facts { host.os.clone() } else { String::new() },
             deps: graph.deps_of(name).into_iter().map(|d| (d.to_string(), keys[d].to_string())).collect(),
         };

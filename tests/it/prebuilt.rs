@@ -359,8 +359,12 @@ fn a_prebuilt_wheel_asking_for_an_executable_stack_is_published_with_it_cleared(
     assert!(project.join(fixed).is_file() && !project.join(name).exists());
     // The pin is still the download's.
     let plan: serde_json::Value = serde_json::from_str(&e.ok(&["plan", "rfexec", "--json"])).unwrap();
-    let pin = plan["recipes"].as_array().unwrap().iter().find(|r| r["name"] == "rfexec").unwrap()["pin"].to_string();
+    let entry = plan["recipes"].as_array().unwrap().iter().find(|r| r["name"] == "rfexec").unwrap().clone();
+    let pin = entry["pin"].to_string();
     assert!(pin.contains(&sha256_hex(bytes)), "{pin}");
+    // What rocmforge does to the download is in the key, as a tool of its own.
+    let toolchain = entry["inputs"]["toolchain"].as_str().unwrap_or_default().to_string();
+    assert!(toolchain.ends_with("\nrocmforge prebuilt-wheel: noexecstack 1, gpu-targets record 1"), "{entry}");
 
     // `wheel unpack` checks every RECORD hash: it accepts the copy; the library in it asks for
     // a non-executable stack, the original's did not; METADATA and .dist-info follow the label.
