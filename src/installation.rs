@@ -128,8 +128,9 @@ pub enum Decision {
     Build(String),
     /// Built from source: the installation lacks it (what is absent).
     Absent(String),
-    /// Not built and not taken: the installation holds another version.
-    Refuse(String),
+    /// Not built and not taken: the installation holds another version; `accept` is what
+    /// `--accept-rocm-version` takes for it (its major.minor, or `any` when none was found).
+    Refuse { reason: String, accept: String },
 }
 
 /// An installed ROCm, opened once per plan.
@@ -287,18 +288,24 @@ impl Installation {
             Some(v) if v.major_minor() == wants || accepted(&v.major_minor()) => {}
             None if choices.accept_version.as_deref() == Some("any") => {}
             Some(v) => {
-                return Some(Decision::Refuse(format!(
-                    "the installation at {at} has {} {} ({}); the stack needs {wants}.x. Pass `--accept-rocm-version {}` to take it anyway, or `--from-source {}` to build it",
-                    r.name, v.release, v.from, v.major_minor(), r.name
-                )))
+                return Some(Decision::Refuse {
+                    reason: format!(
+                        "the installation at {at} has {} {} ({}); the stack needs {wants}.x. Pass `--accept-rocm-version {}` to take it anyway, or `--from-source {}` to build it",
+                        r.name, v.release, v.from, v.major_minor(), r.name
+                    ),
+                    accept: v.major_minor(),
+                })
             }
             None => {
-                return Some(Decision::Refuse(format!(
+                return Some(Decision::Refuse {
+                    reason: format!(
                     "the installation at {at} has {} but says no version (no .info/version, no dpkg package owns {}); the stack needs {wants}.x. Pass `--accept-rocm-version any` to take it anyway, or `--from-source {}`",
                     r.name,
                     rel_found.first().map(String::as_str).unwrap_or("its files"),
                     r.name
-                )))
+                ),
+                    accept: "any".into(),
+                })
             }
         }
         if let Some(t) = targets {

@@ -171,13 +171,16 @@ impl<'a> Engine<'a> {
         if !unsupported.is_empty() {
             return Err(BuildError::Unsupported(unsupported));
         }
-        let refused: Vec<String> = entries
+        let mut refused: Vec<String> = entries
             .iter()
             .filter_map(|e| match &e.status {
                 Status::Refused(reason) => Some(format!("{}: {reason}", e.name)),
                 _ => None,
             })
             .collect();
+        if refused.len() > 1 {
+            refused.push(format!("to take them all: `--accept-rocm-version {}`", self.plan.accept_versions.join(",")));
+        }
         if !refused.is_empty() {
             return Err(BuildError::Refused(refused));
         }

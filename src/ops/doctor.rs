@@ -163,7 +163,7 @@ fn installation_report(
             Some(crate::installation::Decision::Take { .. }) => r.taken.push(recipe.name.clone()),
             Some(crate::installation::Decision::Absent(_)) => r.absent.push(recipe.name.clone()),
             Some(crate::installation::Decision::Build(why)) => r.built.push((recipe.name.clone(), why)),
-            Some(crate::installation::Decision::Refuse(why)) => r.refused.push((recipe.name.clone(), why)),
+            Some(crate::installation::Decision::Refuse { reason, .. }) => r.refused.push((recipe.name.clone(), reason)),
             None => {}
         }
     }

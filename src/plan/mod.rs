@@ -180,6 +180,11 @@ pub struct Plan {
     pub rocm_llvm: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rocm_device_libs: Option<PathBuf>,
+    /// The versions (major.minor, or `any`) `--accept-rocm-version` must name to take every
+    /// component the installation holds in another version: one list for a distribution whose
+    /// packages differ.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub accept_versions: Vec<String>,
     pub recipes: Vec<PlanEntry>,
     /// The order ready recipes start in (`ROCMFORGE_SCHEDULE` forces one; default critical-path).
     pub schedule: Order,
@@ -303,7 +308,7 @@ pub fn resolve(
     let asked: Vec<CacheKey> = keyed
         .iter()
         .filter(|(name, r, targets, decision, _, _)| {
-            !matches!(decision, Some(Decision::Take { .. } | Decision::Refuse(_)))
+            !matches!(decision, Some(Decision::Take { .. } | Decision::Refuse { .. }))
                 && !matches!(targets, TargetDecision::Skip { .. } | TargetDecision::Unsupported { .. })
                 && !r.source.is_unlocked()
                 && !r.is_source_only()
@@ -320,10 +325,12 @@ pub fn resolve(
         let uses = graph.deps_of(name).iter().any(|d| taken.contains(d) || uses_installation.get(d) == Some(&true));
         uses_installation.insert(name, uses);
     }
+    let mut accept_versions: BTreeSet<String> = BTreeSet::new();
     for (name, r, targets, decision, inputs, key) in keyed {
         let status = if let Some(Decision::Take { reason, .. }) = &decision {
             Status::External(reason.clone())
-        } else if let Some(Decision::Refuse(reason)) = &decision {
+        } else if let Some(Decision::Refuse { reason, accept }) = &decision {
+            accept_versions.insert(accept.clone());
             Status::Refused(reason.clone())
         } else if let Some(why) = needed.get(name) {
             Status::Skipped(why.clone())
@@ -454,6 +461,11 @@ pub fn resolve(
         schedule: opts.order,
         night: None,
         full_night_secs: None,
+        accept_versions: {
+            let mut v: Vec<String> = accept_versions.into_iter().collect();
+            v.sort_by(|a, b| crate::wheel::natural_cmp(a, b));
+            v
+        },
     }
 }
 
@@ -570,6 +582,20 @@ impl Plan {
             self.recipes.iter().filter(|e| e.state == State::Blocked).map(|e| e.name.as_str()).collect();
         if !blocked.is_empty() {
             s.push_str(&format!("\n{} blocked: {}\n", blocked.len(), blocked.join(", ")));
+        }
+        if !self.accept_versions.is_empty() {
+            let refused: Vec<&str> = self
+                .recipes
+                .iter()
+                .filter(|e| matches!(e.status, Status::Refused(_)))
+                .map(|e| e.name.as_str())
+                .collect();
+            s.push_str(&format!(
+                "the installation holds {} in other versions: `--accept-rocm-version {}` takes them all, `--from-source {}` builds them\n",
+                refused.join(", "),
+                self.accept_versions.join(","),
+                refused.join(",")
+            ));
         }
         if let Some(n) = &self.night {
             let guessed = self.recipes.iter().filter(|e| e.estimate_from == "default").count();

@@ -325,6 +325,25 @@ fn an_installation_of_another_version_is_refused_unless_accepted() {
     );
     // dnn is patched: built whatever the installation's version; it is never taken silently.
     assert_eq!(entry(&plan, "dnn")["state"], "not-built");
+    // One flag for every refused component, in the plan's JSON and text.
+    assert_eq!(plan["accept_versions"], serde_json::json!(["6.4"]));
+    let text = w.cmd(&["plan", "app", "--rocm-path", r]).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    let refused: Vec<&str> = plan["recipes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["state"] == "blocked")
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        text.contains(&format!(
+            "the installation holds {} in other versions: `--accept-rocm-version 6.4` takes them all, `--from-source {}` builds them",
+            refused.join(", "),
+            refused.join(",")
+        )),
+        "{text}"
+    );
     let out = w.cmd(&["build", "app", "--rocm-path", r]).output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
