@@ -111,7 +111,9 @@ impl LayeredStore {
         progress: Arc<dyn Progress>,
     ) -> Result<LayeredStore, CacheError> {
         let r = &cfg.remote;
-        let remote = RemoteCache::new(r, url).map_err(|e| CacheError::Remote(e.to_string()))?;
+        let remote = RemoteCache::new(r, url)
+            .map_err(|e| CacheError::Remote(e.to_string()))?
+            .with_retry(crate::source::download::RetryPolicy::for_config(cfg));
         let file = cfg.file.as_ref().map(|f| format!(" in {}", f.display())).unwrap_or_default();
         let mut trusted = Vec::new();
         for k in &r.trusted_keys {

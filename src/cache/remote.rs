@@ -98,6 +98,8 @@ pub struct RemoteCache {
     client: reqwest::blocking::Client,
     /// How long a blob transfer may take in all.
     blob_timeout: Duration,
+    /// How often a broken blob transfer is resumed ([`RemoteCache::with_retry`]).
+    retry: crate::source::download::RetryPolicy,
 }
 
 /// Connecting and small requests: short, so a dead server costs seconds.
@@ -143,7 +145,20 @@ impl RemoteCache {
             .user_agent(concat!("rocmforge/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| bad(&e.without_url().to_string()))?;
-        Ok(RemoteCache { base, auth, client, blob_timeout: secs("ROCMFORGE_CACHE_BLOB_TIMEOUT_SECS", 3600) })
+        Ok(RemoteCache {
+            base,
+            auth,
+            client,
+            blob_timeout: secs("ROCMFORGE_CACHE_BLOB_TIMEOUT_SECS", 3600),
+            retry: crate::source::download::RetryPolicy::from_env(),
+        })
+    }
+
+    /// Resumes broken blob transfers as `retry` says (the config's `download-retries`, as
+    /// source downloads do).
+    pub fn with_retry(mut self, retry: crate::source::download::RetryPolicy) -> RemoteCache {
+        self.retry = retry;
+        self
     }
 
     /// The base URL as messages show it (never with credentials).
@@ -213,11 +228,11 @@ impl RemoteCache {
     /// length of what arrived, and how the transfer broke off if it did for good (the caller
     /// compares them with the manifest: a broken transfer is a truncated blob). A transfer that
     /// breaks off is resumed where it stopped (`Range`; from the start if the server ignores
-    /// it), as source downloads are: `ROCMFORGE_RETRIES` tries in a row that bring nothing new,
-    /// `ROCMFORGE_RETRY_BASE_MS` apart, doubling.
+    /// it), as source downloads are: `download-retries` (or `ROCMFORGE_RETRIES`) tries in a row
+    /// that bring nothing new, `ROCMFORGE_RETRY_BASE_MS` apart, doubling.
     pub fn get_blob(&self, sha256: &str, dest: &Path, limit: u64) -> Result<Received, RemoteError> {
         let url = self.url(&format!("cas/{sha256}"));
-        let policy = crate::source::download::RetryPolicy::from_env();
+        let policy = &self.retry;
         let io = |source| RemoteError::Io { path: dest.to_path_buf(), source };
         let mut out = HashingWriter::new(File::create(dest).map_err(io)?);
         let (mut resumes, mut fruitless) = (0u32, 0u32);

@@ -571,4 +571,36 @@ fn a_blob_transfer_that_breaks_off_is_resumed_not_rebuilt() {
     assert_eq!(compiled_and_reset(&s), Vec::<String>::new(), "B compiled nothing:\n{text}");
     let ranges: Vec<String> = http.with(|st| st.requests.iter().filter_map(|(_, r)| r.clone()).collect());
     assert_eq!(ranges, ["bytes=700000-", "bytes=1400000-"], "{text}");
+
+    // The config's `download-retries` bounds the resumes that bring nothing, as for sources:
+    // blobs cut at 700 kB, then twice at 0 bytes. With 3 tries C gets everything; with 1, D
+    // gives base's blob up as truncated and builds base itself.
+    for (name, retries, downloaded) in [("c", 3, true), ("d", 1, false)] {
+        http.with(|st| {
+            st.drop_only = Some("/cas/".into());
+            st.drop_after = [700_000, 0, 0].into_iter().collect();
+        });
+        let m = Machine::new(&s, name, std::env::var("PATH").unwrap());
+        m.config(&format!(
+            "cache-url = \"{}\"\ncache-read-only = true\ntrusted-keys = [\"{a_pub}\"]\ndownload-retries = {retries}\n",
+            http.url("cache/")
+        ));
+        let out = m
+            .cmd(&s)
+            .env("ROCMFORGE_RETRY_BASE_MS", "10")
+            .args(["build", "top", "-j", "1", "--prefix"])
+            .arg(s.prefix())
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{text}");
+        let compiled = compiled_and_reset(&s);
+        if downloaded {
+            line_with(&text, "base", "the transfer broke off and was resumed 3 time(s)");
+            assert!(!compiled.contains(&"base".to_string()), "{name} compiled base:\n{text}");
+        } else {
+            line_with(&text, "base", "its blob is truncated: 700000 of");
+            assert!(compiled.contains(&"base".to_string()), "{name} did not build base:\n{text}");
+        }
+    }
 }

@@ -18,6 +18,8 @@ pub struct State {
     pub ignore_range: bool,
     /// Per request, in order: drop the connection after this many body bytes.
     pub drop_after: VecDeque<u64>,
+    /// Only requests whose path contains this take from `drop_after` (none: every request).
+    pub drop_only: Option<String>,
     /// Answer 503 to this many requests first.
     pub fail_5xx: u32,
     /// Stop sending at this byte of the file and hold the connection open for `stall_for`
@@ -136,7 +138,10 @@ fn serve(conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             &body[..],
         ),
     };
-    let cut = st.drop_after.pop_front();
+    let cut = match &st.drop_only {
+        Some(part) if !path.contains(part.as_str()) => None,
+        _ => st.drop_after.pop_front(),
+    };
     let mut n = cut.map(|c| (c as usize).min(part.len())).unwrap_or(part.len());
     let offset = body.len() - part.len();
     let stall = st.stall_at.map(|at| (at as usize).saturating_sub(offset)).filter(|left| *left < n);
