@@ -53,6 +53,10 @@ pub struct Request<'a> {
     pub caller_override: Option<String>,
     /// The installed ROCm the stack was built on (`--rocm-path`): after the prefix.
     pub installation: Option<&'a crate::installation::Installation>,
+    /// The card the host has and how it was found (`gpu::card_line`), said after the first line.
+    pub card: Option<&'a str>,
+    /// Why this profile (a binary stack's wheels chose it: `gpu_code::choose`), said before it.
+    pub profile_why: Option<&'a str>,
 }
 
 /// The lines that activate `req.stack`.
@@ -65,6 +69,9 @@ pub fn activation(req: &Request<'_>) -> Activation {
         "binary fallback: prebuilt wheels carrying their own ROCm libraries".to_string()
     };
     a.lines.push(Line::Comment(format!("rocmforge env: stack {} ({kind})", req.stack.name)));
+    if let Some(card) = req.card {
+        a.lines.push(Line::Comment(format!("card: {card}")));
+    }
     let prefix = req.prefix.display().to_string();
     if native {
         if !req.prefix.is_dir() {
@@ -123,6 +130,9 @@ pub fn activation(req: &Request<'_>) -> Activation {
         _ => {}
     }
     a.profile = req.profile.map(|p| p.name.clone());
+    if let Some(why) = req.profile_why {
+        a.lines.push(Line::Comment(why.to_string()));
+    }
     if let Some(p) = req.profile {
         a.lines.push(Line::Comment(format!("profile {}: {}", p.name, p.description)));
         for (k, v) in &p.env {

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use super::UsageError;
-use crate::activate::{self, Activation, Line};
+use crate::activate::{self, Activation};
 use crate::config::Config;
 use crate::recipe::{Stack, GFX_OVERRIDE_VAR};
 use crate::target::TargetSet;
@@ -23,8 +23,21 @@ pub struct EnvRequest {
 pub fn env(cfg: &Config, stack: &Stack, req: &EnvRequest) -> Result<Activation, UsageError> {
     let code = crate::gpu_code::load(&req.prefix);
     let choice = crate::gpu_code::choose(stack, req.profile.as_deref(), &code, &req.targets).map_err(UsageError)?;
+    let gpus = crate::host::gpu::detect(&crate::host::HostRoot::from_env());
+    Ok(activation(cfg, stack, req, &choice, &gpus))
+}
+
+/// [`env`] with the profile already chosen and the GPUs already found (`verify` has both).
+pub fn activation(
+    cfg: &Config,
+    stack: &Stack,
+    req: &EnvRequest,
+    choice: &crate::gpu_code::Choice<'_>,
+    gpus: &[crate::host::gpu::Gpu],
+) -> Activation {
     let venv = crate::venv::dir(&cfg.state_dir, &stack.name);
     let installation = cfg.rocm_path.as_deref().map(|p| crate::installation::Installation::open(p, &cfg.state_dir));
+    let card = crate::host::gpu::card_line(gpus);
     let mut a = activate::activation(&activate::Request {
         stack,
         prefix: &req.prefix,
@@ -33,18 +46,9 @@ pub fn env(cfg: &Config, stack: &Stack, req: &EnvRequest) -> Result<Activation, 
         targets: &req.targets,
         caller_override: std::env::var(GFX_OVERRIDE_VAR).ok(),
         installation: installation.as_ref(),
+        card: Some(&card),
+        profile_why: choice.note.as_deref(),
     });
-    if let Some(note) = choice.note {
-        let at = a
-            .lines
-            .iter()
-            .position(|l| matches!(l, activate::Line::Comment(c) if c.starts_with("profile ")))
-            .unwrap_or(a.lines.len());
-        a.lines.insert(at, activate::Line::Comment(note));
-    }
-    a.warnings.extend(choice.warning);
-    let gpus = crate::host::gpu::detect(&crate::host::HostRoot::from_env());
-    // After the first line, which names the stack.
-    a.lines.insert(a.lines.len().min(1), Line::Comment(format!("card: {}", crate::host::gpu::card_line(&gpus))));
-    Ok(a)
+    a.warnings.extend(choice.warning.clone());
+    a
 }

@@ -86,7 +86,7 @@ pub fn verify(
     // The profile the activation below applies: on a binary stack the wheels' GPU code picks it.
     let code = crate::gpu_code::load(&req.prefix);
     let choice = crate::gpu_code::choose(stack, req.profile.as_deref(), &code, &req.targets).map_err(UsageError)?;
-    let (profile, profile_why) = (choice.profile, choice.note.or(choice.warning));
+    let (profile, profile_why) = (choice.profile, choice.note.clone().or(choice.warning.clone()));
     let matrix = crate::verify::matrix();
     let ids: Vec<&str> = matrix.iter().map(|c| c.id.as_str()).collect();
     if let Some(p) = profile {
@@ -131,8 +131,10 @@ pub fn verify(
             p
         }
     };
-    // The same activation `rocmforge env` prints.
-    let activation = super::env::env(
+    // The same activation `rocmforge env` prints, with the profile chosen above.
+    let host = HostRoot::from_env();
+    let gpus = gpu::detect(&host);
+    let activation = super::env::activation(
         cfg,
         stack,
         &super::env::EnvRequest {
@@ -140,7 +142,9 @@ pub fn verify(
             prefix: req.prefix.clone(),
             profile: req.profile.clone(),
         },
-    )?;
+        &choice,
+        &gpus,
+    );
     let mut env: BTreeMap<String, String> = std::env::vars().collect();
     // A native build must run its own code, whatever the caller's environment says.
     if stack.is_native() {
@@ -170,8 +174,6 @@ pub fn verify(
     let script = runner
         .prepare()
         .map_err(|e| anyhow::anyhow!("cannot write the case script into {}: {e}", runner.dir.display()))?;
-    let host = HostRoot::from_env();
-    let gpus = gpu::detect(&host);
     let header = VerifyHeader {
         stack: stack.name.clone(),
         profile: profile.map(|p| p.name.clone()),
