@@ -104,6 +104,13 @@ impl Verify {
         self.tree.join("recipes/verifystack/stack.toml")
     }
 
+    /// Edits the stack file: `from` (which must be there) becomes `to`.
+    fn edit_stack(&self, from: &str, to: &str) {
+        let t = std::fs::read_to_string(self.stack_toml()).unwrap();
+        assert!(t.contains(from), "`{from}` is not in the stack file:\n{t}");
+        std::fs::write(self.stack_toml(), t.replace(from, to)).unwrap();
+    }
+
     fn control(&self, lines: &[(&str, &str)]) {
         let t: String = lines.iter().map(|(id, what)| format!("{id} {what}\n")).collect();
         std::fs::write(&self.control, t).unwrap();
@@ -319,15 +326,10 @@ fn cpu_mode_comes_from_the_caller_only_and_says_so_loudly() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("the only value it takes is `cpu`"), "{}", text(&out));
 
     // A profile cannot switch it on.
-    let t = std::fs::read_to_string(v.stack_toml()).unwrap();
-    std::fs::write(
-        v.stack_toml(),
-        t.replace(
-            "MIOPEN_DEBUG_CONV_GEMM = \"1\" }",
-            "MIOPEN_DEBUG_CONV_GEMM = \"1\", ROCMFORGE_VERIFY_DEVICE = \"cpu\" }",
-        ),
-    )
-    .unwrap();
+    v.edit_stack(
+        "MIOPEN_DEBUG_CONV_GEMM = \"1\" }",
+        "MIOPEN_DEBUG_CONV_GEMM = \"1\", ROCMFORGE_VERIFY_DEVICE = \"cpu\" }",
+    );
     let out = v.run(&["--case", "conv-3-64-s32-k3-b1"]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -345,15 +347,10 @@ fn cpu_mode_comes_from_the_caller_only_and_says_so_loudly() {
 fn known_failures_are_checked_like_known_hangs() {
     let v = Verify::new();
     v.control(&[]);
-    let t = std::fs::read_to_string(v.stack_toml()).unwrap();
-    std::fs::write(
-        v.stack_toml(),
-        t.replace(
-            "known-failures = [\"sdpa\"]",
-            "known-failures = [\"sdpa\", \"lstm\", \"sdpa\", \"conv-16-32-s48-k3-b1\"]",
-        ),
-    )
-    .unwrap();
+    v.edit_stack(
+        "known-failures = [\"sdpa\"]",
+        "known-failures = [\"sdpa\", \"lstm\", \"sdpa\", \"conv-16-32-s48-k3-b1\"]",
+    );
     let out = v.run(&["--case", "lstm"]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -364,11 +361,10 @@ fn known_failures_are_checked_like_known_hangs() {
         assert!(err.contains(msg) && err.contains("stack.toml:13:"), "{msg}\n{err}");
     }
 
-    std::fs::write(
-        v.stack_toml(),
-        t.replace("known-failures = [\"sdpa\"]", "known-failures = [\"sdpa\", \"nonzero-9\"]"),
-    )
-    .unwrap();
+    v.edit_stack(
+        "known-failures = [\"sdpa\", \"lstm\", \"sdpa\", \"conv-16-32-s48-k3-b1\"]",
+        "known-failures = [\"sdpa\", \"nonzero-9\"]",
+    );
     let out = v.run(&["--case", "lstm"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
