@@ -167,14 +167,19 @@ pub fn choose<'a>(
             choice.note = Some(format!("the wheels carry {t} code ({}): the card runs its own", describe(code)))
         }
         Runs::As { profile, target } => {
-            let p = &stack.profiles[&profile];
+            // A profile asked for by name stays, when it runs the card as a carried target too.
+            let p = match (named, base) {
+                (Some(_), Some(b)) if b.runs_as().as_deref() == Some(target.as_str()) => b,
+                _ => &stack.profiles[&profile],
+            };
             let why = format!(
-                "the wheels carry no {t} code ({}); profile {profile} runs the card as {target} ({GFX_OVERRIDE_VAR}={})",
+                "the wheels carry no {t} code ({}); profile {} runs the card as {target} ({GFX_OVERRIDE_VAR}={})",
                 describe(code),
+                p.name,
                 p.env.get(GFX_OVERRIDE_VAR).map(String::as_str).unwrap_or_default()
             );
             match named {
-                Some(n) if base.and_then(Profile::runs_as).as_deref() != Some(target.as_str()) => {
+                Some(n) if p.name != n => {
                     choice.warning = Some(format!("profile {n} was asked for, but {why}: without it the runtime finds no code for this card (hipErrorNoBinaryForGpu)"))
                 }
                 _ => {
@@ -201,7 +206,7 @@ mod tests {
         let files = std::collections::BTreeMap::from([
             (
                 "recipes/b/stack.toml".to_string(),
-                b"[stack]\nname = \"b\"\nrocm-version = \"5.2\"\nsummary = \"b\"\ndefault-targets = [\"gfx1010\"]\ndefault-profile = \"plain\"\n\n[profile.plain]\ndescription = \"no override\"\nenv = { MIOPEN_DEBUG_CONV_GEMM = \"0\" }\n\n[profile.as-1030]\ndescription = \"as gfx1030\"\nenv = { HSA_OVERRIDE_GFX_VERSION = \"10.3.0\" }\n".to_vec(),
+                b"[stack]\nname = \"b\"\nrocm-version = \"5.2\"\nsummary = \"b\"\ndefault-targets = [\"gfx1010\"]\ndefault-profile = \"plain\"\n\n[profile.plain]\ndescription = \"no override\"\nenv = { MIOPEN_DEBUG_CONV_GEMM = \"0\" }\n\n[profile.as-1030]\ndescription = \"as gfx1030\"\nenv = { HSA_OVERRIDE_GFX_VERSION = \"10.3.0\" }\n\n[profile.as-1030-gemm]\ndescription = \"as gfx1030, GEMM only\"\nenv = { HSA_OVERRIDE_GFX_VERSION = \"10.3.0\", MIOPEN_DEBUG_CONV_GEMM = \"1\" }\n".to_vec(),
             ),
             (
                 "recipes/b/torch.toml".to_string(),
@@ -244,5 +249,9 @@ mod tests {
         let c = choose(&s, Some("plain"), &code(&["gfx1030"]), &gfx1010).unwrap();
         assert_eq!(c.profile.map(|p| p.name.as_str()), Some("plain"), "a profile asked for is kept");
         assert!(c.warning.unwrap().contains("hipErrorNoBinaryForGpu"));
+        // Another profile that runs the card as a carried target stays when it is asked for.
+        let c = choose(&s, Some("as-1030-gemm"), &code(&["gfx1030"]), &gfx1010).unwrap();
+        assert_eq!(c.profile.map(|p| p.name.as_str()), Some("as-1030-gemm"));
+        assert!(c.warning.is_none() && c.note.unwrap().contains("profile as-1030-gemm runs the card as gfx1030"));
     }
 }
