@@ -71,7 +71,7 @@ pub fn load(prefix: &Path) -> Vec<WheelCode> {
 
 /// How a card of target `t` runs the wheels.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Runs {
+enum Runs {
     /// Every wheel with GPU code carries `t`.
     Natively,
     /// As `target`, which every wheel carries, with `profile`'s override.
@@ -101,7 +101,7 @@ fn profiles(stack: &Stack) -> Vec<&Profile> {
 }
 
 /// How a card of target `t` runs the wheels of `code` on `stack`.
-pub fn runs(stack: &Stack, code: &[WheelCode], t: &str) -> Runs {
+fn runs(stack: &Stack, code: &[WheelCode], t: &str) -> Runs {
     let carried = common(code);
     if carried.contains(t) {
         return Runs::Natively;

@@ -48,9 +48,8 @@ pub struct Filled {
     pub tool: &'static str,
 }
 
-/// The wheels deployed into `prefix`, as their copies in the stack's index `index` (the
-/// published bytes, verified when published).
-pub fn stack_wheels(prefix: &Path, index: &Path) -> Result<Vec<PathBuf>, VenvError> {
+/// The file names of the wheels deployed into `prefix`, sorted (none: no wheel dir yet).
+pub fn deployed_wheels(prefix: &Path) -> Result<Vec<String>, VenvError> {
     let dir = prefix.join(crate::engine::systems::WHEEL_DIR);
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
@@ -63,6 +62,13 @@ pub fn stack_wheels(prefix: &Path, index: &Path) -> Result<Vec<PathBuf>, VenvErr
         .filter(|n| n.ends_with(".whl"))
         .collect();
     files.sort();
+    Ok(files)
+}
+
+/// The wheels deployed into `prefix`, as their copies in the stack's index `index` (the
+/// published bytes, verified when published).
+pub fn stack_wheels(prefix: &Path, index: &Path) -> Result<Vec<PathBuf>, VenvError> {
+    let files = deployed_wheels(prefix)?;
     let mut out = Vec::new();
     for f in files {
         let Ok(name) = crate::wheel::WheelName::parse(&f) else { continue };

@@ -111,9 +111,8 @@ impl LayeredStore {
         progress: Arc<dyn Progress>,
     ) -> Result<LayeredStore, CacheError> {
         let r = &cfg.remote;
-        let remote = RemoteCache::new(r, url)
-            .map_err(|e| CacheError::Remote(e.to_string()))?
-            .with_retry(crate::source::download::RetryPolicy::for_config(cfg));
+        let remote = RemoteCache::new(r, url, crate::source::download::RetryPolicy::for_config(cfg))
+            .map_err(|e| CacheError::Remote(e.to_string()))?;
         let file = cfg.file.as_ref().map(|f| format!(" in {}", f.display())).unwrap_or_default();
         let mut trusted = Vec::new();
         for k in &r.trusted_keys {

@@ -20,7 +20,7 @@ use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{RemoteCacheConfig, Secret};
-pub use crate::digest::HashingWriter;
+use crate::digest::HashingWriter;
 use crate::key::KeyInputs;
 
 /// The manifest's own format (not the cache format: that one is inside the key).
@@ -98,7 +98,7 @@ pub struct RemoteCache {
     client: reqwest::blocking::Client,
     /// How long a blob transfer may take in all.
     blob_timeout: Duration,
-    /// How often a broken blob transfer is resumed ([`RemoteCache::with_retry`]).
+    /// How often a broken blob transfer is resumed.
     retry: crate::source::download::RetryPolicy,
 }
 
@@ -107,7 +107,13 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 const SMALL_TIMEOUT: Duration = Duration::from_secs(15);
 
 impl RemoteCache {
-    pub fn new(cfg: &RemoteCacheConfig, url: &str) -> Result<RemoteCache, RemoteError> {
+    /// `retry`: how often a broken blob transfer is resumed (the config's `download-retries`,
+    /// as for source downloads: `RetryPolicy::for_config`).
+    pub fn new(
+        cfg: &RemoteCacheConfig,
+        url: &str,
+        retry: crate::source::download::RetryPolicy,
+    ) -> Result<RemoteCache, RemoteError> {
         let bad = |reason: &str| RemoteError::BadUrl { url: redact(url), reason: reason.into() };
         let mut base = url::Url::parse(url).map_err(|e| bad(&e.to_string()))?;
         if !matches!(base.scheme(), "http" | "https") {
@@ -145,20 +151,7 @@ impl RemoteCache {
             .user_agent(concat!("rocmforge/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| bad(&e.without_url().to_string()))?;
-        Ok(RemoteCache {
-            base,
-            auth,
-            client,
-            blob_timeout: secs("ROCMFORGE_CACHE_BLOB_TIMEOUT_SECS", 3600),
-            retry: crate::source::download::RetryPolicy::from_env(),
-        })
-    }
-
-    /// Resumes broken blob transfers as `retry` says (the config's `download-retries`, as
-    /// source downloads do).
-    pub fn with_retry(mut self, retry: crate::source::download::RetryPolicy) -> RemoteCache {
-        self.retry = retry;
-        self
+        Ok(RemoteCache { base, auth, client, blob_timeout: secs("ROCMFORGE_CACHE_BLOB_TIMEOUT_SECS", 3600), retry })
     }
 
     /// The base URL as messages show it (never with credentials).
@@ -395,10 +388,10 @@ mod tests {
         assert_eq!(redact("http://127.0.0.1:8080/x"), "http://127.0.0.1:8080/x");
         assert_eq!(redact("not a url with s3cret"), "<cache-url>");
         let cfg = RemoteCacheConfig::default();
-        let r = RemoteCache::new(&cfg, "http://lab:s3cret@127.0.0.1:9/rf").unwrap();
+        let r = RemoteCache::new(&cfg, "http://lab:s3cret@127.0.0.1:9/rf", Default::default()).unwrap();
         assert_eq!(r.shown(), "http://127.0.0.1:9/rf/");
         assert!(matches!(r.auth, Auth::Basic(ref u, Some(ref p)) if u == "lab" && p.0 == "s3cret"));
-        let e = RemoteCache::new(&cfg, "ftp://u:s3cret@x/").err().unwrap().to_string();
+        let e = RemoteCache::new(&cfg, "ftp://u:s3cret@x/", Default::default()).err().unwrap().to_string();
         assert!(!e.contains("s3cret") && e.contains("only http"), "{e}");
     }
 

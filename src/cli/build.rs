@@ -127,7 +127,8 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     if let Some(l) = venv_line {
         println!("{l}");
     }
-    for w in run.published.iter().filter(|w| crate::wheel::execstack::is_labelled(w)) {
+    let deployed = crate::venv::deployed_wheels(&run.prefix).unwrap_or_default();
+    for w in deployed.iter().filter(|w| crate::wheel::execstack::is_labelled(w)) {
         println!(
             "note: {w} is a prebuilt wheel republished with its executable-stack request cleared (glibc 2.41+ refuses to load such libraries); the lock file pins the original download"
         );

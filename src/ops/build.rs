@@ -44,8 +44,6 @@ pub struct BuildRun {
     /// The stack's venv, filled after a successful build with the wheels it deployed (`None`:
     /// no wheels, or the venv already holds exactly these).
     pub venv: Option<Result<crate::venv::Filled, crate::venv::VenvError>>,
-    /// The wheel files in the prefix after a successful build (file names).
-    pub published: Vec<String>,
 }
 
 /// Builds `req`. `Err` only for a request that names recipes outside the build.
@@ -135,13 +133,7 @@ pub fn build(
         Ok(_) => fill_venv(cfg, stack, &plan.prefix),
         Err(_) => None,
     };
-    let published = match &result {
-        Ok(_) => std::fs::read_dir(plan.prefix.join(crate::engine::systems::WHEEL_DIR))
-            .map(|d| d.filter_map(Result::ok).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
-            .unwrap_or_default(),
-        Err(_) => Vec::new(),
-    };
-    Ok(BuildRun { result, prefix: plan.prefix.clone(), report: recorder.report(), venv, published })
+    Ok(BuildRun { result, prefix: plan.prefix.clone(), report: recorder.report(), venv })
 }
 
 /// The venv step at the end of a successful build: the stack's wheels deployed in the prefix,

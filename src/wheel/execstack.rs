@@ -43,7 +43,7 @@ pub struct Cleared {
 
 /// The members of `wheel` that ask for an executable stack (or have no `PT_GNU_STACK`), read
 /// as far as their program headers.
-pub fn needing(wheel: &Path) -> Result<Vec<String>, ExecStackError> {
+fn needing(wheel: &Path) -> Result<Vec<String>, ExecStackError> {
     let read = |message: String| ExecStackError::Read { path: wheel.to_path_buf(), message };
     let mut zip = open(wheel)?;
     let mut out = Vec::new();
@@ -144,7 +144,7 @@ pub fn clear(wheel: &Path) -> Result<Option<Cleared>, ExecStackError> {
 }
 
 /// `1.13.1+rocm5.2` → `1.13.1+rocm5.2.noexecstack`; `2.0` → `2.0+noexecstack`.
-pub fn labelled(version: &str) -> String {
+fn labelled(version: &str) -> String {
     match version.contains('+') {
         true => format!("{version}.{LABEL}"),
         false => format!("{version}+{LABEL}"),
