@@ -37,8 +37,6 @@ pub struct Activation {
     pub lines: Vec<Line>,
     /// For stderr: the caller's environment fights the stack, the venv is missing, ...
     pub warnings: Vec<String>,
-    /// The profile applied.
-    pub profile: Option<String>,
 }
 
 /// What an activation is made from.
@@ -129,7 +127,6 @@ pub fn activation(req: &Request<'_>) -> Activation {
         )),
         _ => {}
     }
-    a.profile = req.profile.map(|p| p.name.clone());
     if let Some(why) = req.profile_why {
         a.lines.push(Line::Comment(why.to_string()));
     }

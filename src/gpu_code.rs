@@ -148,6 +148,13 @@ pub struct Choice<'a> {
     pub warning: Option<String>,
 }
 
+impl Choice<'_> {
+    /// Why this profile: the note, else the warning.
+    pub fn why(&self) -> Option<String> {
+        self.note.clone().or_else(|| self.warning.clone())
+    }
+}
+
 /// The profile for `targets` on `stack` whose wheels carry `code`: the one named, else the one
 /// that runs the card on what the wheels carry, else the default.
 pub fn choose<'a>(

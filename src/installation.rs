@@ -203,18 +203,18 @@ impl Installation {
             } else {
                 // Files and folders alike (`lib/llvm-*`), below the pattern's literal folders.
                 let Ok(m) = coverage::matcher(&c) else { continue };
-                let literal = coverage::literal_dirs(&c);
-                let depth = c.split('/').count() - literal.split('/').filter(|p| !p.is_empty()).count();
-                walkdir::WalkDir::new(self.root.join(&literal))
-                    .min_depth(1)
-                    .max_depth(depth)
-                    .into_iter()
-                    .filter_map(Result::ok)
-                    .filter(|e| m.is_match(e.path().strip_prefix(&self.root).unwrap_or(e.path())))
-                    .map(|e| e.into_path())
-                    .collect()
+                let walk = walkdir::WalkDir::new(self.root.join(coverage::literal_dirs(&c))).min_depth(1);
+                match coverage::walk_depth(&c) {
+                    Some(depth) => walk.max_depth(depth),
+                    None => walk,
+                }
+                .into_iter()
+                .filter_map(Result::ok)
+                .filter(|e| m.is_match(e.path().strip_prefix(&self.root).unwrap_or(e.path())))
+                .map(|e| e.into_path())
+                .collect()
             };
-            hits.sort_by_key(|p| natural_key(&p.to_string_lossy()));
+            hits.sort_by(|a, b| crate::wheel::natural_cmp(&a.to_string_lossy(), &b.to_string_lossy()));
             if let Some(p) = hits.pop() {
                 return Some(p);
             }
@@ -472,26 +472,6 @@ pub fn loads(prefix_lib: &Path, installed_lib: &Path) -> (Vec<String>, Vec<Strin
         }
     }
     (lines, warnings)
-}
-
-/// `21` sorts after `9`: numbers in a path compared as numbers.
-fn natural_key(s: &str) -> Vec<(u64, String)> {
-    let mut out = Vec::new();
-    let mut num = String::new();
-    let mut text = String::new();
-    for c in s.chars() {
-        if c.is_ascii_digit() {
-            num.push(c);
-        } else {
-            if !num.is_empty() {
-                out.push((num.parse().unwrap_or(u64::MAX), std::mem::take(&mut text)));
-                num.clear();
-            }
-            text.push(c);
-        }
-    }
-    out.push((num.parse().unwrap_or(0), text));
-    out
 }
 
 /// Debian's `1:6.4.3+dfsg-1+b1` is upstream `6.4.3`: no epoch, no revision, no repack suffix.

@@ -367,6 +367,11 @@ impl Engine<'_> {
             BuildSystem::Cmake => crate::fsutil::join_rel(&wd.stage(), &self.plan.prefix.display().to_string()),
             _ => wd.stage(),
         };
+        // The installation's copy for a recipe built on it, else the prefix's.
+        let on_installation = |taken: &Option<PathBuf>, own: PathBuf| match taken {
+            Some(dir) if d.on_installation => dir.clone(),
+            _ => own,
+        };
         Ok(Vars {
             installed,
             requested: Some(self.plan.targets.clone()),
@@ -389,18 +394,9 @@ impl Engine<'_> {
             ),
             source_trees,
             rocm_path: self.plan.rocm_path.clone(),
-            rocm: match (&self.plan.rocm_path, d.on_installation) {
-                (Some(root), true) => root.clone(),
-                _ => self.plan.prefix.clone(),
-            },
-            rocm_llvm: match (&self.plan.rocm_llvm, d.on_installation) {
-                (Some(dir), true) => dir.clone(),
-                _ => self.plan.prefix.join("llvm"),
-            },
-            rocm_device_libs: match (&self.plan.rocm_device_libs, d.on_installation) {
-                (Some(dir), true) => dir.clone(),
-                _ => self.plan.prefix.join("amdgcn/bitcode"),
-            },
+            rocm: on_installation(&self.plan.rocm_path, self.plan.prefix.clone()),
+            rocm_llvm: on_installation(&self.plan.rocm_llvm, self.plan.prefix.join("llvm")),
+            rocm_device_libs: on_installation(&self.plan.rocm_device_libs, self.plan.prefix.join("amdgcn/bitcode")),
             package_roots: if d.on_installation { self.rebuilt_packages(&d.name) } else { Vec::new() },
             find_links: None,
             install_wheels: Vec::new(),

@@ -186,13 +186,13 @@ pub fn script_text(recipe: &str, step: &Step) -> String {
     // token that marks the step's processes (`reap`), and the redacted settings.
     let mut keep: String = secrets.iter().map(|k| format!(" ${{{k}+\"{k}=${k}\"}}")).collect();
     // A name bash cannot `export` (CMake's `rocm-core_ROOT`) is handed to `env` instead.
-    for (k, v) in step.env.iter().filter(|(k, v)| !is_shell_name(k) && !is_secret(k, v)) {
+    for (k, v) in step.env.iter().filter(|(k, v)| !crate::recipe::is_env_name(k) && !is_secret(k, v)) {
         keep.push(' ');
         keep.push_str(&shell_quote(&format!("{k}={v}")));
     }
     s.push_str(&format!("if [ -z \"${{ROCMFORGE_STEP_CLEAN_ENV:-}}\" ]; then exec env -i ROCMFORGE_STEP_CLEAN_ENV=1 ${{MAKEFLAGS+\"MAKEFLAGS=$MAKEFLAGS\"}} ${{CARGO_MAKEFLAGS+\"CARGO_MAKEFLAGS=$CARGO_MAKEFLAGS\"}} ${{ROCMFORGE_STEP_TOKEN+\"ROCMFORGE_STEP_TOKEN=$ROCMFORGE_STEP_TOKEN\"}}{keep} bash \"$0\" \"$@\"; fi\nunset ROCMFORGE_STEP_CLEAN_ENV\n"));
     for (k, v) in &step.env {
-        if !is_shell_name(k) && !is_secret(k, v) {
+        if !crate::recipe::is_env_name(k) && !is_secret(k, v) {
             continue;
         }
         if is_secret(k, v) {
@@ -207,13 +207,6 @@ pub fn script_text(recipe: &str, step: &Step) -> String {
     s.push_str(&step.command);
     s.push('\n');
     s
-}
-
-/// Can bash `export` it: letters, digits and `_`, not starting with a digit.
-fn is_shell_name(k: &str) -> bool {
-    !k.is_empty()
-        && !k.starts_with(|c: char| c.is_ascii_digit())
-        && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// The last `n` lines of a (possibly huge) log, reading only its end.

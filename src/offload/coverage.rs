@@ -296,11 +296,18 @@ fn tree_matches(root: &Path, m: &GlobMatcher) -> Result<Vec<(String, PathBuf)>, 
     let mut paths = Vec::new();
     // Only below the pattern's literal directories: an installation under `/usr` is not walked
     // whole for `lib/x86_64-linux-gnu/rocblas/*/library/*.co`.
-    let start = root.join(literal_dirs(m.glob().glob()));
+    let pattern = m.glob().glob();
+    let start = root.join(literal_dirs(pattern));
     if !start.is_dir() {
         return Ok(paths);
     }
-    for e in walkdir::WalkDir::new(&start).min_depth(1).sort_by_file_name() {
+    let walk = walkdir::WalkDir::new(&start).min_depth(1).sort_by_file_name();
+    // No deeper than a match can lie: `lib/librocblas.so` reads one folder, not `/usr/lib`.
+    let walk = match walk_depth(pattern) {
+        Some(d) => walk.max_depth(d),
+        None => walk,
+    };
+    for e in walk {
         let e = e.map_err(|e| OffloadError::Io {
             path: e.path().unwrap_or(root).to_path_buf(),
             source: std::io::Error::other(e.to_string()),
@@ -323,6 +330,16 @@ pub fn literal_dirs(pattern: &str) -> String {
     let dirs = &parts[..parts.len().saturating_sub(1)];
     let literal = dirs.iter().take_while(|c| !c.contains(['*', '?', '[', '{', '\\'])).copied().collect::<Vec<_>>();
     literal.join("/")
+}
+
+/// How deep below its [`literal_dirs`] a match of `pattern` can lie (`*` never crosses a `/`,
+/// [`matcher`]); `None` when any depth can (`**`, or braces that may hold a `/`).
+pub fn walk_depth(pattern: &str) -> Option<usize> {
+    if pattern.contains("**") || pattern.contains('{') {
+        return None;
+    }
+    let literal = literal_dirs(pattern);
+    Some(pattern.split('/').count() - literal.split('/').filter(|p| !p.is_empty()).count())
 }
 
 /// Hands every installed file `m` matches to `f`, with the path to show (relative to the tree;

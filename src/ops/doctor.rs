@@ -328,12 +328,13 @@ pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor
     };
     let installation =
         if stack.is_native() { installation_report(cfg, stack, &building, &targets, &root) } else { None };
-    let code = crate::gpu_code::load(&cfg.prefix_for(&stack.name));
+    // A binary stack's wheels: what their GPU code means for the card (native stacks: nothing).
+    let code = if stack.is_native() { Vec::new() } else { crate::gpu_code::load(&cfg.prefix_for(&stack.name)) };
     let wheels = match crate::gpu_code::choose(stack, None, &code, &targets) {
-        Ok(c) if !stack.is_native() && !code.is_empty() => Some(format!(
+        Ok(c) if !code.is_empty() => Some(format!(
             "profile {}: {}",
             c.profile.map(|p| p.name.as_str()).unwrap_or("(none)"),
-            c.note.or(c.warning).unwrap_or_default()
+            c.why().unwrap_or_default()
         )),
         _ => None,
     };

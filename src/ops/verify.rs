@@ -86,7 +86,7 @@ pub fn verify(
     // The profile the activation below applies: on a binary stack the wheels' GPU code picks it.
     let code = crate::gpu_code::load(&req.prefix);
     let choice = crate::gpu_code::choose(stack, req.profile.as_deref(), &code, &req.targets).map_err(UsageError)?;
-    let (profile, profile_why) = (choice.profile, choice.note.clone().or(choice.warning.clone()));
+    let (profile, profile_why) = (choice.profile, choice.why());
     let matrix = crate::verify::matrix();
     let ids: Vec<&str> = matrix.iter().map(|c| c.id.as_str()).collect();
     if let Some(p) = profile {

@@ -150,9 +150,7 @@ fn lower_profile(
     let mut env = BTreeMap::new();
     for (k, v) in raw.env {
         let var = k.get_ref();
-        let valid = var.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid {
+        if !super::is_env_name(var) {
             diags.push(file.at(k.span(), format!("`{var}` is not an environment variable name")));
         }
         if var == super::VERIFY_DEVICE_VAR {

@@ -85,6 +85,12 @@ impl Profile {
     }
 }
 
+/// A name a shell can `export`: letters, digits and `_`, not starting with a digit.
+pub fn is_env_name(k: &str) -> bool {
+    k.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// `10.3.0` → `gfx1030`, `9.0.10` → `gfx90a`; `None` for anything else.
 pub fn gfx_of_version(v: &str) -> Option<String> {
     let parts: Vec<u32> = v.trim().split('.').map(|p| p.parse().ok()).collect::<Option<_>>()?;
