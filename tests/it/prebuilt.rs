@@ -8,9 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use sha2::Digest;
-
 use crate::support::http::HttpServer;
+use crate::support::wheel::sha256_hex;
 use crate::support::{rocmforge, text, tree_bytes, wheelhouse};
 
 const VERSION: &str = "1.0.0+rocm6.2";
@@ -20,10 +19,6 @@ fn run_ok(cmd: &mut Command, what: &str) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{what}: cannot run {cmd:?}: {e}"));
     assert!(out.status.success(), "{what} failed: {cmd:?}\n{}", text(&out));
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(sha2::Sha256::digest(bytes))
 }
 
 /// `rfprebuilt-1.0.0+rocm6.2-py3-none-any.whl`, built once per test run with pip and the
