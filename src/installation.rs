@@ -123,7 +123,7 @@ pub use crate::config::InstallationChoices as Choices;
 pub enum Decision {
     /// Taken: the recipe is not built. `identity` goes into its key (the version and the
     /// sha256 of the files it takes, never where they lie).
-    Take { reason: String, identity: String, missing_fix: Vec<String> },
+    Take { reason: String, identity: String },
     /// Built from source; why the installation's copy does not stand in.
     Build(String),
     /// Built from source: the installation lacks it (what is absent).
@@ -132,6 +132,9 @@ pub enum Decision {
     /// `--accept-rocm-version` takes for it (its major.minor, or `any` when none was found).
     Refuse { reason: String, accept: String },
 }
+
+/// The multiarch folders of a distribution's layout (`lib/<multiarch>/`) rocmforge knows.
+pub const MULTIARCH: [&str; 2] = ["x86_64-linux-gnu", "aarch64-linux-gnu"];
 
 /// An installed ROCm, opened once per plan.
 #[derive(Debug)]
@@ -154,8 +157,7 @@ impl Installation {
             .and_then(|t| t.lines().next().map(str::trim).map(String::from))
             .filter(|v| !v.is_empty())
             .map(|v| v.split('-').next().unwrap_or(&v).to_string());
-        let multiarch =
-            ["x86_64-linux-gnu", "aarch64-linux-gnu"].into_iter().find(|m| root.join("lib").join(m).is_dir());
+        let multiarch = MULTIARCH.into_iter().find(|m| root.join("lib").join(m).is_dir());
         let (layout, dpkg) = match (&release, multiarch) {
             (None, Some(ma)) => {
                 let sysroot = root.parent().unwrap_or(Path::new("/"));
@@ -355,7 +357,7 @@ impl Installation {
         } else {
             format!("provided by {at}{v}: {shown}")
         };
-        Some(Decision::Take { reason, identity, missing_fix: if take_patched { patches } else { Vec::new() } })
+        Some(Decision::Take { reason, identity })
     }
 
     /// The GPU targets (processors) an installed file carries (read with its digest, once per

@@ -316,11 +316,7 @@ pub fn run(
         return Ok(());
     }
     use std::os::unix::process::ExitStatusExt;
-    let status = match (exit.code(), exit.signal()) {
-        (Some(c), _) => format!("exit status {c}"),
-        (None, Some(s)) => format!("killed by signal {s}"),
-        _ => "failed".to_string(),
-    };
+    let status = crate::host::run::describe_status(exit);
     let tail_lines: Vec<String> = tail(&log, 40).iter().map(|l| redact(l, &step.env)).collect();
     let looks_oom = exit.code() == Some(137)
         || exit.signal() == Some(9)

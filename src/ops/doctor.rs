@@ -136,10 +136,10 @@ fn installation_report(
                         && p.join(".info/version").is_file()
                 })
                 .collect();
-            opt.sort();
+            opt.sort_by(|a, b| crate::wheel::natural_cmp(&a.to_string_lossy(), &b.to_string_lossy()));
             let usr = root.path("/usr");
             let found = opt.pop().or_else(|| {
-                ["x86_64-linux-gnu", "aarch64-linux-gnu"]
+                crate::installation::MULTIARCH
                     .iter()
                     .any(|m| usr.join("lib").join(m).join("cmake/hip").is_dir())
                     .then_some(usr)
