@@ -1,6 +1,7 @@
-//! The embedded `rocm-6.2` stack against what its upstream CMake files require (issue #12,
-//! section 2; the audit is `docs/real-stack.md`). Each row names the upstream file and line at
-//! the tag it was read at; a recipe edit that drops an edge or an option found there fails here.
+//! The embedded source stacks against what their upstream CMake files require: `rocm-6.2`
+//! (issue #12, section 2; the audit is `docs/real-stack.md`) and `rocm-5.4` (issue #22;
+//! `docs/rocm-5.4-audit.md`). Each row names the upstream file and line at the tag it was read
+//! at; a recipe edit that drops an edge or an option found there fails here.
 //!
 //! Edges are checked on the closure and the build order the engine uses (`BuildGraph`), so a
 //! dependency that would only be satisfied by timing (both in one wave) fails too.
@@ -8,10 +9,33 @@
 use rocmforge::graph::BuildGraph;
 use rocmforge::recipe::{load_stack, RecipeTree, Stack};
 
-const STACK: &str = "rocm-6.2";
+/// What a stack's upstream requires of its recipes.
+struct Audit {
+    stack: &'static str,
+    /// (recipe, dependency it must be built after, where upstream requires it).
+    edges: &'static [(&'static str, &'static str, &'static str)],
+    /// (recipe, argument it must pass, why).
+    args: &'static [(&'static str, &'static str, &'static str)],
+    /// (recipe, option prefix it must not pass: the option does not exist at the tag read).
+    absent: &'static [(&'static str, &'static str, &'static str)],
+    /// (recipe, Python package its build venv must bring, why).
+    requirements: &'static [(&'static str, &'static str, &'static str)],
+    /// (recipe, `[host]` field, need, why): what a host must have that the upstream build finds
+    /// with a REQUIRED find or runs, so `doctor` and `build` catch it before the night, not its
+    /// configure.
+    host: &'static [(&'static str, &'static str, &'static str, &'static str)],
+}
 
-/// (recipe, dependency it must be built after, where upstream requires it).
-const EDGES: &[(&str, &str, &str)] = &[
+const ROCM_6_2: Audit = Audit {
+    stack: "rocm-6.2",
+    edges: EDGES_6_2,
+    args: ARGS_6_2,
+    absent: ABSENT_6_2,
+    requirements: REQUIREMENTS_6_2,
+    host: HOST_6_2,
+};
+
+const EDGES_6_2: &[(&str, &str, &str)] = &[
     ("hipblaslt", "hipblas", "hipBLASLt rocm-6.2.2 CMakeLists.txt:228 find_package(hipblas REQUIRED CONFIG)"),
     ("hipblaslt", "clr", "hipBLASLt rocm-6.2.2 CMakeLists.txt:152 find_package(hip REQUIRED CONFIG)"),
     (
@@ -90,8 +114,7 @@ const EDGES: &[(&str, &str, &str)] = &[
     ("composable-kernel", "clr", "composable_kernel rocm-6.2.2 CMakeLists.txt:264 find_package(HIP REQUIRED)"),
 ];
 
-/// (recipe, argument it must pass, why).
-const ARGS: &[(&str, &str, &str)] = &[
+const ARGS_6_2: &[(&str, &str, &str)] = &[
     ("rocsparse", "-DBUILD_WITH_ROCBLAS=ON", "rocSPARSE CMakeLists.txt:79: decided, not left to a QUIET find"),
     ("rocsolver", "-DBUILD_WITH_SPARSE=ON", "rocSOLVER CMakeLists.txt:130: stated with its rocsparse edge"),
     ("hipsolver", "-DBUILD_WITH_SPARSE=OFF", "hipSOLVER: sparse API needs SuiteSparse, not in the stack"),
@@ -127,22 +150,20 @@ const ARGS: &[(&str, &str, &str)] = &[
     ("miopen", "-DMIOPEN_USE_COMPOSABLEKERNEL=OFF", "gfx10: composable_kernel 6.2 has no gfx101 buffer resource"),
 ];
 
-/// (recipe, option prefix it must not pass: the option does not exist at the tag read).
-const ABSENT: &[(&str, &str, &str)] = &[(
+const ABSENT_6_2: &[(&str, &str, &str)] = &[(
     "hipsparse",
     "-DBUILD_CLIENTS_BENCHMARKS",
     "hipSPARSE rocm-6.2.2 has only BUILD_CLIENTS_TESTS and BUILD_CLIENTS_SAMPLES (CMakeLists.txt:76-77)",
 )];
 
-/// (recipe, Python package its build venv must bring, why).
-const REQUIREMENTS: &[(&str, &str, &str)] = &[
+const REQUIREMENTS_6_2: &[(&str, &str, &str)] = &[
     ("clr", "CppHeaderParser", "clr hipamd/src/CMakeLists.txt:239-251: FATAL_ERROR without it (USE_PROF_API ON)"),
     ("roctracer", "CppHeaderParser", "roctracer rocm-6.2.2 src/CMakeLists.txt:36-44: FATAL_ERROR without it"),
     ("hipblaslt", "cmake", "hipBLASLt CMakeLists.txt:24: cmake_minimum_required(VERSION 3.25.2 FATAL_ERROR)"),
 ];
 
-fn stack() -> Stack {
-    load_stack(&RecipeTree::embedded(), STACK).unwrap_or_else(|d| panic!("the embedded {STACK} stack: {d}"))
+fn stack(name: &str) -> Stack {
+    load_stack(&RecipeTree::embedded(), name).unwrap_or_else(|d| panic!("the embedded {name} stack: {d}"))
 }
 
 fn args(stack: &Stack, recipe: &str) -> Vec<String> {
@@ -151,9 +172,18 @@ fn args(stack: &Stack, recipe: &str) -> Vec<String> {
 
 #[test]
 fn every_upstream_edge_orders_the_build() {
-    let stack = stack();
+    edges_order_the_build(&ROCM_6_2);
+}
+
+#[test]
+fn every_rocm_5_4_upstream_edge_orders_the_build() {
+    edges_order_the_build(&ROCM_5_4);
+}
+
+fn edges_order_the_build(audit: &Audit) {
+    let stack = stack(audit.stack);
     let mut failures = Vec::new();
-    for (recipe, dep, why) in EDGES {
+    for (recipe, dep, why) in audit.edges {
         let graph = BuildGraph::closure(&stack, &[recipe.to_string()]).unwrap();
         let order = graph.order();
         let at = |n: &str| order.iter().position(|o| *o == n);
@@ -173,7 +203,7 @@ fn every_upstream_edge_orders_the_build() {
 #[test]
 fn pytorch_closure_builds_hipblas_before_hipblaslt_and_rocsparse_before_rocsolver() {
     // The two edges the first read found missing, in the closure a user builds.
-    let stack = stack();
+    let stack = stack("rocm-6.2");
     let graph = BuildGraph::closure(&stack, &["pytorch".to_string()]).unwrap();
     let order = graph.order();
     let at = |n: &str| order.iter().position(|o| *o == n).unwrap_or_else(|| panic!("{n} not in {order:?}"));
@@ -185,20 +215,29 @@ fn pytorch_closure_builds_hipblas_before_hipblaslt_and_rocsparse_before_rocsolve
 
 #[test]
 fn every_decided_option_is_passed_and_no_missing_option_is() {
-    let stack = stack();
+    options_are_passed(&ROCM_6_2);
+}
+
+#[test]
+fn every_rocm_5_4_decided_option_is_passed_and_no_missing_option_is() {
+    options_are_passed(&ROCM_5_4);
+}
+
+fn options_are_passed(audit: &Audit) {
+    let stack = stack(audit.stack);
     let mut failures = Vec::new();
-    for (recipe, arg, why) in ARGS {
+    for (recipe, arg, why) in audit.args {
         if !args(&stack, recipe).iter().any(|a| a == arg) {
             failures.push(format!("{recipe} must pass {arg}: {why}"));
         }
     }
-    for (recipe, prefix, why) in ABSENT {
+    for (recipe, prefix, why) in audit.absent {
         let bad: Vec<String> = args(&stack, recipe).into_iter().filter(|a| a.starts_with(prefix)).collect();
         if !bad.is_empty() {
             failures.push(format!("{recipe} passes {bad:?}: {why}"));
         }
     }
-    for (recipe, package, why) in REQUIREMENTS {
+    for (recipe, package, why) in audit.requirements {
         let reqs = &stack.recipe(recipe).unwrap().build.requirements;
         let name = |r: &str| r.split(['=', '<', '>', '~', '!', ' ', '[']).next().unwrap_or("").to_lowercase();
         if !reqs.iter().any(|r| name(r) == package.to_lowercase()) {
@@ -208,9 +247,7 @@ fn every_decided_option_is_passed_and_no_missing_option_is() {
     assert!(failures.is_empty(), "{} problem(s):\n{}", failures.len(), failures.join("\n"));
 }
 
-/// (recipe, `[host]` field, need, why): what a host must have that the upstream build finds with
-/// a REQUIRED find or runs, so `doctor` and `build` catch it before the night, not its configure.
-const HOST: &[(&str, &str, &str, &str)] = &[
+const HOST_6_2: &[(&str, &str, &str, &str)] = &[
     ("miopen", "commands", "bzcat", "MIOpen CMakeLists.txt:542 find_program(UNZIPPER lbzcat bzcat REQUIRED)"),
     ("miopen", "packages", "bzip2", "Debian's bzcat; libbz2-dev does not bring it"),
     ("rocminfo", "commands", "python3", "rocm_agent_enumerator starts #!/usr/bin/env python3"),
@@ -231,9 +268,18 @@ const HOST: &[(&str, &str, &str, &str)] = &[
 
 #[test]
 fn every_host_need_upstream_requires_is_declared() {
-    let stack = stack();
+    host_needs_are_declared(&ROCM_6_2);
+}
+
+#[test]
+fn every_rocm_5_4_host_need_upstream_requires_is_declared() {
+    host_needs_are_declared(&ROCM_5_4);
+}
+
+fn host_needs_are_declared(audit: &Audit) {
+    let stack = stack(audit.stack);
     let mut failures = Vec::new();
-    for (recipe, field, need, why) in HOST {
+    for (recipe, field, need, why) in audit.host {
         let host = &stack.recipe(recipe).unwrap().host;
         let have: Vec<String> = match *field {
             "commands" => host.commands.clone(),
@@ -251,9 +297,208 @@ fn every_host_need_upstream_requires_is_declared() {
 fn hipblaslt_build_venv_cmake_is_new_enough_and_below_4() {
     // hipBLASLt 6.2 declares cmake_minimum_required(VERSION 3.25.2 FATAL_ERROR); CMake 4 drops
     // compatibility with projects declaring < 3.5, which PyTorch's third_party still has.
-    let stack = stack();
+    let stack = stack("rocm-6.2");
     let reqs = &stack.recipe("hipblaslt").unwrap().build.requirements;
     let pin = reqs.iter().find_map(|r| r.strip_prefix("cmake==")).unwrap_or_else(|| panic!("{reqs:?}"));
     let v: Vec<u32> = pin.split('.').map(|p| p.parse().unwrap()).collect();
     assert!(v.as_slice() >= [3, 25, 2].as_slice() && v[0] < 4, "cmake=={pin}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// rocm-5.4: read at tag rocm-5.4.3 of each repository (docs/rocm-5.4-audit.md).
+
+const ROCM_5_4: Audit = Audit {
+    stack: "rocm-5.4",
+    edges: EDGES_5_4,
+    args: ARGS_5_4,
+    absent: &[
+        ("hipamd", "-DHIP_ENABLE_ROCPROFILER_REGISTER", "a 6.2 clr option; hipamd rocm-5.4.3 has none"),
+        ("hipamd", "-DCLR_BUILD_HIP", "a 6.2 clr option; hipamd rocm-5.4.3 is HIP only"),
+    ],
+    requirements: REQUIREMENTS_5_4,
+    host: HOST_5_4,
+};
+
+const EDGES_5_4: &[(&str, &str, &str)] = &[
+    ("device-libs", "llvm", "ROCm-Device-Libs rocm-5.4.3 CMakeLists.txt:38-39 find_package(LLVM REQUIRED), Clang"),
+    (
+        "comgr",
+        "llvm",
+        "ROCm-CompilerSupport rocm-5.4.3 lib/comgr/CMakeLists.txt:72-73 find_package(Clang|LLD REQUIRED CONFIG)",
+    ),
+    (
+        "comgr",
+        "device-libs",
+        "ROCm-CompilerSupport rocm-5.4.3 lib/comgr/CMakeLists.txt:71 find_package(AMDDeviceLibs REQUIRED)",
+    ),
+    ("rocr", "roct", "ROCR-Runtime rocm-5.4.3 src/CMakeLists.txt:100 find_package(hsakmt 1.0 REQUIRED)"),
+    (
+        "rocr",
+        "llvm",
+        "ROCR-Runtime rocm-5.4.3 src/core/runtime/trap_handler/CMakeLists.txt:46-47 find_package(Clang REQUIRED)",
+    ),
+    ("rocminfo", "rocr", "rocminfo rocm-5.4.3 CMakeLists.txt:60 find_package(hsa-runtime64 1.0 REQUIRED)"),
+    ("half", "rocm-cmake", "half 37742ce CMakeLists.txt:17 find_package(ROCM REQUIRED)"),
+    ("hipamd", "rocr", "ROCclr rocm-5.4.3 cmake/ROCclrHSA.cmake:21 find_package(hsa-runtime64 1.6 REQUIRED CONFIG)"),
+    ("hipamd", "comgr", "ROCclr rocm-5.4.3 cmake/ROCclrLC.cmake:21 find_package(amd_comgr REQUIRED CONFIG)"),
+    ("hipamd", "llvm", "hipamd rocm-5.4.3 src/CMakeLists.txt:176 find_package(LLVM REQUIRED CONFIG)"),
+    ("hipamd", "hipcc", "hipamd rocm-5.4.3 CMakeLists.txt:386-396 installs HIPCC_BIN_DIR/hipcc.bin"),
+    ("hipamd", "hip", "hipamd rocm-5.4.3 CMakeLists.txt:40,63-66 HIP_COMMON_DIR"),
+    ("hipamd", "rocclr", "hipamd rocm-5.4.3 src/cmake/FindROCclr.cmake:25-51 ROCCLR_PATH"),
+    ("hipamd", "opencl", "ROCclr rocm-5.4.3 cmake/FindAMD_OPENCL.cmake:25-46 AMD_OPENCL_PATH"),
+    ("roctracer", "hipamd", "roctracer rocm-5.4.3 CMakeLists.txt:47 find_package(HIP REQUIRED CONFIG)"),
+    ("roctracer", "rocr", "roctracer rocm-5.4.3 CMakeLists.txt:46 find_package(hsa-runtime64 REQUIRED CONFIG)"),
+    ("rocprim", "hipamd", "rocPRIM rocm-5.4.3 CMakeLists.txt:84 find_package(hip REQUIRED CONFIG)"),
+    (
+        "rocprim",
+        "rocm-cmake",
+        "rocPRIM rocm-5.4.3 cmake/Dependencies.cmake:176 find_package(ROCM QUIET), else downloads it",
+    ),
+    (
+        "hipcub",
+        "rocprim",
+        "hipCUB rocm-5.4.3 cmake/Dependencies.cmake:95 find_package(rocprim QUIET), else downloads it",
+    ),
+    ("hipcub", "hipamd", "hipCUB rocm-5.4.3 cmake/VerifyCompiler.cmake:35 find_package(hip REQUIRED)"),
+    (
+        "rocthrust",
+        "rocprim",
+        "rocThrust rocm-5.4.3 cmake/Dependencies.cmake:17 find_package(rocprim QUIET), else downloads it",
+    ),
+    ("rocthrust", "hipamd", "rocThrust rocm-5.4.3 cmake/VerifyCompiler.cmake:24 find_package(hip REQUIRED)"),
+    ("rocrand", "hipamd", "rocRAND rocm-5.4.3 cmake/VerifyCompiler.cmake:35 find_package(hip REQUIRED)"),
+    ("rocrand", "rocm-cmake", "rocRAND rocm-5.4.3 cmake/Dependencies.cmake:115 find_package(ROCM), else downloads it"),
+    ("hiprand", "rocrand", "hipRAND rocm-5.4.3 CMakeLists.txt:107,112 find_package(rocrand CONFIG REQUIRED)"),
+    (
+        "rocfft",
+        "hipamd",
+        "rocFFT rocm-5.4.3 CMakeLists.txt:165 find_package(HIP REQUIRED); library/src/CMakeLists.txt:49 hiprtc",
+    ),
+    ("hipfft", "rocfft", "hipFFT rocm-5.4.3 cmake/dependencies.cmake:51 find_package(rocfft REQUIRED)"),
+    ("hipfft", "hipamd", "hipFFT rocm-5.4.3 cmake/dependencies.cmake:44 find_package(HIP MODULE REQUIRED)"),
+    (
+        "rocblas",
+        "tensile",
+        "rocBLAS rocm-5.4.3 CMakeLists.txt:143-145,159 Tensile_TEST_LOCAL_PATH, find_package(Tensile 4.35.0 EXACT)",
+    ),
+    ("rocblas", "hipamd", "rocBLAS rocm-5.4.3 CMakeLists.txt:166 find_package(hip REQUIRED)"),
+    (
+        "rocblas",
+        "llvm",
+        "Tensile rocm-5.4.3 Tensile/Common.py:1975-1993 assembler and clang-offload-bundler of ROCM_PATH/llvm",
+    ),
+    ("hipblas", "rocblas", "hipBLAS rocm-5.4.3 library/src/CMakeLists.txt:82 find_package(rocblas REQUIRED CONFIG)"),
+    (
+        "hipblas",
+        "rocsolver",
+        "hipBLAS rocm-5.4.3 library/src/CMakeLists.txt:97 find_package(rocsolver REQUIRED CONFIG)",
+    ),
+    ("rocsparse", "rocprim", "rocSPARSE rocm-5.4.3 CMakeLists.txt:175 find_package(rocprim REQUIRED)"),
+    ("rocsparse", "hipamd", "rocSPARSE rocm-5.4.3 CMakeLists.txt:178 find_package(hip REQUIRED)"),
+    (
+        "hipsparse",
+        "rocsparse",
+        "hipSPARSE rocm-5.4.3 cmake/Dependencies.cmake:46 find_package(rocsparse REQUIRED CONFIG)",
+    ),
+    ("rocsolver", "rocblas", "rocSOLVER rocm-5.4.3 CMakeLists.txt:146 find_package(rocblas REQUIRED CONFIG)"),
+    ("rocsolver", "llvm", "rocSOLVER rocm-5.4.3 library/src/CMakeLists.txt:241 links --rtlib=compiler-rt"),
+    (
+        "hipsolver",
+        "rocblas",
+        "hipSOLVER rocm-5.4.3 library/src/CMakeLists.txt:100 find_package(rocblas REQUIRED CONFIG)",
+    ),
+    (
+        "hipsolver",
+        "rocsolver",
+        "hipSOLVER rocm-5.4.3 library/src/CMakeLists.txt:109 find_package(rocsolver REQUIRED CONFIG)",
+    ),
+    ("miopen", "rocm-cmake", "MIOpen rocm-5.4.3 CMakeLists.txt:53 find_package(ROCM 0.7.3 REQUIRED)"),
+    ("miopen", "hipamd", "MIOpen rocm-5.4.3 CMakeLists.txt:192 find_package(hip REQUIRED)"),
+    ("miopen", "comgr", "MIOpen rocm-5.4.3 CMakeLists.txt:396-397 find_package(amd_comgr REQUIRED CONFIG)"),
+    ("miopen", "rocblas", "MIOpen rocm-5.4.3 CMakeLists.txt:280-282 find_package(rocblas REQUIRED)"),
+    ("miopen", "half", "MIOpen rocm-5.4.3 CMakeLists.txt:414 find_path(HALF_INCLUDE_DIR half.hpp)"),
+    ("pytorch", "miopen", "Spack py_torch/package.py:332-349 at 1e8cf059e35d: miopen-hip for +rocm"),
+    ("pytorch", "rocm-core", "PyTorch 2.x LoadHIP.cmake reads rocm_version.h (docs/rocm-5.4-audit.md)"),
+    ("torchvision", "pytorch", "Spack py_torchvision/package.py:105 depends_on py-torch@2.2.2 when @0.17.2"),
+];
+
+const ARGS_5_4: &[(&str, &str, &str)] = &[
+    (
+        "llvm",
+        "-DLLVM_ENABLE_RUNTIMES=compiler-rt;openmp",
+        "hipamd rocm-5.4.3 hip-config.cmake.in:294-311 FATAL_ERROR without the builtins; HIP bin/hipcc.pl:731-737",
+    ),
+    ("rocminfo", "-DROCRTST_BLD_TYPE=Release", "rocminfo rocm-5.4.3 CMakeLists.txt:62-69: Debug otherwise"),
+    ("rocm-core", "-DROCM_VERSION=5.4.3", "rocm-core rocm-5.5.0 CMakeLists.txt:39-40: no 5.4 source exists"),
+    ("hipamd", "-DHIP_COMMON_DIR={src:hip}", "hipamd rocm-5.4.3 CMakeLists.txt:63-66"),
+    ("hipamd", "-DROCCLR_PATH={src:rocclr}", "hipamd rocm-5.4.3 src/cmake/FindROCclr.cmake:25-27"),
+    ("hipamd", "-DAMD_OPENCL_PATH={src:opencl}", "ROCclr rocm-5.4.3 cmake/FindAMD_OPENCL.cmake:25-27"),
+    (
+        "hipamd",
+        "-DCMAKE_SHARED_LINKER_FLAGS=-Wl,-z,noexecstack",
+        "hipamd rocm-5.4.3 src/hip_embed_pch.sh:113: the PCH object has no .note.GNU-stack (with patch 0001)",
+    ),
+    ("rocprim", "-DAMDGPU_TARGETS={targets}", "rocPRIM rocm-5.4.3 CMakeLists.txt:63-76: the default list lacks gfx1010"),
+    ("rocfft", "-DAMDGPU_TARGETS={targets}", "rocFFT rocm-5.4.3 CMakeLists.txt:148-151: the default list lacks gfx1010"),
+    ("rocsparse", "-DAMDGPU_TARGETS={targets}", "rocSPARSE rocm-5.4.3 CMakeLists.txt:148-170: the default list lacks gfx1010"),
+    ("rocthrust", "-DAMDGPU_TARGETS={targets}", "rocThrust rocm-5.4.3 CMakeLists.txt:60-72: the default list lacks gfx1010"),
+    ("rocrand", "-DBUILD_HIPRAND=OFF", "rocRAND rocm-5.4.3 CMakeLists.txt:222-233: FATAL_ERROR without the hipRAND submodule"),
+    ("rocfft", "-DSQLITE_USE_SYSTEM_PACKAGE=ON", "rocFFT rocm-5.4.3 library/src/CMakeLists.txt:152-172: else downloads SQLite"),
+    (
+        "rocblas",
+        "-DTensile_SEPARATE_ARCHITECTURES=OFF",
+        "Tensile rocm-5.4.3 TensileCreateLibrary.py:1054-1060: with it, a target without logic (gfx1012) gets no library",
+    ),
+    ("rocblas", "-DTensile_LAZY_LIBRARY_LOADING=OFF", "the same, TensileCreateLibrary.py:1353-1372"),
+    ("rocblas", "-DTensile_TEST_LOCAL_PATH={src:tensile}", "rocBLAS rocm-5.4.3 CMakeLists.txt:139-145: else pip-installs from GitHub"),
+    ("hipblas", "-DBUILD_WITH_SOLVER=ON", "hipBLAS rocm-5.4.3 CMakeLists.txt:100: stated with its rocsolver edge"),
+    ("miopen", "-DMIOPEN_USE_COMPOSABLEKERNEL=OFF", "composable_kernel 5.4.3 ck.hpp:32-34 #error on gfx1010"),
+    ("miopen", "-DMIOPEN_USE_MLIR=OFF", "MIOpen rocm-5.4.3 CMakeLists.txt:328-345: ON needs rocMLIR, no gfx101x solver"),
+    ("miopen", "-DBUILD_TESTING=OFF", "with patch 0003: test/ would git-clone googletest at configure"),
+];
+
+const REQUIREMENTS_5_4: &[(&str, &str, &str)] = &[
+    (
+        "hipamd",
+        "CppHeaderParser",
+        "hipamd rocm-5.4.3 src/CMakeLists.txt:223-234: FATAL_ERROR without it (USE_PROF_API ON)",
+    ),
+    ("roctracer", "CppHeaderParser", "roctracer rocm-5.4.3 src/CMakeLists.txt:34-45: FATAL_ERROR without it"),
+];
+
+const HOST_5_4: &[(&str, &str, &str, &str)] = &[
+    ("rocr", "commands", "xxd", "ROCR-Runtime rocm-5.4.3 trap_handler/create_trap_handler_header.sh:46-67 runs xxd"),
+    ("hipamd", "commands", "perl", "hipamd rocm-5.4.3 CMakeLists.txt:81 find_package(Perl REQUIRED); hipcc is perl"),
+    ("roct", "packages", "libnuma-dev", "ROCT rocm-5.4.3 CMakeLists.txt:163 find_library(NUMA numa REQUIRED)"),
+    (
+        "miopen",
+        "packages",
+        "libboost-filesystem-dev",
+        "MIOpen rocm-5.4.3 CMakeLists.txt:409-412 find_package(Boost REQUIRED)",
+    ),
+    (
+        "miopen",
+        "packages",
+        "nlohmann-json3-dev",
+        "MIOpen rocm-5.4.3 CMakeLists.txt:73 find_package(nlohmann_json 3.9.1 REQUIRED)",
+    ),
+    (
+        "miopen",
+        "packages",
+        "libsqlite3-dev",
+        "MIOpen rocm-5.4.3 CMakeLists.txt:69-70 pkg_check_modules(SQLITE3 REQUIRED)",
+    ),
+    ("rocblas", "headers", "msgpack.hpp", "Tensile rocm-5.4.3 Source/lib: MessagePack.cpp includes <msgpack.hpp>"),
+    ("rocblas", "packages", "python3-venv", "rocBLAS rocm-5.4.3 cmake/virtualenv.cmake:20"),
+    (
+        "rocfft",
+        "packages",
+        "libsqlite3-dev",
+        "rocFFT rocm-5.4.3 library/src/CMakeLists.txt:154 find_package(SQLite3 3.36 REQUIRED)",
+    ),
+    ("rocsolver", "packages", "libfmt-dev", "rocSOLVER rocm-5.4.3 CMakeLists.txt:43 find_package(fmt REQUIRED)"),
+    ("hipblas", "packages", "gfortran", "hipBLAS rocm-5.4.3 CMakeLists.txt:46-53 enables Fortran"),
+    ("rocsparse", "packages", "gfortran", "rocSPARSE rocm-5.4.3 CMakeLists.txt:54 project(... Fortran)"),
+    ("hipsparse", "packages", "gfortran", "hipSPARSE rocm-5.4.3 CMakeLists.txt:67 project(... Fortran)"),
+    ("hipsolver", "packages", "gfortran", "hipSOLVER rocm-5.4.3 CMakeLists.txt:46-49 enable_language(Fortran)"),
+];
