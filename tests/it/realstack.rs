@@ -38,8 +38,9 @@ struct Shipped {
     asked: &'static [&'static str],
     /// How `plan` shows pytorch's pin (the start of its line).
     pytorch_pin: &'static str,
-    /// The first tarball the offline build names, and how many sources the closure pins.
+    /// The first tarball the offline build names.
     first_download: &'static str,
+    /// At least this many sources of the closure are pinned.
     min_pinned: usize,
     /// The recipes whose patch series `patch check` runs.
     patched: &'static [&'static str],
@@ -686,8 +687,8 @@ fn stand_ins_pass_the_preflight(shipped: &Shipped) {
     let patch_name = &miopen.patches[0];
     let files = parse_patch(&std::fs::read_to_string(patch_path(stack, "miopen", patch_name)).unwrap());
     let f = files.iter().find(|f| f.hunks.len() > 1).expect("a file with two hunks");
-    let only_first = series_changes(stack, "miopen", &miopen.patches);
-    let merged = only_first.iter().find(|m| m.path == f.path).unwrap();
+    let whole_series = series_changes(stack, "miopen", &miopen.patches);
+    let merged = whole_series.iter().find(|m| m.path == f.path).unwrap();
     assert_eq!(merged.hunks.len(), f.hunks.len(), "{}: changed by {patch_name} alone", f.path);
     let h2 = &f.hunks[1];
     let ctx = h2.first_context.expect("hunk #2 has context");
