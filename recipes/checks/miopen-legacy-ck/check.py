@@ -345,12 +345,19 @@ def compile_one(a, inc, kfile, target, flag, defs, log):
     cmd += ["-D%s=%s" % kv for kv in sorted(defs.items())] + ["-I" + str(inc)]
     if a.device_libs:
         cmd += ["--rocm-device-lib-path=" + a.device_libs, "-c", str(kfile), "-o", str(log.with_suffix(".hsaco"))]
-    else:  # no device libraries: stop at the GPU assembly (instruction selection ran)
+    else:  # no device libraries: stop at the GPU assembly, then assemble it (inline asm is
+        # only checked by the assembler: a `-S` alone passes an instruction the target lacks)
         cmd += ["-nogpulib", "-S", str(kfile), "-o", str(log.with_suffix(".s"))]
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True)
-    log.write_text(" ".join(cmd) + "\n\n" + r.stderr)
-    lines = r.stderr.splitlines()
+    out, cmds = r.stderr, " ".join(cmd)
+    if r.returncode == 0 and not a.device_libs:
+        asm = [a.clang, "-x", "assembler", "-target", "amdgcn-amd-amdhsa", "-mcpu=" + device,
+               "-c", str(log.with_suffix(".s")), "-o", str(log.with_suffix(".o"))]
+        r = subprocess.run(asm, capture_output=True, text=True)
+        out, cmds = out + r.stderr, cmds + "\n" + " ".join(asm)
+    log.write_text(cmds + "\n\n" + out)
+    lines = out.splitlines()
     errs = [i for i, l in enumerate(lines) if "error" in l]
     shown = []
     for i in errs[:3]:
