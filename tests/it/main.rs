@@ -16,6 +16,7 @@ mod inspect;
 mod installation;
 mod keys;
 mod layering;
+mod legacy_ck;
 mod lock;
 mod prebuilt;
 mod proofs;

@@ -1,0 +1,117 @@
+//! The legacy-CK check (`recipes/checks/miopen-legacy-ck/check.py`) against a stand-in MIOpen
+//! tree written for it (`tests/fixtures/legacy-ck`), with Debian's clang-15 and HIP headers:
+//! unpatched it fails for gfx1010 naming the kernel and the `#error`, while gfx1030 compiles;
+//! after the real patch 0003 it passes; a config that gives gfx101x a dot instruction fails.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::support::{copy_tree, repo_root};
+
+const CLANG: &str = "/usr/bin/clang-15";
+const KERNEL: &str = "gridwise_generic_reduction_first_call_blockwise_reduce_partial_dims.cpp";
+const CONFIG: &str = "src/composable_kernel/composable_kernel/include/utility/config.hpp";
+
+fn tools() {
+    assert!(Path::new(CLANG).exists(), "{CLANG} is missing: apt-get install clang-15");
+    assert!(
+        Path::new("/usr/include/hip/hip_runtime.h").exists(),
+        "/usr/include/hip/hip_runtime.h is missing: apt-get install hipcc (HIP headers)"
+    );
+}
+
+fn stand_in(dir: &Path) -> PathBuf {
+    let tree = dir.join("miopen");
+    copy_tree(&repo_root().join("tests/fixtures/legacy-ck"), &tree);
+    tree
+}
+
+/// Runs check.py for gfx1010 and gfx1030: (exit code, stdout).
+fn check(tree: &Path, work: &Path) -> (i32, String) {
+    let out = Command::new("python3")
+        .arg(repo_root().join("recipes/checks/miopen-legacy-ck/check.py"))
+        .arg("--src")
+        .arg(tree)
+        .args(["--clang", CLANG, "--rocm", "/usr", "--targets", "gfx1010;gfx1030", "--work"])
+        .arg(work)
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), format!("{stdout}{stderr}"))
+}
+
+fn line<'a>(out: &'a str, status: &str, target: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.starts_with(status) && l.contains(target) && l.contains(KERNEL))
+        .unwrap_or_else(|| panic!("no `{status} {target} {KERNEL}` line in:\n{out}"))
+}
+
+fn apply_patch_0003(tree: &Path) {
+    let patch = repo_root().join("patches/rocm-6.2/miopen/0003-legacy-ck-gfx101x.patch");
+    let out = Command::new("patch")
+        .current_dir(tree)
+        .args(["-p1", "--batch", "-i"])
+        .arg(&patch)
+        .output()
+        .expect("patch");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "patch 0003 does not apply to the stand-in:\n{text}");
+    assert!(!text.contains("FAILED") && !text.contains("fuzz"), "{text}");
+}
+
+#[test]
+fn unpatched_gfx1010_fails_with_the_error_and_patch_0003_makes_it_compile() {
+    tools();
+    let dir = tempfile::tempdir().unwrap();
+    let tree = stand_in(dir.path());
+
+    let (code, out) = check(&tree, &dir.path().join("before"));
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("NO CK_AMD_GPU_* target macro"), "{out}");
+    line(&out, "FAILED", "gfx1010");
+    line(&out, "ok", "gfx1030");
+    assert!(out.contains("error: Need to define (only) one GPU target"), "the compiler's message:\n{out}");
+    assert!(out.ends_with("FAIL\n"), "{out}");
+
+    apply_patch_0003(&tree);
+    let (code, out) = check(&tree, &dir.path().join("after"));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("-DCK_AMD_GPU_GFX101X"), "the flag is read from the patched function:\n{out}");
+    line(&out, "ok", "gfx1010");
+    line(&out, "ok", "gfx1030");
+    assert!(out.contains("2 ok, 0 FAILED") && out.ends_with("PASS\n"), "{out}");
+}
+
+#[test]
+fn a_config_that_gives_gfx101x_a_dot_instruction_fails() {
+    tools();
+    let dir = tempfile::tempdir().unwrap();
+    let tree = stand_in(dir.path());
+    apply_patch_0003(&tree);
+    let config = tree.join(CONFIG);
+    let text = std::fs::read_to_string(&config).unwrap();
+    let fmac_only = "#elif defined(CK_AMD_GPU_GFX101X)\n// gfx1010 has no dot instructions: FMAC only, for every gfx101x\n#define CK_USE_AMD_V_FMAC_F32\n";
+    assert!(text.contains(fmac_only), "patch 0003's gfx101x branch:\n{text}");
+    std::fs::write(&config, text.replace(fmac_only, &format!("{fmac_only}#define CK_USE_AMD_V_DOT2_F32_F16\n")))
+        .unwrap();
+
+    let (code, out) = check(&tree, &dir.path().join("work"));
+    assert_eq!(code, 1, "{out}");
+    line(&out, "FAILED", "gfx1010");
+    line(&out, "ok", "gfx1030");
+    assert!(out.contains("instruction not supported on this GPU"), "{out}");
+}
+
+#[test]
+fn a_tree_without_the_flag_function_is_not_read() {
+    tools();
+    let dir = tempfile::tempdir().unwrap();
+    let tree = stand_in(dir.path());
+    let header = tree.join("src/include/miopen/solver/ck_utility_common.hpp");
+    let text = std::fs::read_to_string(&header).unwrap();
+    std::fs::write(&header, text.replace("get_ck_common_compiler_flag", "other_flag")).unwrap();
+    let (code, out) = check(&tree, &dir.path().join("work"));
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("check error:") && out.contains("get_ck_common_compiler_flag"), "{out}");
+}
