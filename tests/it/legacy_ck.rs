@@ -49,12 +49,8 @@ fn line<'a>(out: &'a str, status: &str, target: &str) -> &'a str {
 
 fn apply_patch_0003(tree: &Path) {
     let patch = repo_root().join("patches/rocm-6.2/miopen/0003-legacy-ck-gfx101x.patch");
-    let out = Command::new("patch")
-        .current_dir(tree)
-        .args(["-p1", "--batch", "-i"])
-        .arg(&patch)
-        .output()
-        .expect("patch");
+    let out =
+        Command::new("patch").current_dir(tree).args(["-p1", "--batch", "-i"]).arg(&patch).output().expect("patch");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "patch 0003 does not apply to the stand-in:\n{text}");
     assert!(!text.contains("FAILED") && !text.contains("fuzz"), "{text}");
