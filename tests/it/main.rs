@@ -17,6 +17,7 @@ mod installation;
 mod keys;
 mod layering;
 mod lock;
+mod lookback_fence;
 mod prebuilt;
 mod proofs;
 mod reap;
