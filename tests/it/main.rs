@@ -3,6 +3,7 @@
 
 mod support;
 
+mod batchnorm_check;
 mod completions;
 mod doctor;
 mod compilers;
