@@ -3,6 +3,7 @@
 
 mod support;
 
+mod batchnorm_check;
 mod completions;
 mod doctor;
 mod compilers;
@@ -18,6 +19,7 @@ mod keys;
 mod layering;
 mod legacy_ck;
 mod lock;
+mod lookback_fence;
 mod prebuilt;
 mod proofs;
 mod reap;
