@@ -6,6 +6,8 @@
 # programs, not a GPU; docs/verify.md records a run.
 #   ci/verify-cpu.sh [verify args: --markdown, --json, --case ID, ...]
 # ROCMFORGE_VERIFY_CPU_DIR (default <target>/verify-cpu) holds the venv, the config and state.
+# On the CPU, torch.compile (the `torch-compile` case) is Inductor's C++ backend, not Triton: it
+# needs a C++ compiler (`g++`, or $CXX), without which the case fails saying so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
@@ -31,6 +33,10 @@ if ! "$venv/bin/python" -c 'import torch, numpy' 2>/dev/null; then
   "${pip[@]}" numpy
   echo "verify-cpu: venv with $("$venv/bin/python" -c 'import torch; print("torch", torch.__version__)') in $((SECONDS - start))s" >&2
 fi
+
+cxx=${CXX:-g++}
+command -v "$cxx" >/dev/null ||
+  echo "verify-cpu: no C++ compiler ($cxx) on PATH: torch-compile will fail (Inductor compiles C++ on the CPU)" >&2
 
 cat > "$root/config.toml" <<TOML
 state-dir = "$root/state"

@@ -12,10 +12,18 @@
 //!   breaks), GroupNorm and LayerNorm forward+backward;
 //! - `nonzero`, `unique`, `scatter_add`, `sort`/`topk`, `cumsum` (reported broken on gfx1010
 //!   by jc1122/pytorch-gfx1010, or built on the same scan and sort kernels);
-//! - an LSTM and a GRU forward+backward, scaled dot-product attention forward+backward;
+//! - an LSTM and a GRU forward+backward with biases (MIOpen's backward weights reduces the bias
+//!   gradient with `ReduceTensor`, which MIOpen 6.2 as released cannot build for gfx101x),
+//!   scaled dot-product attention forward+backward;
 //! - matmul forward+backward in float32, float16 and bfloat16;
 //! - three AdamW steps on a small CNN, and five SGD steps of a small ResNet on one batch of
-//!   random data, whose loss must fall.
+//!   random data, whose loss must fall;
+//! - an int64 `cumsum`, a `masked_select` and a `nonzero` over 3 million values, eight times per
+//!   call, each repetition compared exactly (rocPRIM's decoupled look-back with prefixes over 4
+//!   bytes gives wrong results on GFX10 only now and then; a WRONG line names the repetition);
+//! - `torch.compile` of a small MLP, forward+backward: Inductor writes Triton kernels for the
+//!   GPU, so a torch with no Triton fails with that reason first (`no Triton installed (...)`),
+//!   torch before 2.0 has no `torch.compile`, and a Triton error is shown as Triton raised it.
 //!
 //! Every case ([`CASE_SCRIPT`]) checks its outputs and gradients against a float64 CPU
 //! reference computed in the same script from the same inputs (rounded to the case's dtype). A
@@ -23,8 +31,9 @@
 //! float32 rtol 1e-3, atol 1e-5; float16 rtol 1e-2, atol 1e-3; bfloat16 rtol 4e-2, atol 1e-2
 //! (`TOLERANCE` in case.py is where they live). Integer results (indices, counts) must be
 //! equal. A difference is [`run::Outcome::Wrong`], naming the tensor, the largest difference and
-//! the tolerance. An op the case's torch lacks (scaled dot-product attention before torch 2.0)
-//! is an error saying so; a profile lists it in `known-failures`.
+//! the tolerance. An op the case's torch lacks (scaled dot-product attention and `torch.compile`
+//! before torch 2.0, Triton for `torch.compile` on the GPU) is an error saying so; a profile
+//! lists it in `known-failures`, with the reason in a comment beside it.
 //!
 //! Only a real GPU proves the stack: without one every case fails with the reason. CPU mode
 //! (`ROCMFORGE_VERIFY_DEVICE=cpu` in the caller's environment, `ci/verify-cpu.sh`) runs the
@@ -125,8 +134,11 @@ pub enum Op {
         n: u32,
         rows: u32,
     },
+    /// Always with biases (`bias` is true): their gradient is the reduction MIOpen's backward
+    /// weights does with `ReduceTensor`.
     Rnn {
         cell: Cell,
+        bias: bool,
         input: u32,
         hidden: u32,
         layers: u32,
@@ -153,6 +165,43 @@ pub enum Op {
         size: u32,
         steps: u32,
     },
+    /// [`Repeat`] over `n` values, `reps` times in each call; every repetition is compared
+    /// exactly with the reference.
+    Repeated {
+        what: Repeat,
+        n: u32,
+        reps: u32,
+    },
+    /// `torch.compile` (Inductor) of a small MLP, `features` -> `hidden` -> 10 on a batch of
+    /// `batch`, forward and backward.
+    Compile {
+        features: u32,
+        hidden: u32,
+        batch: u32,
+    },
+}
+
+/// The ops of [`Op::Repeated`]: scans whose prefix type is over 4 bytes, or selections built on
+/// rocPRIM's decoupled look-back, which gives wrong results on GFX10 only now and then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Repeat {
+    /// `torch.cumsum` of int64 values (sums past the int32 range).
+    CumsumInt64,
+    /// `torch.masked_select` of int64 values by a random mask (about half true).
+    MaskedSelect,
+    /// `torch.nonzero` of int64 values (about 2/3 zero) as 1000 rows.
+    Nonzero,
+}
+
+impl Repeat {
+    fn name(self) -> &'static str {
+        match self {
+            Repeat::CumsumInt64 => "cumsum int64",
+            Repeat::MaskedSelect => "masked_select int64",
+            Repeat::Nonzero => "nonzero int64",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -196,18 +245,23 @@ impl Case {
             Op::ScatterAdd { n, bins } => format!("scatter_add fwd+bwd {n} -> {bins}"),
             Op::SortTopk { n, rows, cols, k } => format!("sort {n}, topk{k} {rows}x{cols}, bwd"),
             Op::Cumsum { n, rows } => format!("cumsum fwd+bwd {n}, {rows} rows, int32"),
-            Op::Rnn { cell, input, hidden, layers, seq, batch } => {
+            Op::Rnn { cell, bias, input, hidden, layers, seq, batch } => {
                 let name = match cell {
                     Cell::Lstm => "lstm",
                     Cell::Gru => "gru",
                 };
-                format!("{name} fwd+bwd {input}->{hidden} x{layers} seq{seq} b{batch}")
+                let bias = if *bias { ", with bias" } else { "" };
+                format!("{name} fwd+bwd {input}->{hidden} x{layers} seq{seq} b{batch}{bias}")
             }
             Op::Sdpa { batch, heads, seq, dim } => format!("sdpa fwd+bwd {heads}h {seq}x{dim} b{batch}"),
             Op::Matmul { n, dtype } => format!("matmul fwd+bwd {n}x{n} {}", dtype.short()),
             Op::Adamw { batch, size, steps } => format!("adamw {steps} steps, cnn {size}x{size} b{batch}"),
             Op::TrainResnet { batch, size, steps } => {
                 format!("train resnet {steps} steps {size}x{size} b{batch}")
+            }
+            Op::Repeated { what, n, reps } => format!("{} {n}, {reps} times (exact)", what.name()),
+            Op::Compile { features, hidden, batch } => {
+                format!("torch.compile mlp fwd+bwd {features}->{hidden}->10 b{batch}")
             }
         }
     }
@@ -262,13 +316,22 @@ pub fn matrix() -> Vec<Case> {
     cases.push(Case::new("sort-topk", Op::SortTopk { n: 1 << 20, rows: 256, cols: 1000, k: 10 }));
     cases.push(Case::new("cumsum", Op::Cumsum { n: 1 << 20, rows: 64 }));
     for (id, cell) in [("lstm", Cell::Lstm), ("gru", Cell::Gru)] {
-        cases.push(Case::new(id, Op::Rnn { cell, input: 32, hidden: 64, layers: 2, seq: 50, batch: 8 }));
+        cases.push(Case::new(id, Op::Rnn { cell, bias: true, input: 32, hidden: 64, layers: 2, seq: 50, batch: 8 }));
     }
     cases.push(Case::new("sdpa", Op::Sdpa { batch: 4, heads: 8, seq: 128, dim: 64 }));
     cases.push(Case::new("matmul-fp16-1024", Op::Matmul { n: 1024, dtype: Dtype::Float16 }));
     cases.push(Case::new("matmul-bf16-1024", Op::Matmul { n: 1024, dtype: Dtype::Bfloat16 }));
     cases.push(Case::new("adamw-cnn", Op::Adamw { batch: 16, size: 32, steps: 3 }));
     cases.push(Case::new("train-resnet", Op::TrainResnet { batch: 32, size: 32, steps: 5 }));
+    // Over a million values (and not a multiple of any tile), eight times per call.
+    for (id, what) in [
+        ("cumsum-int64-repeat", Repeat::CumsumInt64),
+        ("masked-select-repeat", Repeat::MaskedSelect),
+        ("nonzero-repeat", Repeat::Nonzero),
+    ] {
+        cases.push(Case::new(id, Op::Repeated { what, n: 3_000_017, reps: 8 }));
+    }
+    cases.push(Case::new("torch-compile", Op::Compile { features: 64, hidden: 128, batch: 32 }));
     cases
 }
 
@@ -315,6 +378,10 @@ mod tests {
             let json: serde_json::Value = serde_json::from_str(&c.json()).unwrap();
             let op = json["op"].as_str().unwrap();
             assert!(CASE_SCRIPT.contains(&format!("    \"{op}\": ")), "case.py has no `{op}` in CASES ({})", c.id);
+            if let Some(w) = json.get("what") {
+                let w = w.as_str().unwrap();
+                assert!(CASE_SCRIPT.contains(&format!("    \"{w}\": repeated_")), "case.py has no `{w}` in REPEATED");
+            }
             if let Some(d) = json.get("dtype") {
                 let d = d.as_str().unwrap();
                 assert!(CASE_SCRIPT.contains(&format!("    \"{d}\": (")), "case.py has no tolerance for {d}");
@@ -345,6 +412,38 @@ mod tests {
         assert!(failures > 0, "the 5.2 fallback lists sdpa, which torch 1.13 lacks");
     }
 
+    /// The paths the known gfx101x failures touch: RNN backward with biases (MIOpen reduces their
+    /// gradient with ReduceTensor), scans and selections over a million values with 8-byte
+    /// prefixes, repeated (the look-back failure is sporadic), and torch.compile.
+    #[test]
+    fn the_matrix_reaches_the_known_gfx101x_failure_paths() {
+        let m = matrix();
+        let case = |id: &str| m.iter().find(|c| c.id == id).unwrap_or_else(|| panic!("no case {id}"));
+        for id in ["lstm", "gru"] {
+            assert!(matches!(case(id).op, Op::Rnn { bias: true, .. }), "{id} runs without biases");
+            assert!(case(id).describe().ends_with(", with bias"), "{}", case(id).describe());
+        }
+        // The script builds the cell with the case's biases and checks every parameter's gradient.
+        assert!(CASE_SCRIPT.contains("num_layers=layers, bias=c[\"bias\"], batch_first=True"));
+        assert!(CASE_SCRIPT.contains("out.update(grads(\"grad \", m))"));
+        for (id, what) in [
+            ("cumsum-int64-repeat", Repeat::CumsumInt64),
+            ("masked-select-repeat", Repeat::MaskedSelect),
+            ("nonzero-repeat", Repeat::Nonzero),
+        ] {
+            let Op::Repeated { what: w, n, reps } = case(id).op else { panic!("{id} is no repeated case") };
+            assert_eq!(w, what);
+            assert!(n > 1_000_000 && reps >= 4, "{id}: {n} values, {reps} repetitions");
+        }
+        // Each repetition is a result of its own, named in a WRONG line.
+        assert!(CASE_SCRIPT.contains("out[f\"{name}, repetition {i + 1} of {reps}\"] = result"));
+        assert!(matches!(case("torch-compile").op, Op::Compile { .. }));
+        // The new cases run after the existing ones: their ids and order are unchanged.
+        let ids: Vec<&str> = m.iter().map(|c| c.id.as_str()).collect();
+        let at = ids.iter().position(|&i| i == "train-resnet").unwrap();
+        assert_eq!(&ids[at + 1..], ["cumsum-int64-repeat", "masked-select-repeat", "nonzero-repeat", "torch-compile"]);
+    }
+
     #[test]
     fn case_json_is_what_the_script_reads() {
         let c = Case::conv(16, 32, 48, 3, 1);
@@ -357,7 +456,15 @@ mod tests {
         assert_eq!(json("matmul-bf16-1024"), r#"{"id":"matmul-bf16-1024","op":"matmul","n":1024,"dtype":"bfloat16"}"#);
         assert_eq!(
             json("lstm"),
-            r#"{"id":"lstm","op":"rnn","cell":"lstm","input":32,"hidden":64,"layers":2,"seq":50,"batch":8}"#
+            r#"{"id":"lstm","op":"rnn","cell":"lstm","bias":true,"input":32,"hidden":64,"layers":2,"seq":50,"batch":8}"#
+        );
+        assert_eq!(
+            json("nonzero-repeat"),
+            r#"{"id":"nonzero-repeat","op":"repeated","what":"nonzero","n":3000017,"reps":8}"#
+        );
+        assert_eq!(
+            json("torch-compile"),
+            r#"{"id":"torch-compile","op":"compile","features":64,"hidden":128,"batch":32}"#
         );
     }
 }

@@ -25,13 +25,20 @@ default-profile = "gemm-only"
 description = "known to hang on 16->32 at 48x48"
 env = { HSA_OVERRIDE_GFX_VERSION = "10.3.0", MIOPEN_DEBUG_CONV_GEMM = "1" }
 known-hangs = ["conv-16-32-s48-k3-b1"]
-known-failures = ["sdpa"]
+known-failures = ["sdpa", "torch-compile"]
 "#;
 
 const WHEEL_RECIPE: &str = "[package]\nname = \"w\"\nversion = \"1.0\"\nsummary = \"x\"\n\n[source]\nurl = \"https://example.invalid/w-1.0-py3-none-any.whl\"\nsha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"\n\n[build]\nsystem = \"prebuilt-wheel\"\n\n[targets]\ngpu = false\n";
 
 /// The difference a wrong case reports, in the form case.py's `difference` writes it.
 const WRONG: &str = "grad weight (first call): max abs diff 0.31 > tolerance 0.0012 (float32: atol 1e-05 + rtol 0.001 x largest reference magnitude 1.19)";
+
+/// A repetition of a repeated case that differs, as case.py names it.
+const WRONG_REPETITION: &str = "int64 cumsum, repetition 3 of 8 (cached call): 2 of 3000017 values differ from the reference (exact comparison), the first at flat index 2999999: 5 instead of 7";
+
+/// What case.py's `torch-compile` exits with on a GPU torch without Triton (torch 2.6's
+/// RuntimeError inside Dynamo's BackendCompilerFailed): the reason first, then what torch raised.
+const NO_TRITON: &str = "no Triton installed (torch.compile's GPU backend, Inductor, needs it; `import triton`: No module named 'triton'): BackendCompilerFailed: RuntimeError: Cannot find a working triton installation. Either the package is not installed or it is too old.";
 
 /// The stand-in: `python <script> <case json>`. It records the environment the case ran with and
 /// prints the torch line as case.py does.
@@ -45,6 +52,8 @@ case "$what" in
   raise) printf 'Traceback (most recent call last):\n  File "case.py", line 9\nRuntimeError: HIP error: invalid device function\n' >&2; exit 1 ;;
   crash) kill -SEGV $$ ;;
   wrong) echo "ROCMFORGE-WRONG $RF_VERIFY_WRONG"; echo "$RF_VERIFY_WRONG" >&2; exit 1 ;;
+  wrongrep) echo "ROCMFORGE-WRONG $RF_VERIFY_WRONG_REPETITION"; echo "$RF_VERIFY_WRONG_REPETITION" >&2; exit 1 ;;
+  notriton) echo "$RF_VERIFY_NO_TRITON" >&2; exit 1 ;;
   hang)
     bash -c 'trap "" TERM; while :; do sleep 1; done' &
     setsid bash -c 'sleep 300' &
@@ -132,6 +141,8 @@ impl Verify {
             .env("RF_VERIFY_ENVS", &self.envs)
             .env("RF_VERIFY_MARK", &self.mark)
             .env("RF_VERIFY_WRONG", WRONG)
+            .env("RF_VERIFY_WRONG_REPETITION", WRONG_REPETITION)
+            .env("RF_VERIFY_NO_TRITON", NO_TRITON)
             .env("MIOPEN_DEBUG_CONV_GEMM", "0")
             .env("ROCMFORGE_HOST_ROOT", &self.host)
             .timeout(Duration::from_secs(120));
@@ -165,6 +176,8 @@ fn hangs_are_reported_within_the_timeout_the_run_goes_on_and_nothing_is_left() {
         ("conv-16-32-s48-k3-b1", "hang"),
         ("conv-bwd-32-64-s48-k3-b1", "wrong"),
         ("sdpa", "raise"),
+        ("nonzero-repeat", "wrongrep"),
+        ("torch-compile", "notriton"),
     ]);
     let cases = rocmforge::verify::matrix().len();
     let start = Instant::now();
@@ -191,13 +204,20 @@ fn hangs_are_reported_within_the_timeout_the_run_goes_on_and_nothing_is_left() {
     // A wrong result is a failure of its own kind, with the difference; a known failure is known.
     assert!(line("conv-bwd-32-64-s48-k3-b1").ends_with(&format!("  WRONG: {WRONG}")), "{stdout}");
     assert!(line("sdpa").contains("error (known): exit status 1: RuntimeError"), "{stdout}");
+    // A repeated case names the repetition that differed; torch.compile's reason is in the row.
+    assert!(line("nonzero-repeat").ends_with(&format!("  WRONG: {WRONG_REPETITION}")), "{stdout}");
+    assert!(line("torch-compile").ends_with(&format!("  error (known): exit status 1: {NO_TRITON}")), "{stdout}");
+    // The new cases have their first-call and cached times as every other case.
+    for id in ["cumsum-int64-repeat", "masked-select-repeat", "lstm", "gru"] {
+        assert!(line(id).contains("1.250s") && line(id).ends_with("  pass"), "{stdout}");
+    }
     // The run went on after each hang, to the last case.
     assert!(line("matmul-1024").ends_with("  pass"), "{stdout}");
     assert!(line("train-resnet").ends_with("  pass"), "{stdout}");
     assert!(
         stdout.contains(&format!(
-            "{cases} case(s): {} pass, 1 known hang(s), 1 known failure(s), 4 unexpected; torch 2.6.0+rocm6.2.4.gfx1010, HIP 6.2.41134-0; report ",
-            cases - 6
+            "{cases} case(s): {} pass, 1 known hang(s), 2 known failure(s), 5 unexpected; torch 2.6.0+rocm6.2.4.gfx1010, HIP 6.2.41134-0; report ",
+            cases - 8
         )),
         "{stdout}"
     );
@@ -234,7 +254,16 @@ fn hangs_are_reported_within_the_timeout_the_run_goes_on_and_nothing_is_left() {
         (&sdpa["result"], &sdpa["known_failure"], &sdpa["expected"]),
         (&"error".into(), &true.into(), &true.into())
     );
-    assert_eq!(report["unexpected"], 4);
+    let compile = result("torch-compile");
+    assert_eq!(
+        (&compile["result"], &compile["message"], &compile["known_failure"], &compile["expected"]),
+        (&"error".into(), &format!("exit status 1: {NO_TRITON}").into(), &true.into(), &true.into())
+    );
+    let repeated = result("nonzero-repeat");
+    assert_eq!((&repeated["result"], &repeated["message"]), (&"wrong".into(), &WRONG_REPETITION.into()));
+    let passed = result("cumsum-int64-repeat");
+    assert_eq!((&passed["first_s"], &passed["cached_s"]), (&1.25.into(), &0.004.into()));
+    assert_eq!(report["unexpected"], 5);
     assert_eq!(report["profile"], "gemm-only");
     assert_eq!(report["device"], "gpu");
     assert_eq!(report["torch"], "2.6.0+rocm6.2.4.gfx1010");
@@ -261,11 +290,19 @@ fn the_stand_in_reports_a_difference_as_case_py_does() {
     let script = rocmforge::verify::CASE_SCRIPT;
     for piece in [
         "print(\"ROCMFORGE-WRONG \" + what",
-        "wrong(f\"{name} ({call}): {d}\")",
+        "wrong(f\"{name} ({call}): {d}\" + more)",
         "f\"max abs diff {diff:.3g} > tolerance {tol:.3g} \"",
         "f\"({DTYPE_NAME}: atol {atol:g} + rtol {rtol:g} x largest reference magnitude {scale:.3g})\"",
         "check(got, want, \"first call\")",
         "\"float32\": (1e-3, 1e-5)",
+        // A repeated case's results are named by repetition, compared exactly.
+        "out[f\"{name}, repetition {i + 1} of {reps}\"] = result",
+        "return \"int64 cumsum\", (v,), lambda v: torch.cumsum(v, 0)",
+        "f\"{n} of {want.numel()} values differ from the reference (exact comparison), the first at flat \"",
+        // torch.compile without Triton: the reason, then what torch raised.
+        "return f\"no Triton installed (torch.compile's GPU backend, Inductor, needs it; {state}): {raised}\"",
+        "return None, f\"`import triton`: {one_line(e, 80)}\"",
+        "\"working triton installation\" in str(x).lower()",
     ] {
         assert!(script.contains(piece), "case.py no longer has {piece}");
     }
@@ -282,6 +319,8 @@ fn markdown_is_a_table_to_paste_into_an_issue() {
         ("conv-16-32-s48-k3-b1", "hang"),
         ("conv-bwd-3-64-s48-k3-b1", "wrong"),
         ("sdpa", "raise"),
+        ("cumsum-int64-repeat", "wrongrep"),
+        ("torch-compile", "notriton"),
     ]);
     let out = v.run(&["--timeout", "1", "--markdown"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
@@ -344,7 +383,7 @@ fn known_failures_are_checked_like_known_hangs() {
     let v = Verify::new();
     v.control(&[]);
     v.edit_stack(
-        "known-failures = [\"sdpa\"]",
+        "known-failures = [\"sdpa\", \"torch-compile\"]",
         "known-failures = [\"sdpa\", \"lstm\", \"sdpa\", \"conv-16-32-s48-k3-b1\"]",
     );
     let out = v.run(&["--case", "lstm"]);
@@ -418,7 +457,8 @@ fn the_case_script_runs_under_a_real_python_and_its_error_is_shown() {
     );
 }
 
-/// `verify --list` shows the training cases beside the Conv2d forward matrix, one line each,
+/// `verify --list` shows the training cases and the cases on the known gfx101x failure paths
+/// beside the Conv2d forward matrix, one line each,
 /// with what it runs.
 #[test]
 fn list_shows_the_training_cases() {
@@ -445,6 +485,10 @@ fn list_shows_the_training_cases() {
         "matmul-bf16-1024",
         "adamw-cnn",
         "train-resnet",
+        "cumsum-int64-repeat",
+        "masked-select-repeat",
+        "nonzero-repeat",
+        "torch-compile",
     ] {
         assert!(ids.contains(&id), "`{id}` missing from verify --list:\n{list}");
     }
@@ -452,4 +496,10 @@ fn list_shows_the_training_cases() {
     assert_eq!(ids, matrix, "one line per case of the matrix, in its order");
     let bwd = list.lines().find(|l| l.starts_with("conv-bwd-3-64-s32-k3-b1 ")).unwrap();
     assert!(bwd.contains("conv2d fwd+bwd 3->64 32x32 k3 b1"), "{bwd}");
+    let what =
+        |id: &str| list.lines().find(|l| l.starts_with(&format!("{id} "))).unwrap()[id.len()..].trim().to_string();
+    assert_eq!(what("lstm"), "lstm fwd+bwd 32->64 x2 seq50 b8, with bias");
+    assert_eq!(what("cumsum-int64-repeat"), "cumsum int64 3000017, 8 times (exact)");
+    assert_eq!(what("nonzero-repeat"), "nonzero int64 3000017, 8 times (exact)");
+    assert_eq!(what("torch-compile"), "torch.compile mlp fwd+bwd 64->128->10 b32");
 }
