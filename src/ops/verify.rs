@@ -170,6 +170,7 @@ pub fn verify(
         dir: root.join("run"),
         known_hangs: profile.map(|p| p.known_hangs.clone()).unwrap_or_default(),
         known_failures: profile.map(|p| p.known_failures.clone()).unwrap_or_default(),
+        known_failure_reasons: profile.map(|p| p.known_failure_reasons.clone()).unwrap_or_default(),
     };
     let script = runner
         .prepare()

@@ -168,8 +168,32 @@ fn lower_profile(
         env.insert(var.clone(), v);
     }
     let known_hangs = case_ids(file, "known-hangs", &raw.known_hangs, &[], diags);
-    let known_failures = case_ids(file, "known-failures", &raw.known_failures, &known_hangs, diags);
-    Profile { name: name.to_string(), description: raw.description, env, known_hangs, known_failures }
+    let mut known_failure_reasons = BTreeMap::new();
+    let mut failure_ids = Vec::new();
+    for f in &raw.known_failures {
+        let (id, because) = match f.get_ref() {
+            super::raw::RawKnownFailure::Id(id) => (id.clone(), None),
+            super::raw::RawKnownFailure::Because { case, because } => (case.clone(), Some(because.clone())),
+        };
+        if let Some(b) = because {
+            if b.trim().is_empty() {
+                diags.push(file.at(f.span(), format!("known failure `{id}`: `because` is empty")).with_help(
+                    "write the text the case's message must hold (e.g. `no Triton installed`), or list the bare case id",
+                ));
+            }
+            known_failure_reasons.insert(id.clone(), b);
+        }
+        failure_ids.push(toml::Spanned::new(f.span(), id));
+    }
+    let known_failures = case_ids(file, "known-failures", &failure_ids, &known_hangs, diags);
+    Profile {
+        name: name.to_string(),
+        description: raw.description,
+        env,
+        known_hangs,
+        known_failures,
+        known_failure_reasons,
+    }
 }
 
 /// A profile's list `field` of verify case ids, each once and in no `other` list.

@@ -71,6 +71,9 @@ pub struct Profile {
     pub known_hangs: Vec<String>,
     /// Cases expected to end in an error or a wrong result (not a hang).
     pub known_failures: Vec<String>,
+    /// For some of them, the text their message must hold to count as known (`because`): the
+    /// stated reason; a failure for another reason is unexpected.
+    pub known_failure_reasons: BTreeMap<String, String>,
 }
 
 /// The variable a native build never sets: it makes the HIP runtime load code built for another

@@ -33,7 +33,16 @@ pub(super) struct RawProfile {
     #[serde(default)]
     pub known_hangs: Vec<Spanned<String>>,
     #[serde(default)]
-    pub known_failures: Vec<Spanned<String>>,
+    pub known_failures: Vec<Spanned<RawKnownFailure>>,
+}
+
+/// A `known-failures` entry: a case id, or `{ case = "...", because = "..." }`, a case known to
+/// fail only with a message that says `because`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawKnownFailure {
+    Id(String),
+    Because { case: String, because: String },
 }
 
 #[derive(Deserialize)]

@@ -409,6 +409,49 @@ fn known_failures_are_checked_like_known_hangs() {
     );
 }
 
+/// A known failure with a stated reason (`because`) is known only when its message says so: the
+/// source stacks list `torch-compile` for "no Triton installed", and a Triton that is installed
+/// and then fails is news.
+#[test]
+fn a_known_failure_with_a_reason_is_known_only_for_that_reason() {
+    let v = Verify::new();
+    v.edit_stack(
+        "known-failures = [\"sdpa\", \"torch-compile\"]",
+        "known-failures = [\"sdpa\", { case = \"torch-compile\", because = \"no Triton installed\" }]",
+    );
+    v.control(&[("torch-compile", "notriton")]);
+    let out = v.run(&["--case", "torch-compile"]);
+    assert!(out.status.success(), "the stated reason: known: {}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("error (known): exit status 1: no Triton installed"),
+        "{}",
+        text(&out)
+    );
+
+    // Another reason (here a HIP error from a Triton kernel): unexpected, and the row says so.
+    v.control(&[("torch-compile", "raise")]);
+    let out = v.run(&["--case", "torch-compile", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &report["results"][0];
+    assert_eq!(
+        (r["id"].as_str(), r["known_failure"].as_bool(), r["expected"].as_bool()),
+        (Some("torch-compile"), Some(false), Some(false)),
+        "{r}"
+    );
+    assert_eq!(report["unexpected"], 1);
+
+    // An empty reason means nothing: refused, naming the line.
+    v.edit_stack("because = \"no Triton installed\"", "because = \" \"");
+    let out = v.run(&["--case", "torch-compile"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("stack.toml:13:") && err.contains("known failure `torch-compile`: `because` is empty"),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_known_hang_alone_passes_and_json_is_the_report() {
     let v = Verify::new();
