@@ -150,6 +150,9 @@ class Gates:
         m = re.fullmatch(r'(?:miopen::)?StartsWith\(\s*[^,]*,\s*"(gfx\w*)"\s*\)', e, re.S)
         if m:
             return dev.startswith(m[1])
+        m = re.fullmatch(r'[\w.:()>\-]*\.find\(\s*"(gfx\w*)"\s*\)\s*(==|!=)\s*std::string::npos', e, re.S)
+        if m:
+            return (m[1] in dev) == (m[2] == "!=")
         m = re.fullmatch(r'[\w.:()>\-]*\s*(==|!=)\s*"(gfx\w*)"', e, re.S)
         if m:
             return (dev == m[2]) == (m[1] == "==")
@@ -240,7 +243,10 @@ def read_tree(src):
     if not kdir.is_dir():
         raise TreeError("%s: no src/kernels directory" % src)
     kernels = {}
-    for p in sorted(kdir.rglob("*")):
+    # src/kernels, and the bundled legacy composable_kernel's kernel wrappers, which MIOpen
+    # embeds the same way (src/CMakeLists.txt COMPOSABLE_KERNEL_SOURCE).
+    roots = [kdir] + [d for d in [src / "src" / "composable_kernel" / "composable_kernel" / "src"] if d.is_dir()]
+    for p in sorted(q for r in roots for q in r.rglob("*")):
         if p.suffix in (".cl", ".cpp", ".s") and p.is_file():
             kernels.setdefault(p.name, p)
     hosts = {}
@@ -297,6 +303,30 @@ def build_params(text):
     return names
 
 
+def device_flag_chains(hosts):
+    """{function: [(device prefix, define)]} for host functions that pick a compiler flag by
+    device name (`if(StartsWith(device_name, "gfx900")) flag << " -DCK_AMD_GPU_GFX900";`,
+    get_ck_common_compiler_flag): a user calling one gets the define its target picks."""
+    out = {}
+    for text in hosts.values():
+        for m in re.finditer(r"\b(?:auto|std::string)\s+(\w+)\s*\([^;{]*\)\s*\{", text):
+            body, _ = balanced(text, m.end() - 1)
+            chain = re.findall(r'StartsWith\(\s*\w+\s*,\s*"(gfx\w+)"\s*\)\s*\)\s*\w+\s*<<\s*"\s*-D(\w+)"', body)
+            if chain:
+                out.setdefault(m[1], chain)
+    return out
+
+
+def mode_options(text):
+    """Code-generation options a user spells as whole literals (" -mcumode -mwavefrontsize64")."""
+    out = []
+    for l in literals(text):
+        opts = l.split()
+        if opts and all(re.fullmatch(r"-m(?:wavefrontsize64|cumode|no-cumode)", o) for o in opts):
+            out += [o for o in opts if o not in out]
+    return sorted(set(out))
+
+
 def dtype_params(src):
     p = src / "src" / "include" / "miopen" / "datatype.hpp"
     text = read(p) if p.is_file() else ""
@@ -342,8 +372,8 @@ def read_known(paths):
     out = []
     for p in paths:
         for n, line in enumerate(read(p).splitlines(), 1):
-            line = line.split("#", 1)[0].strip()
-            if not line:
+            line = line.strip()
+            if not line or line.startswith("#"):
                 continue
             parts = line.split(None, 2)
             if len(parts) < 3:
@@ -353,8 +383,9 @@ def read_known(paths):
 
 
 def read_exclusions(paths, src):
-    """`<kernel glob> <file under src> <regex> <reason>`: kernels a solver only builds for
-    other devices in a way the gate reader cannot see; the regex must still match the file."""
+    """`<kernel glob> TAB <target glob> TAB <file under src> TAB <regex> TAB <reason>`: kernels
+    a solver only builds for other devices in a way the gate reader cannot see (a data-type or
+    kernel-version choice inside the solver); the regex must still match the file."""
     out = []
     for p in paths:
         for n, line in enumerate(read(p).splitlines(), 1):
@@ -362,23 +393,29 @@ def read_exclusions(paths, src):
             if not line or line.startswith("#"):
                 continue
             parts = line.split("\t")
-            if len(parts) != 4:
-                raise TreeError("%s:%d: want 4 tab-separated fields" % (p, n))
-            glob, rel, rx, reason = parts
+            if len(parts) != 5:
+                raise TreeError("%s:%d: want 5 tab-separated fields" % (p, n))
+            glob, tglob, rel, rx, reason = parts
             f = src / rel
             if not f.is_file():
                 raise TreeError("%s:%d: %s is not in the tree (stale exclusion)" % (p, n, rel))
             m = re.search(rx, read(f))
             if not m:
                 raise TreeError("%s:%d: `%s` no longer in %s (stale exclusion)" % (p, n, rx, rel))
-            out.append((glob, "%s:%d %s" % (rel, line_of(read(f), m.start()), reason)))
+            out.append((glob, tglob, "%s:%d %s" % (rel, line_of(read(f), m.start()), reason)))
     return out
 
 
 # ---------------------------------------------------------------- compiling
 
-def compile_cmd(a, kdir, kpath, defines, target, out):
-    incs = ["-I" + str(kdir)] + ["-I" + str(d) for d in sorted({kpath.parent, kpath.parent / "include"}) if d.is_dir()]
+def asm_target(t):
+    """The target ID a dGPU reports (xnack off): comgr assembles for it, and MIOpen's asm
+    metadata (.amdhsa_reserve_xnack_mask) must match it (comgr.cpp BuildAsm, WORKAROUND_ISSUE_3001)."""
+    return t if ":" in t else t + ":xnack-"
+
+
+def compile_cmd(a, kdir, kpath, defines, target, out, mopts=()):
+    incs = ["-I" + str(kpath.parent), "-I" + str(kdir)] + ["-I" + str(d) for d in a.incdirs if d != kdir]
     if kpath.suffix == ".cl":
         cmd = [a.clang, "-mcpu=" + target] + CL_FLAGS + a.libflags + incs
         cmd += ["-D%s=%s" % kv for kv in sorted(defines.items())]
@@ -386,9 +423,9 @@ def compile_cmd(a, kdir, kpath, defines, target, out):
         cmd = [a.clang, "--offload-arch=" + target] + HIP_FLAGS + a.libflags + a.rocmflags + incs
         cmd += ["-D%s=%s" % kv for kv in sorted(defines.items())]
     else:
-        cmd = [a.clang, "-mcpu=" + target] + ASM_FLAGS + incs
+        cmd = [a.clang, "-mcpu=" + asm_target(target)] + ASM_FLAGS + incs
         cmd += ["-Wa,-defsym,%s=%s" % kv for kv in sorted(defines.items()) if str(kv[1]).lstrip("-").isdigit()]
-    return cmd + ["-c", str(kpath), "-o", str(out)]
+    return cmd + list(mopts) + ["-c", str(kpath), "-o", str(out)]
 
 
 def run_compile(cmd, log):
@@ -429,6 +466,12 @@ def main():
         print("sweep error: %s" % e, file=sys.stderr)
         return 2
     gates = Gates(helpers)
+    chains = device_flag_chains(hosts)
+    # MIOpen hands every kernel include file to the compiler by its bare name (hiprtc's
+    # include list, GetKernelIncList), so each directory holding headers is on the path.
+    ckinc = src / "src" / "composable_kernel" / "composable_kernel" / "include"
+    a.incdirs = sorted({p.parent for r in (kdir, ckinc) if r.is_dir() for p in r.rglob("*")
+                        if p.suffix in (".h", ".hpp", ".inc")})
     lits_of = {p: literals(t) for p, t in hosts.items()}
     print("compiler: %s" % (version.splitlines() or ["?"])[0])
     print("tree: %s: %d kernel files, %d host files, %d device-testing helpers"
@@ -443,16 +486,17 @@ def main():
         if not users:
             unnamed.append(kname)
             continue
-        excl = next((r for g, r in exclusions if fnmatch.fnmatch(kname, g)), None)
-        params = set()
+        params, mopts = set(), set()
         for p, _ in users:
             params |= build_params(hosts[p])
+            mopts |= set(mode_options(hosts[p]))
         defines = {n: sample(n) for n in params}
         defines.update(dtypes)
         users_s = ", ".join("%s (%s)" % (p.relative_to(src / "src"), how) for p, how in users[:3])
         reached = False
         for t in targets + [a.control]:
             dev = t.split(":")[0]
+            excl = next((r for g, tg, r in exclusions if fnmatch.fnmatch(kname, g) and fnmatch.fnmatch(dev, tg)), None)
             refusals = [why for v, why in (gate(p.relative_to(src), hosts[p], gates, dev) for p, _ in users) if v is False]
             if t != a.control and (len(refusals) == len(users) or excl):
                 rows.append([kname, "-", t, "skipped", "not applicable: " + (excl or refusals[0]), [], 0])
@@ -460,11 +504,18 @@ def main():
             if t == a.control and not reached:
                 continue  # no target compile to compare with
             reached = True
-            for label, d in variants(defines, dtypes):
+            tdefs = dict(defines)
+            for p, _ in users:
+                for fn, chain in chains.items():
+                    if re.search(r"\b%s\s*\(" % fn, hosts[p]):
+                        hit = next((d for pre, d in chain if dev.startswith(pre)), None)
+                        if hit:
+                            tdefs[hit] = 1
+            for label, d in variants(tdefs, dtypes):
                 row = [kname, label, t, None, users_s]
                 rows.append(row)
                 stem = "%s.%s.%s" % (t.replace(":", "_"), kname, label)
-                jobs.append((row, compile_cmd(a, kdir, kpath, d, t, work / (stem + ".o")), work / (stem + ".log")))
+                jobs.append((row, compile_cmd(a, kdir, kpath, d, t, work / (stem + ".o"), sorted(mopts)), work / (stem + ".log")))
     work.mkdir(parents=True, exist_ok=True)
     with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
         futs = [(row, pool.submit(run_compile, cmd, log)) for row, cmd, log in jobs]
@@ -482,7 +533,7 @@ def main():
             continue
         k = next((k for k in known if fnmatch.fnmatch(kname, k[0]) and fnmatch.fnmatch(t, k[1])), None)
         if st == "FAILED":
-            if k:
+            if k and ctl.get((kname, label)) != "FAILED":
                 st, r[4] = "known", "%s (%s)" % (k[2], k[3])
             elif ctl.get((kname, label)) == "FAILED":
                 st = "inconclusive"
