@@ -13,9 +13,14 @@ use crate::diagnostic::Diagnostics;
 /// The placeholders a `[[provides]] files` path may hold, expanded once per requested target.
 pub const TARGET_PLACEHOLDERS: [&str; 2] = ["{target}", "{target_isa}"];
 
-/// Where a check's files live: `recipes/<stack>/checks/<dir>/`.
-pub fn checks_dir(stack: &str, dir: &str) -> String {
-    format!("recipes/{stack}/checks/{dir}/")
+/// The folder of `recipes/` that holds the checks every stack may use (`recipes/checks/<dir>/`);
+/// no stack may take its name.
+pub const SHARED_CHECKS: &str = "checks";
+
+/// Where a check's files are looked up, in order: the stack's own `recipes/<stack>/checks/<dir>/`
+/// (a stack that needs its own version of a check), then the shared `recipes/checks/<dir>/`.
+pub fn checks_dirs(stack: &str, dir: &str) -> [String; 2] {
+    [format!("recipes/{stack}/checks/{dir}/"), format!("recipes/{SHARED_CHECKS}/{dir}/")]
 }
 
 pub(super) fn lower_provides(
@@ -96,18 +101,33 @@ pub(super) fn lower_checks(
         }
         let mut files = Vec::new();
         if let Some(dir) = &c.files {
-            let base = checks_dir(stack, dir.get_ref());
+            let [own, shared] = checks_dirs(stack, dir.get_ref());
             if dir.get_ref().is_empty() || dir.get_ref().contains("..") || dir.get_ref().starts_with('/') {
                 diags.push(file.at(
                     dir.span(),
-                    format!("check files `{}` must be a folder name under recipes/{stack}/checks/", dir.get_ref()),
+                    format!(
+                        "check files `{}` must be a folder name under recipes/{stack}/checks/ or recipes/{SHARED_CHECKS}/",
+                        dir.get_ref()
+                    ),
                 ));
             } else {
-                files = tree.files_under(&base).map(|(rel, bytes)| (rel.to_string(), bytes.to_vec())).collect();
+                for base in [&own, &shared] {
+                    files = tree.files_under(base).map(|(rel, bytes)| (rel.to_string(), bytes.to_vec())).collect();
+                    if !files.is_empty() {
+                        break;
+                    }
+                }
                 if files.is_empty() {
                     diags.push(
-                        file.at(dir.span(), format!("check `{name}`: no files in {}", tree.display_path(&base)))
-                            .with_help("put the check's files there, or remove `files`"),
+                        file.at(
+                            dir.span(),
+                            format!(
+                                "check `{name}`: no files in {} nor in {}",
+                                tree.display_path(&own),
+                                tree.display_path(&shared)
+                            ),
+                        )
+                        .with_help("put the check's files in one of them (the shared folder serves every stack), or remove `files`"),
                     );
                 }
             }

@@ -106,13 +106,15 @@ impl RecipeTree {
         self.files.contains_key(rel)
     }
 
-    /// Stack folder names: every `recipes/<stack>/` that holds a file.
+    /// Stack folder names: every `recipes/<stack>/` that holds a file, but the shared checks
+    /// (`recipes/checks/`).
     pub fn stack_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self
             .files
             .keys()
             .filter_map(|k| k.strip_prefix("recipes/"))
             .filter_map(|k| k.split_once('/').map(|(s, _)| s.to_string()))
+            .filter(|s| s != super::proofs::SHARED_CHECKS)
             .collect();
         names.dedup();
         names
@@ -128,7 +130,7 @@ impl RecipeTree {
             .collect()
     }
 
-    /// Every file below the folder `dir` (`recipes/<stack>/checks/x/`), as (path relative to
+    /// Every file below the folder `dir` (`recipes/checks/x/`), as (path relative to
     /// it, content).
     pub fn files_under<'a>(&'a self, dir: &'a str) -> impl Iterator<Item = (&'a str, &'a [u8])> + 'a {
         self.files.iter().filter_map(move |(k, v)| Some((k.strip_prefix(dir)?, v.as_ref())))

@@ -18,10 +18,7 @@ impl Proofs {
         let home = tempfile::tempdir().unwrap();
         let tree = home.path().join("tree");
         copy_tree(&repo_root().join("tests/fixtures/proofs"), &tree);
-        copy_tree(
-            &repo_root().join("recipes/rocm-6.2/checks/hip-toolchain"),
-            &tree.join("recipes/proofs/checks/hip-toolchain"),
-        );
+        copy_tree(&repo_root().join("recipes/checks/hip-toolchain"), &tree.join("recipes/checks/hip-toolchain"));
         std::fs::create_dir_all(home.path().join("out")).unwrap();
         Proofs { home, tree }
     }
@@ -127,6 +124,41 @@ fn the_toolchain_check_builds_hip_code_for_every_requested_target_the_way_consum
     let configure = std::fs::read_to_string(p.work("toolchain").join("logs/check-hip-toolchain.1.log")).unwrap();
     assert!(configure.contains("hip found at /usr/lib/x86_64-linux-gnu/cmake/hip"), "{configure}");
     assert!(p.work("toolchain").join("build/checks/hip-toolchain/build/hostcheck").exists());
+}
+
+#[test]
+fn a_check_is_taken_from_the_stacks_own_folder_before_the_shared_one() {
+    let p = Proofs::new();
+    // The fixture has hip-toolchain only in the shared recipes/checks/ (the build of the shared
+    // copy is the test above). A stack's own copy of the folder is taken instead, whole.
+    let own = p.tree.join("recipes/proofs/checks/hip-toolchain");
+    std::fs::create_dir_all(&own).unwrap();
+    std::fs::write(
+        own.join("CMakeLists.txt"),
+        "cmake_minimum_required(VERSION 3.16)\nproject(own NONE)\nmessage(FATAL_ERROR \"the stack's own copy ran\")\n",
+    )
+    .unwrap();
+    let out = p.build(&["toolchain", "--target", "gfx1010"]);
+    let err = text(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("the stack's own copy ran"), "{err}");
+    // Its files are the check's files: the shared ones were not copied beside them.
+    let dir = p.work("toolchain").join("build/checks/hip-toolchain");
+    assert!(dir.join("CMakeLists.txt").exists() && !dir.join("saxpy.hip").exists());
+
+    // Neither folder has it: `recipes check` names both places.
+    std::fs::remove_dir_all(&own).unwrap();
+    std::fs::remove_dir_all(p.tree.join("recipes/checks/hip-toolchain")).unwrap();
+    let mut c = rocmforge(p.home.path());
+    c.arg("--recipes").arg(&p.tree).args(["--stack", "proofs", "recipes", "check"]);
+    let out = c.output().unwrap();
+    let err = text(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("check `hip-toolchain`: no files in"), "{err}");
+    assert!(
+        err.contains("recipes/proofs/checks/hip-toolchain/ nor in") && err.contains("recipes/checks/hip-toolchain/"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -1,34 +1,42 @@
 #!/usr/bin/env python3
-"""Post-install check for patch miopen/0001-batchnorm-gfx101x (MIOpen 2.19, ROCm 5.4).
+"""Post-install check for patch miopen/0001-batchnorm-gfx101x (MIOpen 2.19 of ROCm 5.4, 3.2 of 6.2).
 
 MIOpen compiles its batchnorm OpenCL kernels at run time, so a build that "succeeds" can still
 fail on the first batchnorm call: on gfx10 the GCN DPP reduction (inline asm with `row_bcast`)
 does not assemble ("not a valid operand"). This compiles, ahead of time, every batchnorm kernel
 that can reach that asm, once per target and per MIO_BN_VARIANT its builder uses, with the
 MIO_BN_GFX* defines evaluated from the tree itself (not from this script), so a tree whose
-kernels are patched but whose solvers or fusion descriptors are not fails too.
+kernels are patched but whose solvers or fusion descriptors are not fails too. Each object is
+then disassembled: a target whose ISA has no `row_bcast` (gfx10 and later) must hold none, and a
+gfx9 object whose guards picked the DPP reduction must show it (else the disassembly was not read).
 
 Builders read from the tree: the batchnorm solvers (`kernel_file = "...cl"`, build parameters as
 `{"NAME", value}`) and, at MIOpen 2.19, the fused batchnorm + activation kernels: their kernel
 files are named in src/md_graph.cpp (MDGraph_vertex per fusion op), and their build parameters
 come from the op descriptors' GetCompileParms/calcBNParams (`" -DNAME=" + value`, e.g.
 src/ocl/fusionopbiasbnactivocl.cpp), found through the op kinds in src/include/miopen/fusion.hpp.
+MIOpen 3.x has no such graph (its fused solvers are solvers). The OpenCL flags follow the tree's
+own src/comgr.cpp (OCL_STANDARD: 120 at 2.19, 200 at 3.2).
 
 Usage: check.py --src <MIOpen source> --clang <clang> --targets 'gfx1010;gfx1012'
-                [--work DIR] [--device-libs DIR]
+                [--work DIR] [--device-libs DIR] [--objdump llvm-objdump]
 Exit: 0 all compiled, 1 a compile or a kernel/builder mismatch failed, 2 the tree could not be read.
 """
-import argparse, concurrent.futures, itertools, os, re, subprocess, sys, tempfile
+import argparse, concurrent.futures, itertools, os, re, shutil, subprocess, sys, tempfile
 from pathlib import Path
 
-# What MIOpen 2.19 passes for .cl kernels through comgr (src/comgr.cpp AddCompilerOptions,
-# OCL_STANDARD 120 -> OpenCL 1.2; release builds add -Wno-everything in hipoc_program.cpp).
-# `-c`: the inline asm is assembled in the backend, so producing an object is enough to hit
-# the gfx10 error.
-CL_FLAGS = ["-x", "cl", "-target", "amdgcn-amd-amdhsa", "-cl-std=CL1.2", "-cl-kernel-arg-info",
-            "-D__IMAGE_SUPPORT__=1", "-D__OPENCL_VERSION__=120", "-O3", "-Wno-everything",
+# What MIOpen passes for .cl kernels through comgr (src/comgr.cpp AddCompilerOptions: rocm-5.4.3
+# :211-248, rocm-6.2.2 :196-222; release builds add -Wno-everything in hipoc_program.cpp). The
+# OpenCL version is the tree's OCL_STANDARD (cl_flags). `-c`: the inline asm is assembled in the
+# backend, so producing an object is enough to hit the gfx10 error.
+CL_FLAGS = ["-x", "cl", "-target", "amdgcn-amd-amdhsa", "-cl-kernel-arg-info",
+            "-D__IMAGE_SUPPORT__=1", "-O3", "-Wno-everything",
             "-mllvm", "-amdgpu-early-inline-all", "-mllvm", "-amdgpu-prelink",
             "-mllvm", "-amdgpu-internalize-symbols"]
+
+# The DPP broadcast the gfx9 reduction uses; gfx10 and later cannot encode it (the assembler
+# rejects it), so their objects must hold none.
+DPP_BCAST = "row_bcast"
 
 # Sample values for the build parameters a builder passes (it derives them from the tensor
 # shape). Compile-only, so one small consistent fp32 shape is enough: N=4 C=8 H*W=64, one
@@ -239,6 +247,24 @@ def fusion_builds(src, kernels):
     return builds
 
 
+def cl_flags(src):
+    """CL_FLAGS with the OpenCL version of the tree's src/comgr.cpp (`#define OCL_STANDARD 120`
+    or `200`; 2.19 compiles 1.2, 3.2 compiles 2.0 and says so with -cl-std=CL2.0)."""
+    comgr = src / "src" / "comgr.cpp"
+    if not comgr.is_file():
+        raise TreeError("%s: no src/comgr.cpp to read the OpenCL version from" % src)
+    m = re.search(r"^\s*#\s*define\s+OCL_STANDARD\s+(\d+)", read(comgr), re.M)
+    if not m or m[1] not in ("120", "200"):
+        raise TreeError("src/comgr.cpp: no `#define OCL_STANDARD 120|200`")
+    std = "CL2.0" if m[1] == "200" else "CL1.2"
+    return CL_FLAGS + ["-cl-std=" + std, "-D__OPENCL_VERSION__=" + m[1]]
+
+
+def has_row_bcast(target):
+    """gfx8/gfx9 have DPP row_bcast; gfx10, gfx11 and gfx12 do not."""
+    return not re.match(r"gfx1\d\d", target.split(":")[0])
+
+
 def log_tag(where):
     """Short name of a builder for its log file: the source's stem (and the descriptors)."""
     first, _, structs = where.partition(" via ")
@@ -252,8 +278,8 @@ def gfx_value(rule, target):
     return int(hit == positive)
 
 
-def compile_one(clang, libflags, kdir, kfile, defines, target, log):
-    base = [clang, "-mcpu=" + target] + CL_FLAGS + libflags + ["-I" + str(kdir)]
+def compile_one(clang, flags, objdump, kdir, kfile, defines, target, log):
+    base = [clang, "-mcpu=" + target] + flags + ["-I" + str(kdir)]
     base += ["-D%s=%s" % kv for kv in sorted(defines.items())]
     r = subprocess.run(base + ["-c", str(kdir / kfile), "-o", str(log.with_suffix(".o"))],
                        capture_output=True, text=True)
@@ -264,7 +290,16 @@ def compile_one(clang, libflags, kdir, kfile, defines, target, log):
     path = {"1": "dpp", "0": "lds"}.get(m and m[1], "?")
     lines = r.stderr.splitlines()
     first = next((i for i, l in enumerate(lines) if "error" in l), 0)
-    return r.returncode == 0, path, lines[first:first + 5]
+    if r.returncode != 0:
+        return False, path, None, lines[first:first + 5]
+    # The code object itself: how many DPP broadcasts it holds.
+    d = subprocess.run([objdump, "-d", "--mcpu=" + target.split(":")[0], str(log.with_suffix(".o"))],
+                       capture_output=True, text=True)
+    if d.returncode != 0 or "Disassembly of section" not in d.stdout:
+        return False, path, None, ["%s -d failed: %s" % (objdump, (d.stderr.strip() or "no disassembly")[:300])]
+    log.with_suffix(".s").write_text(d.stdout)
+    bcasts = [l.strip() for l in d.stdout.splitlines() if DPP_BCAST in l]
+    return True, path, bcasts, []
 
 
 def main():
@@ -275,12 +310,17 @@ def main():
     ap.add_argument("--work", type=Path, help="objects and logs (default: a new temp dir)")
     ap.add_argument("--device-libs", help="ROCm device-libs bitcode dir (default: -nogpulib; "
                     "an object needs no device libs, comgr links them later)")
+    ap.add_argument("--objdump", help="llvm-objdump for the objects (default: the one beside --clang)")
     a = ap.parse_args()
     targets = [t for t in re.split(r"[;,\s]+", a.targets) if t] or ap.error("no --targets")
     kdir = a.src.resolve() / "src" / "kernels"
     work = a.work or Path(tempfile.mkdtemp(prefix="miopen-bn-check-"))
     libflags = ["--rocm-device-lib-path=" + a.device_libs] if a.device_libs else ["-nogpulib"]
+    objdump = a.objdump or str(Path(shutil.which(a.clang) or a.clang).resolve().parent / "llvm-objdump")
     try:
+        flags = cl_flags(a.src.resolve()) + libflags
+        if not shutil.which(objdump):
+            raise TreeError("no llvm-objdump at %s (give --objdump)" % objdump)
         if not kdir.is_dir():
             raise TreeError("%s: no src/kernels directory" % a.src)
         kernels = dpp_kernels(kdir)
@@ -316,22 +356,35 @@ def main():
             jobs.append((t, kfile, v, where, defs))
     work.mkdir(parents=True, exist_ok=True)
     with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
-        futs = [pool.submit(compile_one, a.clang, libflags, kdir, k, d, t,
+        futs = [pool.submit(compile_one, a.clang, flags, objdump, kdir, k, d, t,
                             work / ("%s.%s.v%s.%s.log" % (t.replace(":", "_"), Path(k).stem, v, log_tag(w))))
                 for t, k, v, w, d in jobs]
         results = [f.result() for f in futs]
     failed = 0
-    for (t, kfile, v, where, defs), (ok, path, err) in zip(jobs, results):
+    for (t, kfile, v, where, defs), (ok, path, bcasts, err) in zip(jobs, results):
         gfx = " ".join("%s=%s" % kv for kv in sorted(defs.items()) if kv[0].startswith("MIO_BN_GFX"))
-        print("%-7s %-8s %-40s variant=%-3s reduction=%s  [%s] %s" % (
-            "ok" if ok else "FAILED", t, kfile, "-" if v is None else v, path, where, gfx))
+        if ok and bcasts and not has_row_bcast(t):
+            ok, err = False, ["the code object holds %d %s instruction(s), which %s cannot run: %s"
+                              % (len(bcasts), DPP_BCAST, t, bcasts[0])]
+        print("%-7s %-8s %-40s variant=%-3s reduction=%s %s=%s  [%s] %s" % (
+            "ok" if ok else "FAILED", t, kfile, "-" if v is None else v, path, DPP_BCAST,
+            "-" if bcasts is None else len(bcasts), where, gfx))
         if not ok:
             failed += 1
             for line in err:
                 print("          | " + line)
+    # The reader's control: where a gfx9 target took the DPP reduction, its objects together must
+    # show row_bcast (one kernel may include the DPP functions and never call them), or the
+    # disassembly was not read and the gfx10 rows above prove nothing.
+    for t in targets:
+        dpp = [r for j, r in zip(jobs, results) if j[0] == t and r[0] and r[1] == "dpp"]
+        if has_row_bcast(t) and dpp and not any(r[2] for r in dpp):
+            problems.append("%s: %d objects took the DPP reduction and their disassembly shows no %s: "
+                            "the code objects were not read" % (t, len(dpp), DPP_BCAST))
     for p in problems:
         print("FAILED  " + p)
-    print("summary: %d compiles for %s: %d ok, %d FAILED; %d kernel/builder mismatches; logs in %s"
+    print("summary: %d compiles for %s: %d ok, %d FAILED; %d other problems (kernel/builder "
+          "mismatches, disassembly not read); logs in %s"
           % (len(jobs), ";".join(targets), len(jobs) - failed, failed, len(problems), work))
     print("FAIL" if failed or problems else "PASS")
     return 1 if failed or problems else 0
