@@ -210,14 +210,17 @@ def balanced(text, i):
 
 
 def functions(text, name_re):
-    """{name: (body, line)} of function definitions whose name matches name_re."""
+    """{name: [(body, line of its opening brace)]} of function definitions whose name matches
+    name_re."""
     out = {}
     for m in re.finditer(r"\b(%s)\s*\(" % name_re, text):
         _, end = balanced(text, m.end() - 1)
         tail = re.match(r"\s*(?:const\s*)?(?:override\s*)?\{", text[end:end + 40])
         if tail:
-            body, _ = balanced(text, end + tail.end() - 1)
-            out.setdefault(m[1], []).append((body, line_of(text, m.start())))
+            brace = end + tail.end() - 1
+            body, _ = balanced(text, brace)
+            # the body's first line is the brace's (MIOpen puts `{` on a line of its own)
+            out.setdefault(m[1], []).append((body, line_of(text, brace)))
     return out
 
 
