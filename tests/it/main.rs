@@ -17,6 +17,7 @@ mod installation;
 mod keys;
 mod layering;
 mod lock;
+mod miopen_sweep;
 mod prebuilt;
 mod proofs;
 mod reap;
