@@ -31,10 +31,11 @@ known failure that no longer fails: the list is stale), 2 the tree or a list cou
 import argparse, concurrent.futures, fnmatch, os, re, subprocess, sys, tempfile, time
 from pathlib import Path
 
-# OpenCL: what MIOpen 6.2's comgr path passes (src/comgr.cpp ocl::AddCompilerOptions,
-# OCL_STANDARD 200; release builds add -Wno-everything in hipoc_program.cpp BuildCodeObject).
-CL_FLAGS = ["-x", "cl", "-target", "amdgcn-amd-amdhsa", "-cl-std=CL2.0", "-cl-kernel-arg-info",
-            "-D__IMAGE_SUPPORT__=1", "-D__OPENCL_VERSION__=200", "-O3", "-Wno-everything",
+# OpenCL: what MIOpen's comgr path passes (src/comgr.cpp ocl::AddCompilerOptions; release
+# builds add -Wno-everything in hipoc_program.cpp BuildCodeObject); the OpenCL version is the
+# tree's OCL_STANDARD (cl_std: 120 at rocm-5.4.3, 200 at rocm-6.2.x).
+CL_FLAGS = ["-x", "cl", "-target", "amdgcn-amd-amdhsa", "-cl-kernel-arg-info",
+            "-D__IMAGE_SUPPORT__=1", "-O3", "-Wno-everything",
             "-mllvm", "-amdgpu-early-inline-all", "-mllvm", "-amdgpu-internalize-symbols"]
 # HIP: the options hiprtc::BuildHip adds (src/comgr.cpp), device code only. hiprtc supplies
 # the HIP runtime declarations itself; a clang compile gets them from hip_runtime.h (the
@@ -339,6 +340,15 @@ def dtype_params(src):
     return {n: int(n == "MIOPEN_USE_FP32") for n in names}
 
 
+def cl_std(src):
+    """-cl-std and __OPENCL_VERSION__ of the tree's src/comgr.cpp `#define OCL_STANDARD 120|200`."""
+    comgr = src / "src" / "comgr.cpp"
+    m = re.search(r"^\s*#\s*define\s+OCL_STANDARD\s+(\d+)", read(comgr), re.M) if comgr.is_file() else None
+    if not m or m[1] not in ("120", "200"):
+        raise TreeError("%s: no `#define OCL_STANDARD 120|200` to take the OpenCL version from" % comgr)
+    return ["-cl-std=" + ("CL2.0" if m[1] == "200" else "CL1.2"), "-D__OPENCL_VERSION__=" + m[1]]
+
+
 def sample(name):
     if name in SAMPLE:
         return SAMPLE[name]
@@ -420,7 +430,7 @@ def asm_target(t):
 def compile_cmd(a, kdir, kpath, defines, target, out, mopts=()):
     incs = ["-I" + str(kpath.parent), "-I" + str(kdir)] + ["-I" + str(d) for d in a.incdirs if d != kdir]
     if kpath.suffix == ".cl":
-        cmd = [a.clang, "-mcpu=" + target] + CL_FLAGS + a.libflags + incs
+        cmd = [a.clang, "-mcpu=" + target] + CL_FLAGS + a.clstd + a.libflags + incs
         cmd += ["-D%s=%s" % kv for kv in sorted(defines.items())]
     elif kpath.suffix == ".cpp":
         cmd = [a.clang, "--offload-arch=" + target] + HIP_FLAGS + a.libflags + a.rocmflags + incs
@@ -464,6 +474,7 @@ def main():
         known = read_known(a.known)
         exclusions = read_exclusions(a.exclusions, src)
         dtypes = dtype_params(src)
+        a.clstd = cl_std(src)
         version = subprocess.run([a.clang, "--version"], capture_output=True, text=True).stdout
     except (TreeError, OSError) as e:
         print("sweep error: %s" % e, file=sys.stderr)
