@@ -20,6 +20,7 @@ mod layering;
 mod legacy_ck;
 mod lock;
 mod lookback_fence;
+mod miopen_sweep;
 mod prebuilt;
 mod proofs;
 mod reap;
