@@ -381,17 +381,22 @@ def variants(defines, dtypes):
     return out
 
 
-def read_known(paths):
-    out = []
+def data_lines(paths):
+    """(file, line number, text) of each line of the list files that is not blank or a comment."""
     for p in paths:
         for n, line in enumerate(read(p).splitlines(), 1):
             line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            parts = line.split(None, 2)
-            if len(parts) < 3:
-                raise TreeError("%s:%d: want `<kernel glob> <target glob> <reason>`" % (p, n))
-            out.append((parts[0], parts[1], parts[2], "%s:%d" % (Path(p).name, n)))
+            if line and not line.startswith("#"):
+                yield p, n, line
+
+
+def read_known(paths):
+    out = []
+    for p, n, line in data_lines(paths):
+        parts = line.split(None, 2)
+        if len(parts) < 3:
+            raise TreeError("%s:%d: want `<kernel glob> <target glob> <reason>`" % (p, n))
+        out.append((parts[0], parts[1], parts[2], "%s:%d" % (Path(p).name, n)))
     return out
 
 
@@ -400,22 +405,18 @@ def read_exclusions(paths, src):
     a solver only builds for other devices in a way the gate reader cannot see (a data-type or
     kernel-version choice inside the solver); the regex must still match the file."""
     out = []
-    for p in paths:
-        for n, line in enumerate(read(p).splitlines(), 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            parts = line.split("\t")
-            if len(parts) != 5:
-                raise TreeError("%s:%d: want 5 tab-separated fields" % (p, n))
-            glob, tglob, rel, rx, reason = parts
-            f = src / rel
-            if not f.is_file():
-                raise TreeError("%s:%d: %s is not in the tree (stale exclusion)" % (p, n, rel))
-            m = re.search(rx, read(f))
-            if not m:
-                raise TreeError("%s:%d: `%s` no longer in %s (stale exclusion)" % (p, n, rx, rel))
-            out.append((glob, tglob, "%s:%d %s" % (rel, line_of(read(f), m.start()), reason)))
+    for p, n, line in data_lines(paths):
+        parts = line.split("\t")
+        if len(parts) != 5:
+            raise TreeError("%s:%d: want 5 tab-separated fields" % (p, n))
+        glob, tglob, rel, rx, reason = parts
+        f = src / rel
+        if not f.is_file():
+            raise TreeError("%s:%d: %s is not in the tree (stale exclusion)" % (p, n, rel))
+        m = re.search(rx, read(f))
+        if not m:
+            raise TreeError("%s:%d: `%s` no longer in %s (stale exclusion)" % (p, n, rx, rel))
+        out.append((glob, tglob, "%s:%d %s" % (rel, line_of(read(f), m.start()), reason)))
     return out
 
 
