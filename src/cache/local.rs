@@ -44,8 +44,11 @@ pub enum CacheError {
 /// and checked every time the artifact is used: a full re-hash on every no-op build would cost
 /// minutes for a multi-GB stack, a stat costs microseconds. With hard-linked deploys a prefix
 /// file *is* the cache's file, so an in-place edit of the prefix changes this inode's size or
-/// mtime and is caught here; a file replaced by another changes the inode number. An edit that
-/// keeps size and mtime (a deliberate `touch -d`) is left to `cache verify`, which re-hashes.
+/// mtime and is caught here; a file replaced by another changes the inode number. Another size
+/// is an alteration; another mtime or inode only makes that file be re-hashed, and one that still
+/// hashes as stored gets its new fingerprint (a `cp -a` or restored copy of the cache has new
+/// inodes and the same bytes, and stays a cache). An edit that keeps size and mtime (a deliberate
+/// `touch -d`) is left to `cache verify`, which re-hashes.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StatPrint {
     pub path: String,
@@ -180,7 +183,8 @@ impl LocalStore {
     }
 
     /// The cheap check before an artifact is used: every file's stat fingerprint against the one
-    /// recorded when it was stored. An artifact stored before fingerprints existed is re-hashed
+    /// recorded when it was stored; a file whose inode or mtime moved is re-hashed, and only one
+    /// whose bytes differ is an alteration. An artifact stored before fingerprints existed is re-hashed
     /// once in full and then fingerprinted. The caller holds the key's lock.
     pub fn check_intact(&self, a: &Artifact) -> Result<(), CacheError> {
         let p = a.dir.join(STAT_FILE);
@@ -201,6 +205,10 @@ impl LocalStore {
             Err(e) => return Err(io(&p)(e)),
         };
         let tree = a.tree();
+        // A print that differs only in inode or mtime is a reason to re-hash that file, never
+        // by itself a reason to delete it: `cp -a`, a backup restore or a move to another disk
+        // gives every file a new inode with the same bytes.
+        let mut suspects = Vec::new();
         for want in &prints {
             let altered = |what: String| CacheError::Altered { key: a.key.0.clone(), file: want.path.clone(), what };
             let have = match stat_print(&tree, &want.path) {
@@ -208,16 +216,42 @@ impl LocalStore {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(altered("missing".into())),
                 Err(e) => return Err(io(&tree.join(&want.path))(e)),
             };
-            if have.ino != want.ino {
-                return Err(altered("replaced by another file".into()));
-            }
             if have.size != want.size {
                 return Err(altered(format!("size {} instead of {}", have.size, want.size)));
             }
-            if have.mtime_ns != want.mtime_ns {
-                return Err(altered("modified in place after it was stored".into()));
+            if have != *want {
+                suspects.push((want, have));
             }
         }
+        if suspects.is_empty() {
+            return Ok(());
+        }
+        let files = a.files()?;
+        let stored: std::collections::HashMap<&str, &str> = files
+            .iter()
+            .filter_map(|e| match &e.kind {
+                fsutil::EntryKind::File { sha256, .. } => Some((e.path.as_str(), sha256.as_str())),
+                _ => None,
+            })
+            .collect();
+        for (want, have) in &suspects {
+            let path = fsutil::join_rel(&tree, &want.path);
+            let (actual, _) = crate::digest::sha256_file(&path).map_err(io(&path))?;
+            if stored.get(want.path.as_str()) != Some(&actual.as_str()) {
+                let what = if have.ino != want.ino {
+                    "replaced by another file"
+                } else {
+                    "modified in place after it was stored"
+                };
+                return Err(CacheError::Altered { key: a.key.0.clone(), file: want.path.clone(), what: what.into() });
+            }
+        }
+        // Every suspect still hashes right: its new stat becomes the fingerprint, so the next
+        // check is cheap again.
+        let now: std::collections::HashMap<&str, &StatPrint> =
+            suspects.iter().map(|(w, h)| (w.path.as_str(), h)).collect();
+        let fresh: Vec<StatPrint> = prints.iter().map(|w| now.get(w.path.as_str()).map_or(w, |h| *h).clone()).collect();
+        fsutil::replace(&p, &serde_json::to_vec_pretty(&fresh).expect("serialises")).map_err(io(&p))?;
         Ok(())
     }
 
@@ -379,6 +413,34 @@ mod tests {
         fs::remove_file(a.dir.join(STAT_FILE)).unwrap();
         let e = cache.check_intact(&a).unwrap_err().to_string();
         assert!(e.contains("`lib/a.so` is missing or changed"), "{e}");
+    }
+
+    #[test]
+    fn a_file_with_a_new_inode_and_the_same_bytes_is_re_hashed_and_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let stage = d.path().join("stage");
+        fs::create_dir_all(&stage).unwrap();
+        fs::write(stage.join("a.so"), b"aaaa").unwrap();
+        let cache = LocalStore::new(&d.path().join("cache"));
+        let key = inputs().key();
+        let _l = cache.lock(&key).unwrap();
+        let a = cache.store(&key, &inputs(), &stage).unwrap();
+        let file = a.tree().join("a.so");
+        // What `cp -a` or a restore leaves: another inode, the same bytes and mtime.
+        let replace = |bytes: &[u8]| {
+            let mtime = fs::metadata(&file).unwrap().modified().unwrap();
+            let tmp = a.dir.join("new");
+            fs::write(&tmp, bytes).unwrap();
+            fs::File::options().write(true).open(&tmp).unwrap().set_modified(mtime).unwrap();
+            fs::rename(&tmp, &file).unwrap();
+        };
+        replace(b"aaaa");
+        cache.check_intact(&a).unwrap();
+        let prints: Vec<StatPrint> = serde_json::from_slice(&fs::read(a.dir.join(STAT_FILE)).unwrap()).unwrap();
+        assert_eq!(prints, vec![stat_print(&a.tree(), "a.so").unwrap()], "the new fingerprint is recorded");
+        replace(b"AAAA");
+        let e = cache.check_intact(&a).unwrap_err().to_string();
+        assert!(e.ends_with("was altered on disk: `a.so` (replaced by another file)"), "{e}");
     }
 
     #[test]

@@ -404,9 +404,8 @@ fn an_artifact_edited_in_place_through_the_prefix_is_caught_rebuilt_and_never_de
     e.cmd().args(["cache", "verify"]).assert().success();
     e.build(&[]).success().stdout(predicate::str::starts_with("nothing to build"));
 
-    // A file of the artifact replaced (another inode) is caught the same way.
-    let tmp = e.prefix().join("bin/tool.txt.new");
-    std::fs::write(&tmp, &good).unwrap();
+    // A file of the artifact replaced (another inode) by other bytes of the same size and
+    // mtime is caught the same way: a new inode makes the file be re-hashed.
     let root = e.home.path().join(format!("cache/rocmforge/artifacts-v{}", rocmforge::key::CACHE_FORMAT));
     let cached = walkdir::WalkDir::new(&root)
         .into_iter()
@@ -414,12 +413,95 @@ fn an_artifact_edited_in_place_through_the_prefix_is_caught_rebuilt_and_never_de
         .find(|f| f.file_name() == "tool.txt")
         .unwrap()
         .into_path();
-    std::fs::rename(&tmp, &cached).unwrap();
+    replace_keeping_mtime(&cached, &[b"TOOL", &good[4..]].concat());
     let out = e.cmd().args(["build", "top", "--prefix"]).arg(e.prefix()).output().unwrap();
     let text = output_text(&out);
     assert!(out.status.success(), "{text}");
     assert!(text.contains("was altered on disk: `bin/tool.txt` (replaced by another file)"), "{text}");
     assert_eq!(e.runs("tool"), 3);
+}
+
+/// Replaces `path` by a new file (another inode) holding `bytes`, with `path`'s mtime, as a
+/// restore from a backup does.
+fn replace_keeping_mtime(path: &std::path::Path, bytes: &[u8]) {
+    let mtime = std::fs::metadata(path).unwrap().modified().unwrap();
+    let tmp = path.with_extension("new");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::File::options().write(true).open(&tmp).unwrap().set_modified(mtime).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+#[test]
+fn a_copied_or_restored_cache_stays_a_cache_and_a_really_altered_artifact_is_still_caught() {
+    let e = Env::new();
+    e.build(&[]).success();
+    let bucket = format!("artifacts-v{}", rocmforge::key::CACHE_FORMAT);
+    let old = e.home.path().join("cache/rocmforge");
+    let moved = e.home.path().join("larger-disk/cache");
+    std::fs::create_dir_all(moved.parent().unwrap()).unwrap();
+    let cp = |from: &std::path::Path, to: &std::path::Path| {
+        let st = std::process::Command::new("cp").arg("-a").arg(from).arg(to).status().unwrap();
+        assert!(st.success());
+    };
+    cp(&old, &moved);
+    let config = e.home.path().join("config.toml");
+    std::fs::write(&config, format!("cache-dir = \"{}\"\n", moved.display())).unwrap();
+    let build = || {
+        e.cmd().env("ROCMFORGE_CONFIG", &config).args(["build", "top", "--prefix"]).arg(e.prefix()).output().unwrap()
+    };
+    let artifacts = |dir: &std::path::Path| {
+        let mut v: Vec<_> = std::fs::read_dir(dir.join(&bucket))
+            .unwrap()
+            .map(|d| d.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.starts_with('.'))
+            .collect();
+        v.sort();
+        v
+    };
+    let before = artifacts(&old);
+    assert_eq!(before.len(), 4, "{before:?}");
+    assert_eq!(artifacts(&moved), before);
+    e.cmd().env("ROCMFORGE_CONFIG", &config).args(["cache", "verify"]).assert().success();
+
+    // The copy, moved to another place (a larger disk): every artifact used, none deleted.
+    let out = build();
+    let text = output_text(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(text.starts_with("nothing to build: 4 recipe(s) up to date in the cache"), "{text}");
+    assert!(!text.contains("altered"), "{text}");
+    assert_eq!(artifacts(&moved), before);
+    for r in ["base", "mid", "tool", "top"] {
+        assert_eq!(e.runs(r), 1, "{r}");
+    }
+
+    // Copied and put back in place (a backup restore: same path, same bytes, new inodes).
+    let aside = e.home.path().join("backup");
+    cp(&moved, &aside);
+    std::fs::remove_dir_all(&moved).unwrap();
+    cp(&aside, &moved);
+    let out = build();
+    let text = output_text(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(text.starts_with("nothing to build: 4 recipe(s) up to date in the cache"), "{text}");
+    assert!(!text.contains("altered"), "{text}");
+    assert_eq!(artifacts(&moved), before);
+    assert_eq!(e.runs("tool"), 1);
+
+    // A really altered file of the copy (other bytes, same size and mtime, new inode) is caught.
+    let cached = walkdir::WalkDir::new(moved.join(&bucket))
+        .into_iter()
+        .filter_map(Result::ok)
+        .find(|f| f.file_name() == "tool.txt")
+        .unwrap()
+        .into_path();
+    let good = std::fs::read(&cached).unwrap();
+    replace_keeping_mtime(&cached, &[b"TOOL", &good[4..]].concat());
+    let out = build();
+    let text = output_text(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("was altered on disk: `bin/tool.txt` (replaced by another file)"), "{text}");
+    assert_eq!(e.runs("tool"), 2);
+    assert_eq!(std::fs::read(e.prefix().join("bin/tool.txt")).unwrap(), good);
 }
 
 #[test]
