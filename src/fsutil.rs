@@ -72,6 +72,40 @@ pub enum EntryKind {
     Dir,
 }
 
+/// What a special file is (a FIFO, a socket, a device node), or `None` for the kinds a tree of
+/// files may hold (regular files, directories, symlinks). Opening a FIFO blocks until a writer
+/// comes, so every reader of an install tree asks this of `lstat` before it opens anything.
+pub fn special_kind(ft: &fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_file() || ft.is_dir() || ft.is_symlink() {
+        None
+    } else if ft.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if ft.is_socket() {
+        Some("a Unix socket")
+    } else if ft.is_char_device() {
+        Some("a character device node")
+    } else if ft.is_block_device() {
+        Some("a block device node")
+    } else {
+        Some("neither a file, a directory nor a symlink")
+    }
+}
+
+/// The special files under `root` (see [`special_kind`]), by path relative to `root`, sorted.
+/// Nothing is opened: only `lstat`.
+pub fn special_files(root: &Path) -> io::Result<Vec<(String, &'static str)>> {
+    let mut out = Vec::new();
+    for e in walkdir::WalkDir::new(root).min_depth(1).sort_by_file_name() {
+        let e = e.map_err(|e| io::Error::other(e.to_string()))?;
+        if let Some(kind) = special_kind(&e.file_type()) {
+            let rel = e.path().strip_prefix(root).expect("under root").to_string_lossy().into_owned();
+            out.push((rel, kind));
+        }
+    }
+    Ok(out)
+}
+
 /// Lists a tree (sorted), hashing files (on every core: multi-GB artifacts are listed when
 /// stored and verified). Used for artifact manifests and verification.
 pub fn list_tree(root: &Path) -> io::Result<Vec<Entry>> {
@@ -85,6 +119,12 @@ pub fn list_tree(root: &Path) -> io::Result<Vec<Entry>> {
             EntryKind::Symlink { target: fs::read_link(e.path())?.to_string_lossy().into_owned() }
         } else if ft.is_dir() {
             EntryKind::Dir
+        } else if let Some(kind) = special_kind(&ft) {
+            // Never opened: a FIFO would block the reader for ever.
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("`{rel}` is {kind}: only files, directories and symlinks can be stored"),
+            ));
         } else {
             let m = e.metadata().map_err(|e| io::Error::other(e.to_string()))?;
             files.push((out.len(), m.len()));
@@ -361,6 +401,19 @@ pub fn join_rel(root: &Path, rel: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fifo_in_a_tree_is_named_by_lstat_and_never_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("run")).unwrap();
+        fs::write(dir.path().join("run/ok"), b"x").unwrap();
+        let st = std::process::Command::new("mkfifo").arg(dir.path().join("run/pipe")).status().unwrap();
+        assert!(st.success());
+        assert_eq!(special_files(dir.path()).unwrap(), vec![("run/pipe".to_string(), "a FIFO (named pipe)")]);
+        // Listing (as storing and `cache verify` do) refuses it instead of blocking in open().
+        let e = list_tree(dir.path()).unwrap_err().to_string();
+        assert_eq!(e, "`run/pipe` is a FIFO (named pipe): only files, directories and symlinks can be stored");
+    }
 
     #[test]
     fn atomic_write_replaces_and_skips_identical() {

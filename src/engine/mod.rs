@@ -44,6 +44,8 @@ pub enum BuildError {
     DiskFull { failure: Box<step::StepFailure>, disk: String },
     #[error("{recipe}: its steps succeeded but installed nothing into `{stage}`, so its artifact would be empty; nothing was stored. Check that the project has install rules and that the recipe does not send them elsewhere")]
     NothingInstalled { recipe: String, stage: PathBuf },
+    #[error("{recipe}: its steps left {} in the stage `{}` that cannot be stored or deployed (only files, directories and symlinks can): {}; nothing was stored. Remove them in a step (`rm -f {{stage}}/{}`) or make the step not install them", if files.len() == 1 { "a special file" } else { "special files" }, stage.display(), files.iter().map(|(f, k)| format!("`{f}` is {k}")).collect::<Vec<_>>().join(", "), files[0].0)]
+    SpecialFiles { recipe: String, stage: PathBuf, files: Vec<(String, &'static str)> },
     #[error("{} recipe(s) failed: {}\n{}{}", failed.len(), failed.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", "), failed.iter().map(|(_, e)| format!("\n{e}\n")).collect::<String>(), if not_built.is_empty() { String::new() } else { format!("\nnot built (downstream of a failure): {}", not_built.join(", ")) })]
     Several { failed: Vec<(String, BuildError)>, not_built: Vec<String> },
     #[error(transparent)]

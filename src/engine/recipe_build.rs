@@ -170,6 +170,11 @@ impl Engine<'_> {
             std::fs::create_dir_all(wd.build()).map_err(io_err("cannot create", &wd.build()))?;
             let produced = self.run_steps(r, d, &wd, &mut state, src, jobs, prefix)?;
             std::fs::create_dir_all(&produced).map_err(io_err("cannot create", &produced))?;
+            // Before anything opens a file of the stage: a FIFO would block it for ever.
+            let special = crate::fsutil::special_files(&produced).map_err(io_err("cannot read", &produced))?;
+            if !special.is_empty() {
+                return Err(BuildError::SpecialFiles { recipe: r.name.clone(), stage: produced, files: special });
+            }
             let entries = crate::fsutil::list_tree(&produced).map_err(io_err("cannot read", &produced))?;
             if entries.iter().all(|e| e.kind == crate::fsutil::EntryKind::Dir) {
                 // A cmake build that installs nothing was misconfigured; a script may mean it.

@@ -505,6 +505,53 @@ fn a_copied_or_restored_cache_stays_a_cache_and_a_really_altered_artifact_is_sti
 }
 
 #[test]
+fn a_fifo_a_socket_or_a_device_node_in_a_stage_is_refused_by_name_without_hanging() {
+    let mut cases = vec![
+        ("mkfifo {stage}/bin/pipe", "bin/pipe", "a FIFO (named pipe)"),
+        (
+            "cd {stage}/bin && python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\\\"sock\\\")'",
+            "bin/sock",
+            "a Unix socket",
+        ),
+    ];
+    // CI runs as root; elsewhere mknod is not allowed.
+    if rustix::process::geteuid().is_root() {
+        cases.push(("mknod {stage}/bin/null c 1 3", "bin/null", "a character device node"));
+    }
+    // Every kind is tried, and every one that is not refused is named.
+    let mut wrong = Vec::new();
+    for (step, file, kind) in cases {
+        let e = Env::new();
+        e.edit(
+            "tool",
+            "\"echo tool > {stage}/bin/tool.txt\",",
+            &format!("\"echo tool > {{stage}}/bin/tool.txt\",\n  \"{step}\","),
+        );
+        // A FIFO used to block the store for ever: the bound ends it, and the test fails.
+        let out = e
+            .cmd()
+            .timeout(Duration::from_secs(60))
+            .args(["build", "tool", "--prefix"])
+            .arg(e.prefix())
+            .output()
+            .unwrap_or_else(|err| panic!("{kind}: {err}"));
+        let text = output_text(&out);
+        let list = String::from_utf8(e.cmd().args(["cache", "list"]).output().unwrap().stdout).unwrap();
+        let want = format!(
+            "tool: its steps left a special file in the stage `{}` that cannot be stored or deployed (only files, directories and symlinks can): `{file}` is {kind}; nothing was stored. Remove them in a step (`rm -f {{stage}}/{file}`)",
+            e.work("tool").join("stage").display()
+        );
+        if out.status.code() != Some(1) || !text.contains(&want) {
+            let hung = if out.status.code().is_none() { " (killed after 60 s: it hung)" } else { "" };
+            wrong.push(format!("{kind}: {}{hung}\n{text}", out.status));
+        } else if !list.starts_with("0 artifact(s)") || e.prefix().join(file).exists() {
+            wrong.push(format!("{kind}: stored or deployed\n{list}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n---\n"));
+}
+
+#[test]
 fn a_status_temp_file_left_by_a_killed_build_is_listed_by_verify_and_removed_by_gc() {
     let e = Env::new();
     e.cmd().args(["build", "tool", "--prefix"]).arg(e.prefix()).assert().success();
