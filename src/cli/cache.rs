@@ -76,6 +76,12 @@ pub fn run(ctx: &Context, cmd: Cmd) -> CliResult {
             for p in &r.leftovers {
                 eprintln!("error: `{}` was left by a killed store or clone (its process is gone)", p.display());
             }
+            for p in &r.index_leftovers {
+                eprintln!(
+                    "error: `{}` was left by a killed publish (a wheel or page never renamed into the index)",
+                    p.display()
+                );
+            }
             for p in &r.partial_downloads {
                 println!("unfinished download (resumed by the next fetch): {}", p.display());
             }
@@ -96,11 +102,9 @@ pub fn run(ctx: &Context, cmd: Cmd) -> CliResult {
             if !r.index_problems.is_empty() {
                 what.push(format!("{} problem(s) in the index", r.index_problems.len()));
             }
-            if !(r.incomplete.is_empty() && r.leftovers.is_empty()) {
-                what.push(format!(
-                    "{} leftover(s) of interrupted work (`rocmforge cache gc` removes them)",
-                    r.incomplete.len() + r.leftovers.len()
-                ));
+            let leftovers = r.incomplete.len() + r.leftovers.len() + r.index_leftovers.len();
+            if leftovers > 0 {
+                what.push(format!("{leftovers} leftover(s) of interrupted work (`rocmforge cache gc` removes them)"));
             }
             Err(Failure::failed(anyhow::anyhow!("{} (checked {summary})", what.join("; "))))
         }

@@ -43,6 +43,12 @@ pub enum IndexError {
          a published file never changes: give the rebuild a new version or local label"
     )]
     Conflict { filename: String, path: PathBuf, published: String, offered: String },
+    #[error(
+        "`{path}` is the same wheel as `{first}`, {where_}: the names are equal under PEP 503 and the versions under PEP 440 \
+         (`Foo_Bar`/`foo_bar`, `1.0`/`1.0.0`) and the tags are the same, so pip would take either; \
+         publish it as `{first}` or give it a new version or local label"
+    )]
+    SameWheel { path: PathBuf, first: String, where_: &'static str },
     #[error("two different files named `{filename}` in one publish: `{first}` and `{second}`")]
     DuplicateInBatch { filename: String, first: PathBuf, second: PathBuf },
     #[error("the index state `{path}` is corrupt")]
@@ -259,6 +265,15 @@ fn admit(index: &Index, state: &State, wheels: &[PathBuf]) -> Result<Admitted, I
     let mut candidates: Vec<Candidate> = Vec::new();
     for path in wheels {
         let c = inspect(path)?;
+        if let Some(prev) =
+            candidates.iter().find(|p| p.record.filename != c.record.filename && p.name.same_wheel_as(&c.name))
+        {
+            return Err(IndexError::SameWheel {
+                path: c.path,
+                first: prev.record.filename.clone(),
+                where_: "earlier in this publish",
+            });
+        }
         if let Some(prev) = candidates.iter().find(|p| p.record.filename == c.record.filename) {
             if prev.record.sha256 != c.record.sha256 {
                 return Err(IndexError::DuplicateInBatch {
@@ -277,6 +292,16 @@ fn admit(index: &Index, state: &State, wheels: &[PathBuf]) -> Result<Admitted, I
         let project = c.name.project();
         let existing =
             state.projects.get(&project).and_then(|p| p.files.iter().find(|f| f.filename == c.record.filename));
+        if existing.is_none() {
+            let mut published = state.projects.get(&project).into_iter().flat_map(|p| &p.files);
+            if let Some(f) = published.find(|f| WheelName::parse(&f.filename).is_ok_and(|n| n.same_wheel_as(&c.name))) {
+                return Err(IndexError::SameWheel {
+                    path: c.path,
+                    first: f.filename.clone(),
+                    where_: "already published",
+                });
+            }
+        }
         let outcome = match existing {
             Some(f) if f.sha256 != c.record.sha256 => {
                 return Err(IndexError::Conflict {
@@ -396,64 +421,99 @@ pub struct IndexProblem {
     pub problem: String,
 }
 
-/// Every published file re-hashed against `index.json`, and leftovers of interrupted writes
-/// (`.tmp-*` files beside the wheels, whose writer is gone: the index lock is held while
-/// checking). Returns (files checked, problems).
-pub fn verify(index_dir: &Path) -> Result<(usize, Vec<IndexProblem>), IndexError> {
-    if !index_dir.join(STATE_FILE).is_file() {
-        return Ok((0, Vec::new()));
+/// What [`verify`] found in an index directory and the indexes nested in it.
+#[derive(Debug, Default)]
+pub struct IndexCheck {
+    /// Published files re-hashed.
+    pub checked: usize,
+    pub problems: Vec<IndexProblem>,
+    /// Leftovers of interrupted writes: `.tmp-*` files (a publish killed before its rename),
+    /// found under each index's lock, so a publish running now is not taken for one.
+    pub leftovers: Vec<PathBuf>,
+}
+
+/// Every index in `index_dir`: itself and the indexes of stacks with an `index-path`
+/// (`<index-dir>/<index-path>/`), each a directory with an `index.json` or a `simple/` (a first
+/// publish killed before it wrote `index.json` leaves only `simple/`).
+pub fn index_roots(index_dir: &Path) -> Vec<PathBuf> {
+    let is_root = |d: &Path| d.join(STATE_FILE).is_file() || d.join("simple").is_dir();
+    let mut v: Vec<PathBuf> = walkdir::WalkDir::new(index_dir)
+        .sort_by_file_name()
+        .into_iter()
+        // An index's own pages and wheels hold no index.
+        .filter_entry(|e| e.file_type().is_dir() && (e.depth() == 0 || e.file_name() != "simple"))
+        .filter_map(Result::ok)
+        .filter(|e| is_root(e.path()))
+        .map(|e| e.into_path())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Every published file of every index in `index_dir` (see [`index_roots`]) re-hashed against
+/// its `index.json`, and the leftovers of interrupted writes.
+pub fn verify(index_dir: &Path) -> Result<IndexCheck, IndexError> {
+    let mut check = IndexCheck::default();
+    for root in index_roots(index_dir) {
+        verify_one(&root, &mut check)?;
     }
-    let index = Index { root: index_dir.to_path_buf() };
+    Ok(check)
+}
+
+fn verify_one(root: &Path, check: &mut IndexCheck) -> Result<(), IndexError> {
+    let index = Index { root: root.to_path_buf() };
     let _lock = index.lock()?;
     let state = index.load()?;
-    let mut checked = 0;
-    let mut problems = Vec::new();
     for (name, project) in &state.projects {
         for f in &project.files {
-            checked += 1;
+            check.checked += 1;
             let path = index.simple().join(name).join(&f.filename);
             match crate::digest::sha256_file(&path) {
                 Ok((actual, _)) if actual == f.sha256 => {}
-                Ok((actual, _)) => problems.push(IndexProblem {
+                Ok((actual, _)) => check.problems.push(IndexProblem {
                     path,
                     problem: format!(
                         "altered on disk: published with sha256 {}, now {actual}; rebuild or re-publish it",
                         f.sha256
                     ),
                 }),
-                Err(e) => problems.push(IndexProblem { path, problem: format!("cannot be read: {e}") }),
+                Err(e) => check.problems.push(IndexProblem { path, problem: format!("cannot be read: {e}") }),
             }
         }
     }
-    problems.extend(temp_files(&index).into_iter().map(|path| IndexProblem {
-        path,
-        problem: "left by an interrupted write (`rocmforge cache gc` removes it)".into(),
-    }));
-    Ok((checked, problems))
+    check.leftovers.extend(temp_files(&index));
+    Ok(())
 }
 
-/// Removes the leftovers of interrupted writes in the index (under its lock); returns the bytes
-/// freed and the files removed.
+/// Removes the leftovers of interrupted writes in every index in `index_dir` (each under its
+/// lock); returns the files removed and the bytes freed.
 pub fn remove_temp_files(index_dir: &Path) -> Result<(usize, u64), IndexError> {
-    if !index_dir.join("simple").is_dir() {
-        return Ok((0, 0));
-    }
-    let index = Index { root: index_dir.to_path_buf() };
-    let _lock = index.lock()?;
     let mut freed = 0;
     let mut removed = 0;
-    for p in temp_files(&index) {
-        freed += std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
-        crate::fsutil::remove_if_exists(&p).map_err(io("remove", &p))?;
-        removed += 1;
+    for root in index_roots(index_dir) {
+        let index = Index { root };
+        let _lock = index.lock()?;
+        for p in temp_files(&index) {
+            freed += std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+            crate::fsutil::remove_if_exists(&p).map_err(io("remove", &p))?;
+            removed += 1;
+        }
     }
     Ok((removed, freed))
 }
 
-/// `.tmp-*` files (atomic writes that never got their final name) anywhere in the index.
+/// `.tmp-*` files (atomic writes that never got their final name) in the index, not in the
+/// indexes nested in it (each is looked at under its own lock).
 fn temp_files(index: &Index) -> Vec<PathBuf> {
+    let nested = |e: &walkdir::DirEntry| {
+        e.depth() > 0
+            && e.file_type().is_dir()
+            && e.file_name() != "simple"
+            && (e.path().join(STATE_FILE).is_file() || e.path().join("simple").is_dir())
+    };
     let mut v: Vec<PathBuf> = walkdir::WalkDir::new(&index.root)
         .into_iter()
+        .filter_entry(|e| !nested(e))
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_file() && e.file_name().to_string_lossy().starts_with(".tmp-"))
         .map(|e| e.into_path())

@@ -58,6 +58,8 @@ pub struct VerifyReport {
     pub bad_downloads: Vec<DownloadProblem>,
     pub published: usize,
     pub index_problems: Vec<IndexProblem>,
+    /// Temp files of publishes killed before their rename, in the index or a stack's own index.
+    pub index_leftovers: Vec<PathBuf>,
     /// Artifact entries without a completion marker (a store killed after its rename).
     pub incomplete: Vec<PathBuf>,
     /// Temp dirs of killed stores and clones (their process is gone).
@@ -73,7 +75,8 @@ impl VerifyReport {
             && self.bad_downloads.is_empty()
             && self.index_problems.is_empty()
             && self.incomplete.is_empty()
-            && self.leftovers.is_empty())
+            && self.leftovers.is_empty()
+            && self.index_leftovers.is_empty())
     }
 }
 
@@ -83,7 +86,7 @@ pub fn cache_verify(cfg: &Config) -> Result<VerifyReport, IndexError> {
     let artifacts = done.len();
     let damaged = done.into_iter().filter_map(|a| store.verify(&a).err().map(|e| (a, e))).collect();
     let (downloads, bad_downloads) = download::verify_cache(cfg);
-    let (published, index_problems) = crate::index::verify(&cfg.index_dir())?;
+    let index = crate::index::verify(&cfg.index_dir())?;
     let mut leftovers = store.stale_temps();
     leftovers.extend(git::stale_temps(cfg));
     leftovers.extend(crate::cache::stale_transfers(&cfg.cache_dir));
@@ -93,8 +96,9 @@ pub fn cache_verify(cfg: &Config) -> Result<VerifyReport, IndexError> {
         damaged,
         downloads,
         bad_downloads,
-        published,
-        index_problems,
+        published: index.checked,
+        index_problems: index.problems,
+        index_leftovers: index.leftovers,
         incomplete,
         leftovers,
         partial_downloads: download::stale_parts(cfg, Duration::ZERO).into_iter().map(|(p, _)| p).collect(),

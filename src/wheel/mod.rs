@@ -33,6 +33,10 @@ pub enum WheelError {
     SeveralMetadata(String),
     #[error("the wheel has no `{0}` (every wheel carries one beside METADATA)")]
     NoWheelFile(String),
+    #[error("the wheel has no `{0}`: pip refuses to install a wheel without its RECORD")]
+    NoRecord(String),
+    #[error("the wheel's member `{0}` is an absolute path or has a `..` component, so it would install outside the environment: pip refuses such a wheel")]
+    UnsafeMember(String),
     #[error("`{member}` is larger than {limit} bytes")]
     TooLarge { member: String, limit: u64 },
     #[error("`{member}` is not UTF-8 text")]
@@ -219,6 +223,24 @@ impl Version {
         s
     }
 
+    /// Whether PEP 440 calls the two versions equal (`1.0` and `1.0.0`: trailing zeros of the
+    /// release do not count).
+    pub fn equivalent(&self, other: &Version) -> bool {
+        let release = |v: &Version| {
+            let mut r = v.release.clone();
+            while r.len() > 1 && r.last().is_some_and(|x| x == "0") {
+                r.pop();
+            }
+            r
+        };
+        self.epoch == other.epoch
+            && release(self) == release(other)
+            && self.pre == other.pre
+            && self.post == other.post
+            && self.dev == other.dev
+            && self.local == other.local
+    }
+
     /// The local label (`rocm6.2.4.gfx1010`), normalised; empty if there is none.
     pub fn local(&self) -> String {
         self.local.join(".")
@@ -298,6 +320,24 @@ impl WheelName {
         normalize_name(&self.distribution)
     }
 
+    /// Whether `other` is the same wheel for pip under another filename: the same project
+    /// (PEP 503), an equal version (PEP 440), the same build tag and the same tags.
+    pub fn same_wheel_as(&self, other: &WheelName) -> bool {
+        let tags = |n: &WheelName| {
+            let set = |t: &[String]| {
+                let mut v: Vec<String> = t.iter().map(|s| s.to_ascii_lowercase()).collect();
+                v.sort();
+                v
+            };
+            (set(&n.python_tags), set(&n.abi_tags), set(&n.platform_tags), n.build_tag.clone())
+        };
+        let equal = match (Version::parse(&self.version), Version::parse(&other.version)) {
+            (Some(a), Some(b)) => a.equivalent(&b),
+            _ => false,
+        };
+        self.project() == other.project() && equal && tags(self) == tags(other)
+    }
+
     /// The version, normalised.
     pub fn normalized_version(&self) -> String {
         Version::parse(&self.version).map(|v| v.to_string()).unwrap_or_else(|| self.version.clone())
@@ -344,7 +384,16 @@ pub fn parse_metadata(raw: Vec<u8>) -> Result<CoreMetadata, WheelError> {
     Ok(CoreMetadata { name, version, requires_python, raw })
 }
 
-/// Reads `*.dist-info/METADATA` from the wheel at `path` and checks it against the filename.
+/// Whether a wheel member's name stays inside the directory it is installed into: relative,
+/// no `..` component (`/` or `\\` separated), no drive letter.
+fn is_safe_member(name: &str) -> bool {
+    let drive = name.as_bytes().get(1) == Some(&b':');
+    !(name.starts_with(['/', '\\']) || drive || name.split(['/', '\\']).any(|c| c == ".."))
+}
+
+/// Reads `*.dist-info/METADATA` from the wheel at `path` and checks it against the filename;
+/// also refuses what pip would refuse to install: no `*.dist-info/RECORD`, or a member that
+/// leaves the install directory.
 pub fn read_metadata(path: &Path, name: &WheelName) -> Result<CoreMetadata, WheelError> {
     let file = std::fs::File::open(path).map_err(|source| match source.kind() {
         std::io::ErrorKind::NotFound => WheelError::Missing { path: path.display().to_string() },
@@ -364,6 +413,13 @@ pub fn read_metadata(path: &Path, name: &WheelName) -> Result<CoreMetadata, Whee
     let wheel_file = member.replace("/METADATA", "/WHEEL");
     if zip.index_for_name(&wheel_file).is_none() {
         return Err(WheelError::NoWheelFile(wheel_file));
+    }
+    let record = member.replace("/METADATA", "/RECORD");
+    if zip.index_for_name(&record).is_none() {
+        return Err(WheelError::NoRecord(record));
+    }
+    if let Some(bad) = zip.file_names().find(|n| !is_safe_member(n)) {
+        return Err(WheelError::UnsafeMember(bad.to_string()));
     }
     let entry = zip.by_name(&member).map_err(WheelError::Zip)?;
     if entry.size() > METADATA_LIMIT {
@@ -423,6 +479,32 @@ pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_same_wheel_is_one_release_and_one_set_of_tags_under_any_spelling() {
+        let w = |f: &str| WheelName::parse(f).unwrap();
+        let a = w("Foo_Bar-1.0-py3-none-any.whl");
+        assert!(a.same_wheel_as(&w("foo_bar-1.0-py3-none-any.whl")));
+        assert!(a.same_wheel_as(&w("foo.bar-1.0.0-py3-none-any.whl")));
+        assert!(a.same_wheel_as(&w("foo_bar-1.0.0.0-PY3-none-any.whl")));
+        // Another release, build or set of tags is another file of the project, as PyPI has.
+        assert!(!a.same_wheel_as(&w("foo_bar-1.0.1-py3-none-any.whl")));
+        assert!(!a.same_wheel_as(&w("foo_bar-1.0-1-py3-none-any.whl")));
+        assert!(!a.same_wheel_as(&w("foo_bar-1.0-cp310-cp310-linux_x86_64.whl")));
+        assert!(!a.same_wheel_as(&w("foo_bar-1.0+rocm6.2-py3-none-any.whl")));
+        assert!(!w("t-1.0rc1-py3-none-any.whl").same_wheel_as(&w("t-1.0-py3-none-any.whl")));
+        assert!(!w("t-10-py3-none-any.whl").same_wheel_as(&w("t-1-py3-none-any.whl")));
+    }
+
+    #[test]
+    fn members_that_leave_the_install_directory_are_unsafe() {
+        for ok in ["a/b.py", "a.dist-info/RECORD", "a/..b/c", "a/b..py"] {
+            assert!(is_safe_member(ok), "{ok}");
+        }
+        for bad in ["../x", "a/../../x", "/etc/x", "\\x", "a\\..\\x", "C:/x", ".."] {
+            assert!(!is_safe_member(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn normalizes_like_pep_503() {

@@ -184,6 +184,17 @@ fn only_wheel_in(dir: &Path) -> PathBuf {
 
 /// A small wheel written directly (stored, fixed timestamps: the same bytes on every run).
 fn synthetic_wheel(dir: &Path, name: &str, version: &str, payload: &str) -> PathBuf {
+    crafted_wheel(dir, name, version, payload, |members| members)
+}
+
+/// [`synthetic_wheel`] with its members (name, text) changed by `edit` first.
+fn crafted_wheel(
+    dir: &Path,
+    name: &str,
+    version: &str,
+    payload: &str,
+    edit: impl FnOnce(Vec<(String, String)>) -> Vec<(String, String)>,
+) -> PathBuf {
     use zip::write::SimpleFileOptions;
     let path = dir.join(format!("{name}-{version}-py3-none-any.whl"));
     let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
@@ -191,7 +202,7 @@ fn synthetic_wheel(dir: &Path, name: &str, version: &str, payload: &str) -> Path
         .compression_method(zip::CompressionMethod::Stored)
         .last_modified_time(zip::DateTime::default());
     let dist_info = format!("{name}-{version}.dist-info");
-    for (member, text) in [
+    let members = vec![
         (format!("{name}/__init__.py"), payload.to_string()),
         (
             format!("{dist_info}/METADATA"),
@@ -202,7 +213,8 @@ fn synthetic_wheel(dir: &Path, name: &str, version: &str, payload: &str) -> Path
             "Wheel-Version: 1.0\nGenerator: rocmforge-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n".to_string(),
         ),
         (format!("{dist_info}/RECORD"), String::new()),
-    ] {
+    ];
+    for (member, text) in edit(members) {
         zip.start_file(member, opts).unwrap();
         zip.write_all(text.as_bytes()).unwrap();
     }
@@ -526,6 +538,120 @@ fn default_index_dir_is_under_state_dir() {
         .assert()
         .success()
         .stdout(format!("the index at {} is empty\n", other.display()));
+}
+
+#[test]
+fn a_second_wheel_for_one_release_under_another_spelling_is_refused_naming_the_first() {
+    let home = tempfile::tempdir().unwrap();
+    let idx = home.path().join("idx");
+    let (a, b) = (home.path().join("a"), home.path().join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let publish = |wheels: &[&Path]| {
+        rocmforge(home.path()).args(["index", "--index"]).arg(&idx).arg("publish").args(wheels).output().unwrap()
+    };
+    let first = synthetic_wheel(&a, "Foo_Bar", "1.0", "X = 1\n");
+    let one = synthetic_wheel(&a, "rfx", "1.0", "X = 1\n");
+    publish_cli(home.path(), &idx, &[&first, &one]);
+    let before = tree(&idx);
+    for (offered, named) in [
+        // Names equal after PEP 503 normalisation.
+        (synthetic_wheel(&b, "foo_bar", "1.0", "X = 2\n"), "Foo_Bar-1.0-py3-none-any.whl"),
+        // Versions equal under PEP 440.
+        (synthetic_wheel(&b, "rfx", "1.0.0", "X = 2\n"), "rfx-1.0-py3-none-any.whl"),
+    ] {
+        let out = publish(&[&offered]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!("`{}` is the same wheel as `{named}`, already published:", offered.display())),
+            "{err}"
+        );
+        assert_eq!(tree(&idx), before, "a refused publish changed the index");
+    }
+    // Two spellings in one publish: the second is refused, nothing is published.
+    let (c, d) = (home.path().join("c"), home.path().join("d"));
+    std::fs::create_dir_all(&c).unwrap();
+    std::fs::create_dir_all(&d).unwrap();
+    let x = synthetic_wheel(&c, "rfz", "2.0", "Z = 1\n");
+    let y = synthetic_wheel(&d, "rfz", "2.0.0", "Z = 2\n");
+    let out = publish(&[&x, &y]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "`{}` is the same wheel as `rfz-2.0-py3-none-any.whl`, earlier in this publish",
+            y.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(tree(&idx), before);
+}
+
+#[test]
+fn wheels_pip_refuses_are_refused_at_publish_naming_the_wheel_and_the_member() {
+    let home = tempfile::tempdir().unwrap();
+    let idx = home.path().join("idx");
+    type Edit = Box<dyn Fn(Vec<(String, String)>) -> Vec<(String, String)>>;
+    let cases: Vec<(&str, Edit, &str)> = vec![
+        (
+            "no-record",
+            Box::new(|m| m.into_iter().filter(|(n, _)| !n.ends_with("/RECORD")).collect()),
+            "the wheel has no `rfx-1.0.dist-info/RECORD`: pip refuses to install a wheel without its RECORD",
+        ),
+        (
+            "dotdot",
+            Box::new(|mut m| {
+                m.push(("rfx/../../evil.py".into(), "E = 1\n".into()));
+                m
+            }),
+            "the wheel's member `rfx/../../evil.py` is an absolute path or has a `..` component",
+        ),
+        (
+            "absolute",
+            Box::new(|mut m| {
+                m.push(("/etc/evil.conf".into(), "E = 1\n".into()));
+                m
+            }),
+            "the wheel's member `/etc/evil.conf` is an absolute path or has a `..` component",
+        ),
+    ];
+    for (dir, edit, want) in cases {
+        let dir = home.path().join(dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let w = crafted_wheel(&dir, "rfx", "1.0", "X = 1\n", edit);
+        let out = rocmforge(home.path()).args(["index", "--index"]).arg(&idx).arg("publish").arg(&w).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("`{}` is not a wheel the index accepts", w.display())), "{err}");
+        assert!(err.contains(want), "{err}");
+        assert!(!idx.join("index.json").exists(), "{err}");
+    }
+}
+
+#[test]
+fn cache_verify_lists_a_temp_file_of_a_publish_killed_before_the_first_index_write() {
+    let home = tempfile::tempdir().unwrap();
+    let idx = home.path().join("idx");
+    // What a first publish killed while copying its wheel leaves, in the index and in a
+    // stack's own index (`index-path`): a temp file, no `index.json` yet.
+    let left = [idx.join("simple/rfx/.tmp-Ab12Cd"), idx.join("rocm-5.2-binary/simple/torch/.tmp-Ef34Gh")];
+    for l in &left {
+        std::fs::create_dir_all(l.parent().unwrap()).unwrap();
+        std::fs::write(l, b"half a wheel").unwrap();
+    }
+    let verify = || rocmforge(home.path()).env("ROCMFORGE_INDEX_DIR", &idx).args(["cache", "verify"]).output().unwrap();
+    let out = verify();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    for l in &left {
+        assert!(err.contains(&format!("error: `{}` was left by a killed publish", l.display())), "{err}");
+    }
+    assert!(err.contains("2 leftover(s) of interrupted work (`rocmforge cache gc` removes them)"), "{err}");
+    rocmforge(home.path()).env("ROCMFORGE_INDEX_DIR", &idx).args(["cache", "gc"]).assert().success();
+    assert!(left.iter().all(|l| !l.exists()));
+    let out = verify();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// Every file of the index with its bytes (the lock file aside).

@@ -548,6 +548,37 @@ fn a_wheel_the_index_refuses_is_not_stored_deployed_or_published() {
 }
 
 #[test]
+fn cache_verify_re_hashes_the_wheels_of_a_stack_with_its_own_index() {
+    let (name, bytes) = wheel();
+    let sha = sha256_hex(bytes);
+    let e = Env::new(&sha);
+    // As the prebuilt fallback stacks do: an index of its own, `<index-dir>/prebuilt-binary/`.
+    let stack = e.tree.join("recipes/prebuilt/stack.toml");
+    let text_of = std::fs::read_to_string(&stack).unwrap();
+    std::fs::write(&stack, format!("{text_of}index-path = \"prebuilt-binary\"\n")).unwrap();
+    let out = e.build();
+    assert!(out.status.success(), "{}", text(&out));
+    let published = e.index().join("prebuilt-binary/simple/rfprebuilt").join(name);
+    assert!(published.is_file());
+    let verify = || e.cmd().args(["cache", "verify"]).output().unwrap();
+    let v = verify();
+    assert!(v.status.success(), "{}", text(&v));
+    assert!(String::from_utf8_lossy(&v.stdout).contains("1 published file(s) verified"), "{}", text(&v));
+    crate::sources::write_in_place(&published, 100, b"altered in place");
+    let bad = sha256_hex(&std::fs::read(&published).unwrap());
+    let v = verify();
+    assert_eq!(v.status.code(), Some(1), "{}", text(&v));
+    assert!(
+        text(&v).contains(&format!(
+            "error: published file `{}` altered on disk: published with sha256 {sha}, now {bad}",
+            published.display()
+        )),
+        "{}",
+        text(&v)
+    );
+}
+
+#[test]
 fn an_altered_download_artifact_or_published_wheel_is_caught_and_never_reaches_the_prefix_or_the_index() {
     let (name, bytes) = wheel();
     let sha = sha256_hex(bytes);
