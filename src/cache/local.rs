@@ -296,7 +296,11 @@ impl LocalStore {
     /// Re-hashes an artifact's files against its manifest.
     pub fn verify(&self, a: &Artifact) -> Result<(), CacheError> {
         let want = a.files()?;
-        let have = fsutil::list_tree(&a.tree()).map_err(io(&a.tree()))?;
+        let have = fsutil::list_tree(&a.tree()).map_err(|e| match e.kind() {
+            // A special file (stored by an older rocmforge, or put there): named, never opened.
+            std::io::ErrorKind::InvalidData => CacheError::Damaged { key: a.key.0.clone(), problem: e.to_string() },
+            _ => io(&a.tree())(e),
+        })?;
         if want != have {
             let missing = want.iter().find(|e| !have.contains(e)).map(|e| e.path.clone());
             let extra = have.iter().find(|e| !want.contains(e)).map(|e| e.path.clone());
@@ -441,6 +445,25 @@ mod tests {
         replace(b"AAAA");
         let e = cache.check_intact(&a).unwrap_err().to_string();
         assert!(e.ends_with("was altered on disk: `a.so` (replaced by another file)"), "{e}");
+    }
+
+    #[test]
+    fn a_fifo_in_a_cached_tree_is_damage_named_by_verify_without_blocking() {
+        let d = tempfile::tempdir().unwrap();
+        let stage = d.path().join("stage");
+        fs::create_dir_all(&stage).unwrap();
+        fs::write(stage.join("a.so"), b"aaaa").unwrap();
+        let cache = LocalStore::new(&d.path().join("cache"));
+        let key = inputs().key();
+        let _l = cache.lock(&key).unwrap();
+        let a = cache.store(&key, &inputs(), &stage).unwrap();
+        let st = std::process::Command::new("mkfifo").arg(a.tree().join("pipe")).status().unwrap();
+        assert!(st.success());
+        let e = cache.verify(&a).unwrap_err().to_string();
+        assert!(
+            e.contains("is damaged: `pipe` is a FIFO (named pipe): only files, directories and symlinks can be stored"),
+            "{e}"
+        );
     }
 
     #[test]
