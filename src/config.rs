@@ -12,8 +12,8 @@
 //! index-dir = "/srv/wheels"          # the local wheel index; default <state-dir>/index
 //! link-mode = "auto"                 # how cached files reach the prefix: "auto" or "copy"
 //! compiler-cache = "auto"            # ccache | sccache | none | auto (the first installed)
-//! download-retries = 5               # a download's attempts in a row without progress (a stall)
-//! download-timeout-secs = 60         # the longest wait for data before an attempt is given up
+//! download-retries = 5               # a download's or git fetch's attempts in a row without progress
+//! download-timeout-secs = 60         # the longest wait for data before an attempt is given up (git too)
 //!
 //! [url-rewrite]
 //! "https://github.com/" = "file:///srv/git/"
@@ -162,7 +162,7 @@ pub struct Config {
     pub offline: bool,
     /// The compiler cache builds use.
     pub compiler_cache: CompilerCacheChoice,
-    /// Source downloads: attempts in a row without progress before one fails
+    /// Source downloads and git fetches: attempts in a row without progress before one fails
     /// (`download-retries`), and the longest wait for data (`download-timeout-secs`);
     /// `ROCMFORGE_RETRIES` and `ROCMFORGE_HTTP_TIMEOUT_SECS` override them.
     pub download_retries: Option<u32>,
