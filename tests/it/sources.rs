@@ -275,6 +275,19 @@ fn permanent_http_errors_and_unusable_urls_are_not_retried_but_503_is() {
         .unwrap_err();
     assert!(matches!(e, DownloadError::Network { attempts: 1, .. }), "an unsupported scheme is tried once: {e}");
 
+    // A redirect loop answers the same next time: asked once, named as a loop, not retried.
+    srv.with(|s| {
+        s.requests.clear();
+        s.redirects.insert("/loop-a.tar.gz".into(), "/loop-b.tar.gz".into());
+        s.redirects.insert("/loop-b.tar.gz".into(), "/loop-a.tar.gz".into());
+    });
+    let url = srv.url("loop-a.tar.gz");
+    let e = download::fetch_with(&cfg, "x", &url, &sha(b"x"), &Collect::default(), &patient).unwrap_err();
+    assert!(matches!(e, DownloadError::Redirects { .. }), "{e}");
+    assert!(e.to_string().starts_with(&format!("cannot download `{url}`: its redirects loop")), "{e}");
+    let asked = srv.with(|s| s.requests.len());
+    assert!((2..=12).contains(&asked), "one attempt following the loop, not 3: {asked} requests");
+
     // A 503 is worth waiting for.
     let body = payload();
     srv.add("busy.tar.gz", body.clone());
