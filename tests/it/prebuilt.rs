@@ -481,6 +481,11 @@ fn prebuilt_wheel_recipes_must_name_a_wheel() {
         "",
     );
     recipe("plain", &format!("[source]\nurl = \"https://example.invalid/x.whl\"\nsha256 = \"{sha}\""), "");
+    recipe(
+        "pathy",
+        &format!("[source]\nurl = \"https://example.invalid/whl/..%2Fpathy-1.0-py3-none-any.whl\"\nsha256 = \"{sha}\""),
+        "",
+    );
     recipe("from-git", &format!("[source]\ngit = \"https://example.invalid/x.git\"\nrev = \"{}\"", "a".repeat(40)), "");
     recipe("nothing", "", "");
     recipe(
@@ -497,6 +502,8 @@ fn prebuilt_wheel_recipes_must_name_a_wheel() {
     for part in [
         "query.toml:7:7",
         "a prebuilt-wheel source must be a wheel: `download` is not a wheel filename: it does not end in `.whl`",
+        "pathy.toml:7:7",
+        "a prebuilt-wheel source must be a wheel: the URL's last segment `..%2Fpathy-1.0-py3-none-any.whl` decodes to `../pathy-1.0-py3-none-any.whl`, a path, not a file name",
         "plain.toml:7:7",
         "a prebuilt-wheel source must be a wheel: `x.whl` is not a wheel filename: it needs 5 or 6",
         "from-git.toml:",
@@ -509,6 +516,7 @@ fn prebuilt_wheel_recipes_must_name_a_wheel() {
         assert!(err.contains(part), "missing {part:?} in:\n{err}");
     }
     assert!(!err.contains("good.toml"), "{err}");
+    assert!(!err.contains("pathy.toml:7:7: a prebuilt-wheel source must be a wheel: `download`"), "{err}");
 }
 
 /// The same wheel file name with other bytes (one file more in the zip).

@@ -1256,3 +1256,26 @@ fn a_git_server_that_answers_partially_then_stalls_ends_build_within_the_bound()
     assert!(took < std::time::Duration::from_secs(20), "{took:?}");
     assert_eq!(srv.connections(), 2);
 }
+
+#[test]
+fn an_empty_or_relative_url_is_refused_at_its_line_before_anything_is_fetched() {
+    for (url, why) in [
+        ("", "got ``: it is empty"),
+        ("pkg-1.0.tar.gz", "got `pkg-1.0.tar.gz`: relative URL without a base"),
+        ("ftp://h/pkg-1.0.tar.gz", "`ftp` is not a scheme rocmforge downloads"),
+    ] {
+        let home = tempfile::tempdir().unwrap();
+        let tree = url_stack(home.path(), url, Some(&"0".repeat(64)));
+        for args in [&["recipes", "check"][..], &["fetch", "page"]] {
+            let out = crate::support::rocmforge(home.path()).arg("--recipes").arg(&tree).args(args).output().unwrap();
+            let se = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(3), "{url:?} {args:?}: {se}");
+            assert!(
+                se.contains("page.toml:7:7") && se.contains("`url` must be an absolute http(s) or file URL"),
+                "{se}"
+            );
+            assert!(se.contains(why), "{se}");
+        }
+        assert!(!home.path().join("cache/rocmforge/downloads").exists());
+    }
+}
