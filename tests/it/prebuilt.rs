@@ -636,3 +636,32 @@ fn an_altered_download_artifact_or_published_wheel_is_caught_and_never_reaches_t
     let v = verify();
     assert!(v.status.success(), "{}", text(&v));
 }
+
+#[test]
+fn an_unusable_index_dir_is_named_with_its_setting_before_anything_is_fetched() {
+    let (_, bytes) = wheel();
+    let e = Env::new(&sha256_hex(bytes));
+    let file = e.home().join("index-file");
+    std::fs::write(&file, "not a directory").unwrap();
+    let out = e
+        .cmd()
+        .env("ROCMFORGE_INDEX_DIR", &file)
+        .args(["build", &e.project, "--prefix"])
+        .arg(e.prefix())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        err.contains(&format!(
+            "the index dir `{}` is unusable: it is a file, not a directory. Set `index-dir` in the config file",
+            file.display()
+        )) && err.contains("(or ROCMFORGE_INDEX_DIR)"),
+        "{err}"
+    );
+    // Up front: nothing was downloaded, built or stored before the refusal.
+    assert_eq!(e.wheel_requests(), 0);
+    assert!(!e.downloads().exists());
+    assert!(!e.prefix().exists());
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "not a directory");
+}
