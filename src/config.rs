@@ -12,8 +12,8 @@
 //! index-dir = "/srv/wheels"          # the local wheel index; default <state-dir>/index
 //! link-mode = "auto"                 # how cached files reach the prefix: "auto" or "copy"
 //! compiler-cache = "auto"            # ccache | sccache | none | auto (the first installed)
-//! download-retries = 5               # a download's attempts in a row without progress (a stall)
-//! download-timeout-secs = 60         # the longest wait for data before an attempt is given up
+//! download-retries = 5               # a download's or git fetch's attempts in a row without progress
+//! download-timeout-secs = 60         # the longest wait for data before an attempt is given up (git too)
 //!
 //! [url-rewrite]
 //! "https://github.com/" = "file:///srv/git/"
@@ -162,7 +162,7 @@ pub struct Config {
     pub offline: bool,
     /// The compiler cache builds use.
     pub compiler_cache: CompilerCacheChoice,
-    /// Source downloads: attempts in a row without progress before one fails
+    /// Source downloads and git fetches: attempts in a row without progress before one fails
     /// (`download-retries`), and the longest wait for data (`download-timeout-secs`);
     /// `ROCMFORGE_RETRIES` and `ROCMFORGE_HTTP_TIMEOUT_SECS` override them.
     pub download_retries: Option<u32>,
@@ -267,32 +267,44 @@ impl Config {
             ("state dir", &self.state_dir, "state-dir", "ROCMFORGE_STATE_DIR"),
         ];
         for (what, path, setting, env) in dirs {
-            let unusable = |why: String| ConfigError::Unusable {
-                what,
-                path: path.clone(),
-                why,
-                setting,
-                env,
-                file: Self::default_file(),
-            };
-            // Nothing is created here (a build that downloads everything makes no work dir):
-            // the dir, or the nearest part of its path that exists, must be a directory this
-            // process may write in (access(2), not a probe file).
-            let Some(existing) = path.ancestors().find(|p| p.exists()) else { continue };
-            if !existing.is_dir() {
-                return Err(unusable(if existing == path.as_path() {
-                    "it is a file, not a directory".into()
-                } else {
-                    format!("`{}` in its path is a file, not a directory", existing.display())
-                }));
-            }
-            if let Err(e) = rustix::fs::access(existing, rustix::fs::Access::WRITE_OK) {
-                return Err(unusable(if existing == path.as_path() {
-                    format!("nothing can be written in it ({e})")
-                } else {
-                    format!("it cannot be created in `{}` ({e})", existing.display())
-                }));
-            }
+            Self::check_dir(what, path, setting, env)?;
+        }
+        Ok(())
+    }
+
+    /// Before a build that publishes wheels: the index it publishes into (`dir`: the index dir,
+    /// or the stack's `index-path` in it) is writable, as [`Config::check_writable`] checks the
+    /// other dirs, so an unusable `index-dir` is named before the night, not at its end.
+    pub fn check_index_writable(&self, dir: &Path) -> Result<(), ConfigError> {
+        Self::check_dir("index dir", dir, "index-dir", "ROCMFORGE_INDEX_DIR")
+    }
+
+    fn check_dir(what: &'static str, path: &Path, setting: &'static str, env: &'static str) -> Result<(), ConfigError> {
+        let unusable = |why: String| ConfigError::Unusable {
+            what,
+            path: path.to_path_buf(),
+            why,
+            setting,
+            env,
+            file: Self::default_file(),
+        };
+        // Nothing is created here (a build that downloads everything makes no work dir):
+        // the dir, or the nearest part of its path that exists, must be a directory this
+        // process may write in (access(2), not a probe file).
+        let Some(existing) = path.ancestors().find(|p| p.exists()) else { return Ok(()) };
+        if !existing.is_dir() {
+            return Err(unusable(if existing == path {
+                "it is a file, not a directory".into()
+            } else {
+                format!("`{}` in its path is a file, not a directory", existing.display())
+            }));
+        }
+        if let Err(e) = rustix::fs::access(existing, rustix::fs::Access::WRITE_OK) {
+            return Err(unusable(if existing == path {
+                format!("nothing can be written in it ({e})")
+            } else {
+                format!("it cannot be created in `{}` ({e})", existing.display())
+            }));
         }
         Ok(())
     }

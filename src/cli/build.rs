@@ -15,7 +15,7 @@ pub struct Args {
     #[command(flatten)]
     pub selection: Selection,
     /// Job budget shared by the build (default: number of cores); capped per recipe by memory.
-    #[arg(long, short = 'j', value_parser = super::job_count)]
+    #[arg(long, short = 'j', value_parser = super::job_count, allow_negative_numbers = true)]
     pub jobs: Option<usize>,
     /// Rebuild this recipe (and everything that depends on it) even if cached. Repeatable.
     #[arg(long, value_name = "RECIPE")]

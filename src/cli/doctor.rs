@@ -17,7 +17,7 @@ pub struct Args {
     #[arg(long, short = 't', value_name = "TARGETS")]
     pub target: Option<String>,
     /// The job budget RAM is checked against (default: number of cores).
-    #[arg(long, short = 'j', value_parser = super::job_count)]
+    #[arg(long, short = 'j', value_parser = super::job_count, allow_negative_numbers = true)]
     pub jobs: Option<usize>,
     /// Machine-readable output.
     #[arg(long)]

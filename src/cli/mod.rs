@@ -429,11 +429,14 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// `-j N`: a job budget of at least one.
+/// `-j N`: taken with a sign too (`allow_negative_numbers` on the args), so `-j -1` gets this
+/// message, not clap's tip to write `-- -1`, which would make `-1` a recipe.
 pub fn job_count(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(0) => Err("0 jobs would build nothing: give 1 or more (the default is the number of cores)".into()),
-        Ok(n) => Ok(n),
+    match s.trim().parse::<i128>() {
+        Ok(n) if n < 1 => Err(format!(
+            "{n} jobs would build nothing: the job count must be at least 1 (the default is the number of cores)"
+        )),
+        Ok(n) => usize::try_from(n).map_err(|_| format!("`{s}` jobs is more than this machine can count")),
         Err(_) => Err(format!("`{s}` is not a number of jobs: give 1 or more")),
     }
 }

@@ -13,11 +13,11 @@ pub struct Args {
     #[arg(long)]
     pub prefix: Option<std::path::PathBuf>,
     /// The job budget the night's estimate is for (default: number of cores).
-    #[arg(long, short = 'j', value_parser = super::job_count)]
+    #[arg(long, short = 'j', value_parser = super::job_count, allow_negative_numbers = true)]
     pub jobs: Option<usize>,
     /// Estimate the night for a machine with this much memory (GiB) instead of this host's
     /// available memory (it caps each recipe's jobs by its `memory-per-job-gb`).
-    #[arg(long, value_name = "GIB")]
+    #[arg(long, value_name = "GIB", allow_negative_numbers = true)]
     pub memory_gb: Option<f64>,
     /// Machine-readable output.
     #[arg(long)]

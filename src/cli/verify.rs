@@ -15,7 +15,7 @@ pub struct Args {
     pub python: Option<PathBuf>,
     /// Seconds each case may run before it counts as a hang (the first call compiles MIOpen
     /// kernels, which can take minutes on gfx1010).
-    #[arg(long, value_name = "S", default_value_t = 300.0)]
+    #[arg(long, value_name = "S", default_value_t = 300.0, allow_negative_numbers = true)]
     pub timeout: f64,
     /// Print the results as JSON (the saved report) instead of a table.
     #[arg(long, conflicts_with = "markdown")]

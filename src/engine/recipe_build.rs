@@ -476,6 +476,48 @@ impl Engine<'_> {
     }
 }
 
+/// A step said a disk filled while its work dir's disk (`work`, holding `root`) has room: the
+/// state or cache dir's disk, when one of them is (nearly) full, named with what it holds. Not
+/// the work dir's, which a user who moved it to an empty disk would otherwise be told to move
+/// again.
+fn other_disk_full(
+    cfg: &crate::config::Config,
+    root: &std::path::Path,
+    work: &crate::fsutil::DiskSpace,
+) -> Option<String> {
+    let dirs = [
+        ("state dir", &cfg.state_dir, "state-dir", "ROCMFORGE_STATE_DIR", "its build reports, venvs, lock files and, unless `index-dir` moves it, the wheel index: a new state dir starts those afresh"),
+        ("cache dir", &cfg.cache_dir, "cache-dir", "ROCMFORGE_CACHE_DIR", "every recipe's artifact and download: what it holds now is not seen from a new one"),
+    ];
+    dirs.into_iter().find_map(|(what, dir, key, env, holds)| {
+        let space = crate::fsutil::disk_space(dir)?;
+        (space.mount != work.mount && space.free < NEARLY_FULL).then(|| {
+            format!(
+                "the disk holding the {what} `{}` (mounted at `{}`) is full: {} free of {}. The work dir `{}` is on another disk (`{}`, {} free), which did not fill. To go on: free space on `{}` and run the same command again; or set {} to a directory on a larger disk (the {what} holds {holds})",
+                dir.display(),
+                space.mount.display(),
+                crate::fsutil::human_size(space.free),
+                crate::fsutil::human_size(space.total),
+                root.display(),
+                work.mount.display(),
+                crate::fsutil::human_size(work.free),
+                space.mount.display(),
+                setting_name(key, env),
+            )
+        })
+    })
+}
+
+/// How the user sets `key`: the environment variable when it is set (it overrides the
+/// config), else the config file.
+fn setting_name(key: &str, env: &str) -> String {
+    if std::env::var_os(env).is_some_and(|x| !x.is_empty()) {
+        format!("`{env}` (set in this environment; it overrides `{key}` in the config)")
+    } else {
+        format!("`{key}` in the config file `{}`", crate::config::Config::default_file().display())
+    }
+}
+
 /// Below this much free space, a failed step is taken to have filled the disk.
 const NEARLY_FULL: u64 = 64 << 20;
 
@@ -487,8 +529,11 @@ const NEARLY_FULL: u64 = 64 << 20;
 fn disk_full(cfg: &crate::config::Config, root: &std::path::Path, tail: &[String]) -> Option<String> {
     let said = tail.iter().any(|l| l.contains("No space left on device") || l.contains("Disk quota exceeded"));
     let space = crate::fsutil::disk_space(root)?;
-    if !said && space.free >= NEARLY_FULL {
-        return None;
+    if space.free >= NEARLY_FULL {
+        // The work dir's disk has room: the one that filled is another, the state or cache
+        // dir's when one of them is (nearly) full, else one that is not rocmforge's (the
+        // step's log says which).
+        return if said { other_disk_full(cfg, root, &space) } else { None };
     }
     let used = crate::fsutil::tree_size(root);
     let on_disk = |dir: &std::path::Path| crate::fsutil::disk_space(dir).is_some_and(|d| d.mount == space.mount);
@@ -499,14 +544,7 @@ fn disk_full(cfg: &crate::config::Config, root: &std::path::Path, tail: &[String
         }
     }
     let cache_here = on_disk(&cfg.cache_dir);
-    let env_set = |v: &str| std::env::var_os(v).is_some_and(|x| !x.is_empty());
-    let setting = |key: &str, env: &str| {
-        if env_set(env) {
-            format!("`{env}` (set in this environment; it overrides `{key}` in the config)")
-        } else {
-            format!("`{key}` in the config file `{}`", crate::config::Config::default_file().display())
-        }
-    };
+    let setting = setting_name;
     Some(format!(
         "the disk holding `{}` (mounted at `{}`) is full: {} free of {}. rocmforge writes there: {}. This recipe's work dir holds {} of what its steps made, and needed more than the {} that were free. To go on: run `rocmforge clean --all` (it frees the work dirs there, this one included: a work dir on another disk starts the recipe afresh anyway), then set {} to a directory on a larger disk{}, then run the same command again. Or free space on `{}` and run the same command again",
         root.display(),

@@ -67,6 +67,16 @@ pub fn build(
         Some(u) => BuildGraph::closure(stack, std::slice::from_ref(u))?,
         None => full,
     };
+    // Wheels are published at the end of their recipes, hours in: an unusable index is said now.
+    let publishes = graph.order().iter().any(|n| {
+        matches!(
+            stack.recipes[*n].build.system,
+            crate::recipe::BuildSystem::PythonWheel | crate::recipe::BuildSystem::PrebuiltWheel
+        )
+    });
+    if publishes {
+        cfg.check_index_writable(&crate::index::stack_dir(&cfg.index_dir(), stack))?;
+    }
     let plan_req = PlanRequest {
         recipes: graph.requested().to_vec(),
         targets: req.targets.clone(),

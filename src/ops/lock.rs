@@ -170,7 +170,7 @@ pub fn pin_closure(
 /// content.
 fn resolve(cfg: &Config, recipe: &str, unpinned: Unpinned<'_>, progress: &dyn Progress) -> Result<Pin, LockError> {
     match unpinned {
-        Unpinned::Tag { url, tag } => crate::source::git::resolve_tag(cfg, url, tag)
+        Unpinned::Tag { url, tag } => crate::source::git::resolve_tag(cfg, recipe, url, tag, progress)
             .map(|rev| Pin::git(recipe, url, tag, &rev))
             .map_err(|source| LockError::Resolve {
                 recipe: recipe.to_string(),

@@ -427,6 +427,24 @@ fn lower_git(file: &FileText<'_>, git: &Spanned<String>, s: &RawSource, diags: &
 }
 
 fn lower_url(file: &FileText<'_>, url: &Spanned<String>, s: &RawSource, diags: &mut Diagnostics) -> SourceSpec {
+    // Refused here, at its line, not by the download's "relative URL without a base".
+    let parsed = url::Url::parse(url.get_ref());
+    if !parsed.as_ref().is_ok_and(|u| matches!(u.scheme(), "http" | "https" | "file")) {
+        let why = match &parsed {
+            _ if url.get_ref().trim().is_empty() => "it is empty".to_string(),
+            Ok(u) => format!("`{}` is not a scheme rocmforge downloads", u.scheme()),
+            Err(e) => e.to_string(),
+        };
+        diags.push(
+            file.at(
+                url.span(),
+                format!("`url` must be an absolute http(s) or file URL, got `{}`: {why}", url.get_ref()),
+            )
+            .with_help(
+                "write the whole address (`https://host/path/name-1.0.tar.gz`, or `file:///abs/path` for a local file)",
+            ),
+        );
+    }
     for (field, present) in [("tag", s.tag.is_some()), ("rev", s.rev.is_some())] {
         if present {
             diags.push(file.at(url.span(), format!("`{field}` belongs to `git` sources, not `url`")));
@@ -514,7 +532,13 @@ fn check_prebuilt_wheel(file: &FileText<'_>, raw: &RawRecipe, source: &SourceSpe
     let url = raw.source.as_ref().and_then(|s| s.get_ref().url.as_ref());
     match (source, url) {
         (SourceSpec::Url { url: text, subdir, .. }, Some(url)) => {
-            if let Err(e) = crate::wheel::WheelName::parse(&url_file_name(text)) {
+            if let Some((segment, Err(why))) = crate::recipe::url_last_segment(text) {
+                diags.push(
+                    file.at(url.span(), format!("a prebuilt-wheel source must be a wheel: the URL's last segment `{segment}` {why}, not a file name")).with_help(
+                        "the last path segment of the URL, percent-decoded, is the wheel's file name: serve the wheel under its plain name (`.../name-1.0-py3-none-any.whl`)",
+                    ),
+                );
+            } else if let Err(e) = crate::wheel::WheelName::parse(&url_file_name(text)) {
                 diags.push(file.at(url.span(), format!("a prebuilt-wheel source must be a wheel: {e}")).with_help(
                     "the last path segment of the URL, percent-decoded, is the wheel's file name \
                      (`.../torch-2.5.1%2Brocm6.2-cp311-cp311-linux_x86_64.whl` is `torch-2.5.1+rocm6.2-cp311-cp311-linux_x86_64.whl`)",

@@ -297,15 +297,27 @@ impl SourceSpec {
 /// meaning (a wheel's `1.0+rocm6.2` is served as `1.0%2Brocm6.2`). A segment that decodes to
 /// something that is not a plain file name (`..`, a `/`, a NUL, not UTF-8) is not used.
 pub fn url_file_name(url: &str) -> String {
-    let segment = url::Url::parse(url)
-        .ok()
-        .and_then(|u| u.path_segments().and_then(|mut s| s.rfind(|s| !s.is_empty()).map(str::to_string)));
-    let name =
-        segment.and_then(|s| percent_encoding::percent_decode_str(&s).decode_utf8().ok().map(|n| n.into_owned()));
-    match name {
-        Some(n) if n != ".." && n != "." && !n.contains(['/', '\\', '\0']) => n,
+    match url_last_segment(url) {
+        Some((_, Ok(n))) => n,
         _ => "download".into(),
     }
+}
+
+/// The last non-empty path segment of `url` as written, and what it percent-decodes to: `Ok`
+/// with a plain file name, `Err` with why it is not one (it decodes to a path, a dot segment, a
+/// NUL, or not UTF-8), for messages. `None`: no URL or no segment.
+pub fn url_last_segment(url: &str) -> Option<(String, Result<String, String>)> {
+    let segment = url::Url::parse(url)
+        .ok()
+        .and_then(|u| u.path_segments().and_then(|mut s| s.rfind(|s| !s.is_empty()).map(str::to_string)))?;
+    let decoded = match percent_encoding::percent_decode_str(&segment).decode_utf8() {
+        Ok(n) if n == ".." || n == "." => Err(format!("decodes to `{n}`, a dot segment")),
+        Ok(n) if n.contains(['/', '\\']) => Err(format!("decodes to `{n}`, a path")),
+        Ok(n) if n.contains('\0') => Err("decodes to a name with a NUL byte".to_string()),
+        Ok(n) => Ok(n.into_owned()),
+        Err(_) => Err("does not decode to UTF-8".to_string()),
+    };
+    Some((segment, decoded))
 }
 
 /// One patch of a recipe's series.

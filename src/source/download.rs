@@ -35,6 +35,8 @@ pub enum DownloadError {
         timeout: u64,
         source: std::io::Error,
     },
+    #[error("cannot download `{url}`{via}: its redirects loop or go on past 10 hops (the last asked for: `{last}`); not retried: point the recipe's URL (or `[url-rewrite]`) at the file's final address")]
+    Redirects { url: String, via: String, last: String },
     #[error("offline: `{url}` has no sha256 yet and must be downloaded to pin it; run the command again online")]
     OfflineUnpinned { url: String },
     #[error("`{path}`")]
@@ -371,7 +373,10 @@ impl RetryWhy {
             RetryWhy::Status(s) => {
                 s.is_client_error() && *s != StatusCode::REQUEST_TIMEOUT && *s != StatusCode::TOO_MANY_REQUESTS
             }
-            RetryWhy::Network(e) => e.is_builder() || e.url().is_some_and(|u| !matches!(u.scheme(), "http" | "https")),
+            // A redirect loop (or too many hops) answers the same way next time.
+            RetryWhy::Network(e) => {
+                e.is_builder() || e.is_redirect() || e.url().is_some_and(|u| !matches!(u.scheme(), "http" | "https"))
+            }
             RetryWhy::Broken(_) | RetryWhy::Stalled(_) | RetryWhy::Restart => false,
         }
     }
@@ -483,6 +488,11 @@ impl Downloader<'_> {
                                 via: self.via(),
                                 status: s.as_u16(),
                                 attempts,
+                            },
+                            RetryWhy::Network(source) if source.is_redirect() => DownloadError::Redirects {
+                                url: self.url.into(),
+                                via: self.via(),
+                                last: source.url().map(|u| u.to_string()).unwrap_or_default(),
                             },
                             RetryWhy::Network(source) => {
                                 DownloadError::Network { url: self.url.into(), via: self.via(), attempts, source }

@@ -15,8 +15,11 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use git2::{FetchOptions, ObjectType, Oid, RemoteCallbacks, Repository};
+use std::cell::Cell;
 
+use git2::{ErrorClass, ErrorCode, FetchOptions, ObjectType, Oid, RemoteCallbacks, Repository};
+
+use super::download::RetryPolicy;
 use crate::config::Config;
 use crate::progress::Progress;
 
@@ -42,6 +45,9 @@ pub enum GitError {
     Mirror { url: String, path: PathBuf, source: git2::Error },
     #[error("cannot list the refs of `{url}`{via}")]
     List { url: String, via: String, source: git2::Error },
+    /// `detail`: the attempts, what they reached, the read timeout and the last error.
+    #[error("{what} `{url}`{via} stopped making progress: {detail}. Run the same command again later, or point `[url-rewrite]` at a mirror; `download-timeout-secs` and `download-retries` (or `ROCMFORGE_HTTP_TIMEOUT_SECS`, `ROCMFORGE_RETRIES`) set the bound")]
+    Stalled { what: &'static str, url: String, via: String, detail: String },
     #[error("tag `{tag}` not found in `{url}`")]
     NoSuchTag { url: String, tag: String },
     #[error("`{path}`")]
@@ -90,11 +96,14 @@ pub struct FetchedGit {
     pub submodules: Vec<FetchedSubmodule>,
 }
 
-/// Throttled fetch progress to the progress layer.
-fn callbacks<'a>(progress: &'a dyn Progress, label: &'a str) -> RemoteCallbacks<'a> {
+/// Throttled fetch progress to the progress layer; what the attempt reached, in `reached`.
+fn callbacks<'a>(progress: &'a dyn Progress, label: &'a str, reached: &'a Reached) -> RemoteCallbacks<'a> {
     let mut cb = RemoteCallbacks::new();
     let mut last = Instant::now() - Duration::from_secs(1);
     cb.transfer_progress(move |s| {
+        reached.bytes.set(reached.bytes.get().max(s.received_bytes() as u64));
+        reached.objects.set(reached.objects.get().max(s.received_objects() as u64));
+        reached.total.set(s.total_objects() as u64);
         let done = s.received_objects() == s.total_objects() && s.indexed_deltas() == s.total_deltas();
         if done || last.elapsed() >= Duration::from_millis(250) {
             last = Instant::now();
@@ -134,14 +143,14 @@ pub fn ensure_mirror(cfg: &Config, url: &str, progress: &dyn Progress, label: &s
         let guard = crate::fsutil::TempDirGuard::new(tmp.clone());
         let repo = Repository::init_bare(&tmp).map_err(mirror_err)?;
         crate::fault::point("clone", label);
-        fetch_into(&repo, url, &fetch_url, progress, label)?;
+        fetch_into(cfg, &repo, url, &fetch_url, progress, label)?;
         drop(repo);
         std::fs::rename(&tmp, &path).map_err(|source| GitError::Io { path: path.clone(), source })?;
         guard.keep();
     } else {
         progress.message(label, &format!("updating mirror of {url}{}", via(url, &fetch_url)));
         let repo = Repository::open_bare(&path).map_err(mirror_err)?;
-        fetch_into(&repo, url, &fetch_url, progress, label)?;
+        fetch_into(cfg, &repo, url, &fetch_url, progress, label)?;
     }
     Ok(path)
 }
@@ -162,7 +171,167 @@ pub fn stale_temps(cfg: &Config) -> Vec<PathBuf> {
     v
 }
 
+/// How far one attempt got: the furthest of the pack received (see [`with_stall_bound`]).
+#[derive(Default)]
+struct Reached {
+    bytes: Cell<u64>,
+    objects: Cell<u64>,
+    total: Cell<u64>,
+}
+
+impl Reached {
+    /// What an attempt (or the furthest one) got, for messages: `pack` for a fetch, else a
+    /// listing of refs (which receives no pack).
+    fn describe(bytes: u64, objects: u64, total: u64, pack: bool) -> String {
+        if !pack {
+            "got no list of refs (the server did not answer, or stopped answering)".to_string()
+        } else if bytes == 0 {
+            "got no pack data (the server did not answer, or stopped before sending objects)".to_string()
+        } else if total > 0 {
+            format!("got no further than {objects} of {total} objects ({bytes} bytes of the pack)")
+        } else {
+            format!("got no further than {bytes} bytes of the pack")
+        }
+    }
+}
+
+/// The stall bound of url downloads, for git: libgit2's socket timeouts (connect, and the
+/// longest wait for any read or write) from `download-timeout-secs`. They are process-wide, so
+/// they are set once, from the first config that fetches, before any git network operation
+/// starts (every one comes through here); the value set is returned for messages.
+#[allow(unsafe_code)]
+fn socket_timeout(policy: &RetryPolicy) -> Duration {
+    static SET: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *SET.get_or_init(|| {
+        let ms = policy.timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
+        // SAFETY: libgit2 reads these ints when it opens a socket; no git network operation
+        // runs before this initialiser has finished (they all wait on the OnceLock), so nothing
+        // reads them while they are written.
+        unsafe {
+            let _ = git2::opts::set_server_connect_timeout_in_milliseconds(ms);
+            let _ = git2::opts::set_server_timeout_in_milliseconds(ms);
+        }
+        Duration::from_millis(ms as u64)
+    })
+}
+
+/// A URL libgit2 reaches over the network (not a local path or `file://`).
+fn is_network_url(url: &str) -> bool {
+    match url.split_once("://") {
+        Some((scheme, _)) => !scheme.eq_ignore_ascii_case("file"),
+        // scp-like `user@host:path`
+        None => url.split_once(':').is_some_and(|(host, _)| host.contains('@') && !host.contains('/')),
+    }
+}
+
+/// An answer another try cannot change: a refusal by the server (`remote error`, an HTTP
+/// client error other than 408/429, a redirect loop, authentication, a page that is not a git
+/// server's), a URL libgit2 cannot use, or a local repository. Timeouts, refused and cut
+/// connections and server errors are worth another try.
+fn is_permanent(fetch_url: &str, e: &git2::Error) -> bool {
+    if e.code() == ErrorCode::Timeout {
+        return false;
+    }
+    if !is_network_url(fetch_url) || matches!(e.code(), ErrorCode::Auth | ErrorCode::Certificate) {
+        return true;
+    }
+    let msg = e.message();
+    match e.class() {
+        ErrorClass::Net => msg.starts_with("remote error") || msg.starts_with("unsupported URL protocol"),
+        ErrorClass::Os | ErrorClass::Ssl | ErrorClass::Ssh | ErrorClass::Zlib | ErrorClass::Indexer => false,
+        ErrorClass::Http => {
+            if let Some(code) = msg.strip_prefix("unexpected http status code: ") {
+                let code: u16 = code.trim().parse().unwrap_or(0);
+                (400..500).contains(&code) && code != 408 && code != 429
+            } else {
+                [
+                    "too many redirects",
+                    "unexpected redirect",
+                    "redirect without location",
+                    "invalid content-type",
+                    "no content-type",
+                    "unknown http scheme",
+                    "invalid URL",
+                ]
+                .iter()
+                .any(|p| msg.starts_with(p))
+                    || msg.contains("authentication")
+            }
+        }
+        _ => true,
+    }
+}
+
+const FETCH: &str = "fetch of";
+const LIST: &str = "listing the refs of";
+
+/// Runs a git network operation under the stall bound of url downloads (README: "Downloads are
+/// bounded by their stalls"): each attempt waits at most `download-timeout-secs` for data; an
+/// attempt that gets further into the pack than any before is progress, one that does not is a
+/// failure, and `download-retries` failures in a row end it, naming the URL and what was
+/// reached. A permanent error ends it at once (`permanent`).
+#[allow(clippy::too_many_arguments)]
+fn with_stall_bound<T>(
+    cfg: &Config,
+    what: &'static str,
+    url: &str,
+    fetch_url: &str,
+    progress: &dyn Progress,
+    label: &str,
+    permanent: impl Fn(git2::Error) -> GitError,
+    mut op: impl FnMut(&Reached) -> Result<T, git2::Error>,
+) -> Result<T, GitError> {
+    let policy = RetryPolicy::for_config(cfg);
+    let timeout = socket_timeout(&policy);
+    let (mut attempts, mut failures, mut furthest) = (0u32, 0u32, 0u64);
+    loop {
+        attempts += 1;
+        let reached = Reached::default();
+        let e = match op(&reached) {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        if is_permanent(fetch_url, &e) {
+            return Err(permanent(e));
+        }
+        let bytes = reached.bytes.get();
+        if bytes > furthest {
+            furthest = bytes;
+            failures = 0;
+        } else {
+            failures += 1;
+        }
+        let pack = what == FETCH;
+        let got = Reached::describe(bytes, reached.objects.get(), reached.total.get(), pack);
+        if failures >= policy.attempts {
+            let reached = if bytes < furthest { Reached::describe(furthest, 0, 0, pack) } else { got };
+            return Err(GitError::Stalled {
+                what,
+                url: url.into(),
+                via: via(url, fetch_url),
+                detail: format!(
+                    "{failures} attempts in a row {reached} (each waits at most {} s for data; {attempts} attempt(s) in all; the last: {})",
+                    timeout.as_secs().max(1),
+                    e.message()
+                ),
+            });
+        }
+        let wait = if failures == 0 { Duration::ZERO } else { policy.backoff(failures) };
+        progress.message(
+            label,
+            &format!(
+                "{url}: {} ({got}); retrying in {} ms ({failures} of {} attempts without progress)",
+                e.message(),
+                wait.as_millis(),
+                policy.attempts
+            ),
+        );
+        std::thread::sleep(wait);
+    }
+}
+
 fn fetch_into(
+    cfg: &Config,
     repo: &Repository,
     url: &str,
     fetch_url: &str,
@@ -170,18 +339,20 @@ fn fetch_into(
     label: &str,
 ) -> Result<(), GitError> {
     let err = |source| GitError::Fetch { url: url.to_string(), via: via(url, fetch_url), source };
-    let mut remote = repo.remote_anonymous(fetch_url).map_err(err)?;
-    let mut opts = FetchOptions::new();
-    opts.remote_callbacks(callbacks(progress, label));
-    opts.download_tags(git2::AutotagOption::None);
-    opts.prune(git2::FetchPrune::On);
-    opts.update_fetchhead(false);
-    // Branches and tags only: `refs/*` would drag in every pull request of a GitHub repo.
-    remote.fetch(&["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"], Some(&mut opts), None).map_err(err)?;
-    Ok(())
+    with_stall_bound(cfg, FETCH, url, fetch_url, progress, label, err, |reached| {
+        let mut remote = repo.remote_anonymous(fetch_url)?;
+        let mut opts = FetchOptions::new();
+        opts.remote_callbacks(callbacks(progress, label, reached));
+        opts.download_tags(git2::AutotagOption::None);
+        opts.prune(git2::FetchPrune::On);
+        opts.update_fetchhead(false);
+        // Branches and tags only: `refs/*` would drag in every pull request of a GitHub repo.
+        remote.fetch(&["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"], Some(&mut opts), None)
+    })
 }
 
-/// Try fetching one commit by id (servers that allow it: GitHub does). Failure is not an error.
+/// Try fetching one commit by id (servers that allow it: GitHub does). Failure is not an error;
+/// a stall is bounded by the socket timeout `ensure_mirror` set.
 fn fetch_commit(repo: &Repository, fetch_url: &str, rev: &str) {
     if let Ok(mut remote) = repo.remote_anonymous(fetch_url) {
         let mut opts = FetchOptions::new();
@@ -406,16 +577,26 @@ pub fn checkout(fetched: &FetchedGit, dest: &Path) -> Result<(), GitError> {
 }
 
 /// The commit `tag` names on the remote `url` (after URL rewriting), without fetching: for `lock`.
-pub fn resolve_tag(cfg: &Config, url: &str, tag: &str) -> Result<String, GitError> {
+/// Bounded like a fetch (see [`with_stall_bound`]).
+pub fn resolve_tag(
+    cfg: &Config,
+    label: &str,
+    url: &str,
+    tag: &str,
+    progress: &dyn Progress,
+) -> Result<String, GitError> {
     let fetch_url = cfg.rewrite_url(url);
     let err = |source| GitError::List { url: url.into(), via: via(url, &fetch_url), source };
-    let mut remote = git2::Remote::create_detached(fetch_url.as_str()).map_err(err)?;
-    remote.connect(git2::Direction::Fetch).map_err(err)?;
     let want = format!("refs/tags/{tag}");
     let peeled = format!("{want}^{{}}");
-    let heads = remote.list().map_err(err)?;
-    let find = |name: &str| heads.iter().find(|h| h.name() == name).map(|h| h.oid().to_string());
-    find(&peeled).or_else(|| find(&want)).ok_or_else(|| GitError::NoSuchTag { url: url.into(), tag: tag.into() })
+    let found = with_stall_bound(cfg, LIST, url, &fetch_url, progress, label, err, |_| {
+        let mut remote = git2::Remote::create_detached(fetch_url.as_str())?;
+        remote.connect(git2::Direction::Fetch)?;
+        let heads = remote.list()?;
+        let find = |name: &str| heads.iter().find(|h| h.name() == name).map(|h| h.oid().to_string());
+        Ok(find(&peeled).or_else(|| find(&want)))
+    })?;
+    found.ok_or_else(|| GitError::NoSuchTag { url: url.into(), tag: tag.into() })
 }
 
 /// Reads files of a fetched git source straight from the mirrors (no checkout): patch checks.
@@ -504,6 +685,25 @@ mod tests {
         assert_eq!(resolve_submodule_url("https://github.com/a/b", "./c"), "https://github.com/a/b/c");
         assert_eq!(resolve_submodule_url("git://h/x/y.git", "../../z.git"), "git://h/z.git");
         assert_eq!(resolve_submodule_url("p", "https://x/y"), "https://x/y");
+    }
+
+    #[test]
+    fn only_network_urls_are_retried() {
+        for u in ["https://h/x.git", "git://127.0.0.1:9/x", "ssh://h/x", "git@github.com:a/b.git"] {
+            assert!(is_network_url(u), "{u}");
+        }
+        for u in ["/srv/x.git", "file:///srv/x.git", "./x", "C/x:y"] {
+            assert!(!is_network_url(u), "{u}");
+        }
+        let timeout = git2::Error::new(ErrorCode::Timeout, ErrorClass::Net, "could not read from socket: timed out");
+        assert!(!is_permanent("https://h/x.git", &timeout));
+        let refused = git2::Error::new(ErrorCode::GenericError, ErrorClass::Net, "remote error: access denied");
+        assert!(is_permanent("git://h/x.git", &refused));
+        let http = |m: &str| git2::Error::new(ErrorCode::GenericError, ErrorClass::Http, m);
+        assert!(is_permanent("https://h/x.git", &http("unexpected http status code: 404")));
+        assert!(!is_permanent("https://h/x.git", &http("unexpected http status code: 503")));
+        assert!(!is_permanent("https://h/x.git", &http("unexpected http status code: 429")));
+        assert!(is_permanent("https://h/x.git", &http("too many redirects or authentication replays")));
     }
 
     #[test]

@@ -337,6 +337,42 @@ fn the_advice_after_a_full_disk_works_when_followed_literally() {
 }
 
 #[test]
+fn a_full_state_disk_is_named_not_the_work_dir_moved_to_an_empty_disk() {
+    let e = Env::new();
+    // The state dir on a small disk; the work dir (and cache) on the large one, as after
+    // following the advice of a full disk with the state dir left where it was.
+    let disk = SmallDisk::mount(e.home.path().join("small"), "2m");
+    let state = disk.0.join("state");
+    let work = e.home.path().join("large/work");
+    e.edit(
+        "mid",
+        "\"mkdir -p {stage}/lib\",",
+        &format!("\"mkdir -p {{stage}}/lib\",\n  \"head -c 8000000 /dev/zero > {}/filler\",", disk.0.display()),
+    );
+    let out = e
+        .cmd()
+        .env("ROCMFORGE_WORK_DIR", &work)
+        .env("ROCMFORGE_STATE_DIR", &state)
+        .args(["build", "top", "--prefix"])
+        .arg(e.prefix())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "failed because its disk is full: the disk holding the state dir `{}` (mounted at `{}`) is full:",
+            state.display(),
+            disk.0.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("which did not fill") && err.contains(&format!("The work dir `{}", work.display())), "{err}");
+    assert!(err.contains("set `ROCMFORGE_STATE_DIR` (set in this environment"), "{err}");
+    assert!(!err.contains("then set `ROCMFORGE_WORK_DIR`") && !err.contains("work-dir` in the config"), "{err}");
+}
+
+#[test]
 fn a_cmake_recipe_that_installs_nothing_fails_and_stores_nothing() {
     use crate::support::archive::gz;
     let e = Env::new();

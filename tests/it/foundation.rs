@@ -379,16 +379,33 @@ fn unknown_target_is_refused_with_the_list() {
 fn zero_jobs_and_an_empty_target_in_a_list_are_refused_before_anything_runs() {
     let home = tempfile::tempdir().unwrap();
     for cmd in ["build", "plan", "doctor"] {
-        rocmforge(home.path())
-            .arg("--recipes")
-            .arg(fixture_tree())
-            .args([cmd, "torch", "-j", "0"])
-            .assert()
-            .code(2)
-            .stderr(predicate::str::contains(
-                "invalid value '0' for '--jobs <JOBS>': 0 jobs would build nothing: give 1 or more",
-            ));
+        for n in ["0", "-1"] {
+            // `-1` is our own refusal, not clap's tip to write `-- -1` (which makes it a recipe).
+            rocmforge(home.path())
+                .arg("--recipes")
+                .arg(fixture_tree())
+                .args([cmd, "torch", "-j", n])
+                .assert()
+                .code(2)
+                .stderr(predicate::str::contains(format!(
+                    "invalid value '{n}' for '--jobs <JOBS>': {n} jobs would build nothing: the job count must be at least 1"
+                )))
+                .stderr(predicate::str::contains("-- -1").not());
+        }
     }
+    rocmforge(home.path())
+        .arg("--recipes")
+        .arg(fixture_tree())
+        .args(["plan", "torch", "--memory-gb", "-5"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--memory-gb -5: give the machine's memory in GiB, more than 0"))
+        .stderr(predicate::str::contains("-- -5").not());
+    rocmforge(home.path())
+        .args(["verify", "--timeout", "-5"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--timeout must be a positive number of seconds"));
     for cmd in ["build", "plan"] {
         rocmforge(home.path())
             .arg("--recipes")

@@ -481,6 +481,11 @@ fn prebuilt_wheel_recipes_must_name_a_wheel() {
         "",
     );
     recipe("plain", &format!("[source]\nurl = \"https://example.invalid/x.whl\"\nsha256 = \"{sha}\""), "");
+    recipe(
+        "pathy",
+        &format!("[source]\nurl = \"https://example.invalid/whl/..%2Fpathy-1.0-py3-none-any.whl\"\nsha256 = \"{sha}\""),
+        "",
+    );
     recipe("from-git", &format!("[source]\ngit = \"https://example.invalid/x.git\"\nrev = \"{}\"", "a".repeat(40)), "");
     recipe("nothing", "", "");
     recipe(
@@ -497,6 +502,8 @@ fn prebuilt_wheel_recipes_must_name_a_wheel() {
     for part in [
         "query.toml:7:7",
         "a prebuilt-wheel source must be a wheel: `download` is not a wheel filename: it does not end in `.whl`",
+        "pathy.toml:7:7",
+        "a prebuilt-wheel source must be a wheel: the URL's last segment `..%2Fpathy-1.0-py3-none-any.whl` decodes to `../pathy-1.0-py3-none-any.whl`, a path, not a file name",
         "plain.toml:7:7",
         "a prebuilt-wheel source must be a wheel: `x.whl` is not a wheel filename: it needs 5 or 6",
         "from-git.toml:",
@@ -509,6 +516,7 @@ fn prebuilt_wheel_recipes_must_name_a_wheel() {
         assert!(err.contains(part), "missing {part:?} in:\n{err}");
     }
     assert!(!err.contains("good.toml"), "{err}");
+    assert!(!err.contains("pathy.toml:7:7: a prebuilt-wheel source must be a wheel: `download`"), "{err}");
 }
 
 /// The same wheel file name with other bytes (one file more in the zip).
@@ -658,4 +666,33 @@ fn an_altered_download_artifact_or_published_wheel_is_caught_and_never_reaches_t
     intact("artifact");
     let v = verify();
     assert!(v.status.success(), "{}", text(&v));
+}
+
+#[test]
+fn an_unusable_index_dir_is_named_with_its_setting_before_anything_is_fetched() {
+    let (_, bytes) = wheel();
+    let e = Env::new(&sha256_hex(bytes));
+    let file = e.home().join("index-file");
+    std::fs::write(&file, "not a directory").unwrap();
+    let out = e
+        .cmd()
+        .env("ROCMFORGE_INDEX_DIR", &file)
+        .args(["build", &e.project, "--prefix"])
+        .arg(e.prefix())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        err.contains(&format!(
+            "the index dir `{}` is unusable: it is a file, not a directory. Set `index-dir` in the config file",
+            file.display()
+        )) && err.contains("(or ROCMFORGE_INDEX_DIR)"),
+        "{err}"
+    );
+    // Up front: nothing was downloaded, built or stored before the refusal.
+    assert_eq!(e.wheel_requests(), 0);
+    assert!(!e.downloads().exists());
+    assert!(!e.prefix().exists());
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "not a directory");
 }

@@ -149,9 +149,12 @@ fn git_pinned_checkout_with_nested_submodules() {
     assert!(top_mirror.join("rocmforge-test-marker").exists());
 
     // `lock` will use this.
-    assert_eq!(sgit::resolve_tag(&cfg, "https://github.com/test/top.git", "v1").unwrap(), s.forest.t1);
+    assert_eq!(
+        sgit::resolve_tag(&cfg, "top", "https://github.com/test/top.git", "v1", &Collect::default()).unwrap(),
+        s.forest.t1
+    );
     assert!(matches!(
-        sgit::resolve_tag(&cfg, "https://github.com/test/top.git", "nope"),
+        sgit::resolve_tag(&cfg, "top", "https://github.com/test/top.git", "nope", &Collect::default()),
         Err(GitError::NoSuchTag { .. })
     ));
 }
@@ -271,6 +274,19 @@ fn permanent_http_errors_and_unusable_urls_are_not_retried_but_503_is() {
     let e = download::fetch_with(&cfg, "x", "ftp://127.0.0.1:9/x.tar.gz", &sha(b"x"), &Collect::default(), &patient)
         .unwrap_err();
     assert!(matches!(e, DownloadError::Network { attempts: 1, .. }), "an unsupported scheme is tried once: {e}");
+
+    // A redirect loop answers the same next time: asked once, named as a loop, not retried.
+    srv.with(|s| {
+        s.requests.clear();
+        s.redirects.insert("/loop-a.tar.gz".into(), "/loop-b.tar.gz".into());
+        s.redirects.insert("/loop-b.tar.gz".into(), "/loop-a.tar.gz".into());
+    });
+    let url = srv.url("loop-a.tar.gz");
+    let e = download::fetch_with(&cfg, "x", &url, &sha(b"x"), &Collect::default(), &patient).unwrap_err();
+    assert!(matches!(e, DownloadError::Redirects { .. }), "{e}");
+    assert!(e.to_string().starts_with(&format!("cannot download `{url}`: its redirects loop")), "{e}");
+    let asked = srv.with(|s| s.requests.len());
+    assert!((2..=12).contains(&asked), "one attempt following the loop, not 3: {asked} requests");
 
     // A 503 is worth waiting for.
     let body = payload();
@@ -1157,4 +1173,109 @@ fn an_error_page_served_under_an_archive_name_is_never_pinned_or_unpacked() {
     let f = home.path().join("notes.txt");
     std::fs::write(&f, "<html></html>").unwrap();
     assert_eq!(archive::detect(&f, "https://example.org/notes.txt").unwrap(), None);
+}
+
+/// `w` with github.com rewritten to `to` (a stalling server), and `tagonly`: a git source with a
+/// `tag` and no `rev`, for `lock`.
+fn stalled_world(to: &str) -> World {
+    let w = world();
+    std::fs::write(w.dir.path().join("config.toml"), format!("[url-rewrite]\n\"https://github.com/\" = \"{to}\"\n"))
+        .unwrap();
+    w.write(
+        "recipes/t/tagonly.toml",
+        "[package]\nname = \"tagonly\"\nversion = \"1\"\nsummary = \"s\"\n\n[source]\ngit = \"https://github.com/test/top.git\"\ntag = \"v1\"\n\n[build]\nsystem = \"source-only\"\n",
+    );
+    w
+}
+
+/// Runs `args` against a stalling git server with a 1 s read timeout and 2 attempts without
+/// progress; returns stderr and how long it took. Without the bound it would hang for ever:
+/// the command is killed after 60 s.
+fn against_a_stall(w: &World, args: &[&str]) -> (String, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let out = w
+        .cmd()
+        .env("ROCMFORGE_HTTP_TIMEOUT_SECS", "1")
+        .env("ROCMFORGE_RETRIES", "2")
+        .args(args)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let se = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{args:?} took {took:?}:\n{se}");
+    (se, took)
+}
+
+#[test]
+fn a_git_server_that_accepts_and_never_answers_ends_fetch_and_lock_within_the_bound() {
+    let srv = crate::support::git::StallServer::start(b"");
+    let to = format!("git://127.0.0.1:{}/", srv.port);
+    let w = stalled_world(&to);
+    // Each attempt waits 1 s for an answer; 2 attempts without progress end it.
+    let (se, took) = against_a_stall(&w, &["fetch", "top"]);
+    assert!(
+        se.contains(&format!("fetch of `https://github.com/test/top.git` (via `{to}test/top.git`) stopped making progress: 2 attempts in a row got no pack data")) &&
+        se.contains("each waits at most 1 s for data; 2 attempt(s) in all"),
+        "{se}"
+    );
+    assert!(se.contains("timed out"), "{se}");
+    assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+    assert_eq!(srv.connections(), 2);
+    assert!(
+        !w.home().join("cache/rocmforge/git").read_dir().unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .contains(".tmp-")),
+        "a stalled clone leaves no temp dir"
+    );
+
+    let (se, took) = against_a_stall(&w, &["lock", "tagonly"]);
+    assert!(
+        se.contains(&format!("listing the refs of `https://github.com/test/top.git` (via `{to}test/top.git`) stopped making progress: 2 attempts in a row got no list of refs")),
+        "{se}"
+    );
+    assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+    assert!(!w.tree().join("recipes/t/rocmforge.lock").exists());
+}
+
+#[test]
+fn a_git_server_that_answers_partially_then_stalls_ends_build_within_the_bound() {
+    // An HTTP mirror that sends the head of its answer and then nothing.
+    let srv = crate::support::git::StallServer::start(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/x-git-upload-pack-advertisement\r\nContent-Length: 4000\r\n\r\n001e# service=git-upload-pack\n",
+    );
+    let to = format!("http://127.0.0.1:{}/", srv.port);
+    let w = stalled_world(&to);
+    let (se, took) = against_a_stall(&w, &["build", "top", "--target", "gfx1010"]);
+    assert!(
+        se.contains(&format!("fetch of `https://github.com/test/top.git` (via `{to}test/top.git`) stopped making progress: 2 attempts in a row")),
+        "{se}"
+    );
+    assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+    assert_eq!(srv.connections(), 2);
+}
+
+#[test]
+fn an_empty_or_relative_url_is_refused_at_its_line_before_anything_is_fetched() {
+    for (url, why) in [
+        ("", "got ``: it is empty"),
+        ("pkg-1.0.tar.gz", "got `pkg-1.0.tar.gz`: relative URL without a base"),
+        ("ftp://h/pkg-1.0.tar.gz", "`ftp` is not a scheme rocmforge downloads"),
+    ] {
+        let home = tempfile::tempdir().unwrap();
+        let tree = url_stack(home.path(), url, Some(&"0".repeat(64)));
+        for args in [&["recipes", "check"][..], &["fetch", "page"]] {
+            let out = crate::support::rocmforge(home.path()).arg("--recipes").arg(&tree).args(args).output().unwrap();
+            let se = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(3), "{url:?} {args:?}: {se}");
+            assert!(
+                se.contains("page.toml:7:7") && se.contains("`url` must be an absolute http(s) or file URL"),
+                "{se}"
+            );
+            assert!(se.contains(why), "{se}");
+        }
+        assert!(!home.path().join("cache/rocmforge/downloads").exists());
+    }
 }

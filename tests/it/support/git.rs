@@ -167,3 +167,53 @@ pub fn forest(base: &Path) -> Forest {
     top.tag("v2", &t2);
     Forest { base: base.to_path_buf(), top, mid, leaf, t1, t2, m1, l1 }
 }
+
+/// A server on 127.0.0.1 that accepts connections, sends `partial` (maybe nothing) and then
+/// never answers again, holding each connection open: a half-dead git mirror. Counts the
+/// connections; stops accepting on drop.
+pub struct StallServer {
+    pub port: u16,
+    pub connections: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl StallServer {
+    pub fn start(partial: &'static [u8]) -> StallServer {
+        use std::io::Write;
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (c, s) = (connections.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut held = Vec::new();
+            while !s.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((mut stream, _)) => {
+                        c.fetch_add(1, Ordering::SeqCst);
+                        let _ = stream.write_all(partial);
+                        held.push(stream);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        StallServer { port, connections, stop, thread: Some(thread) }
+    }
+
+    pub fn connections(&self) -> usize {
+        self.connections.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for StallServer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

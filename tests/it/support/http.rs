@@ -1,7 +1,7 @@
 //! A small HTTP/1.1 file server on 127.0.0.1 for download tests: honours Range (206 +
 //! Content-Range, If-Range against its ETag) unless told to ignore it, can drop the connection
 //! after N body bytes, can stall (stop sending, connection held open) at a byte of the file,
-//! can answer 503 N times, and counts the body bytes it sent.
+//! can answer 503 N times, redirect, and counts the body bytes it sent.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
@@ -26,6 +26,8 @@ pub struct State {
     /// (a server that hangs mid-body), on every request.
     pub stall_at: Option<u64>,
     pub stall_for: std::time::Duration,
+    /// Paths answered with `302 Found` to another path (`/a` -> `/b`).
+    pub redirects: BTreeMap<String, String>,
     /// Body bytes sent, over all requests.
     pub bytes_sent: u64,
     /// (path, Range header) of each request.
@@ -108,6 +110,10 @@ fn serve(conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     if st.fail_5xx > 0 {
         st.fail_5xx -= 1;
         return out.write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    }
+    if let Some(to) = st.redirects.get(&path) {
+        let head = format!("HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        return out.write_all(head.as_bytes());
     }
     let Some(body) = st.files.get(&path).cloned() else {
         return out.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
