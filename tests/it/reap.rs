@@ -180,3 +180,23 @@ fn a_step_killed_by_a_signal_reads_the_same_through_its_supervisor() {
     assert!(err.contains("error: mid: step `step4` failed (killed by signal 15)"), "{err}");
     assert!(err.contains("mid: failing as asked"), "{err}");
 }
+
+#[test]
+fn what_a_finished_step_left_running_ends_with_it() {
+    // A step that ends leaving a `setsid` child, an orphaned background job and a grandchild's:
+    // the supervisor, their subreaper, stops them all before the step counts as done (it skips
+    // its walk through /proc only when it has no child left at all).
+    let e = Env::new();
+    let mark = format!("left-{}-{}", std::process::id(), e.home.path().file_name().unwrap().to_string_lossy());
+    e.edit(
+        "mid",
+        "if [ -e {prefix}/../slow-mid ]; then sleep 30; fi",
+        &format!(r#"export RF_REAP_MARK={mark}; (setsid sleep 311 &); (sleep 312 &); bash -c 'sleep 313 & true'"#),
+    );
+    e.cmd().args(["build", "top", "--prefix"]).arg(e.prefix()).assert().success();
+    let left = marked(&mark);
+    for pid in &left {
+        let _ = rustix::process::kill_process(Pid::from_raw(*pid).unwrap(), Signal::KILL);
+    }
+    assert_eq!(left, Vec::<i32>::new(), "the step's processes outlived it");
+}
