@@ -4,7 +4,7 @@
 # written to <target-dir>/bench/results.md; BENCHMARKS.md keeps the figures of a recorded run.
 # Works with CARGO_TARGET_DIR (or a configured target dir) set.
 #
-#   ci/bench.sh                      all of them (about 9 minutes on 2 cores)
+#   ci/bench.sh                      all of them (about 12 minutes on 2 cores)
 #   BENCH_GB=4 ci/bench.sh           a bigger artifact for the store/restore pairs (default 2)
 #   NOOP_PAIRS=200 ci/bench.sh       more no-op pairs (default 100)
 #   NIGHT_UNIT=5 ci/bench.sh         seconds per unit of the 16-recipe sleep graph (default 3)
@@ -28,6 +28,11 @@
 #    without one, timed in interleaved pairs                                     target <= 1.5x
 # 6. `fetch` of a 1 GiB plain file from a local HTTP server vs curl -o + sha256sum + fdatasync,
 #    and of a 512 MiB .tar.gz vs the same plus tar -x, in interleaved pairs     target <= 1.0x
+# 7. per-recipe overhead: 30 script recipes of one `true` step, as a chain and flat, built with
+#    -j 2 from a fresh state (wall time / 30)                                    target < 50 ms
+#    and the 16-recipe sleep graph with -j 2 against its bound (18 units)       target <= 1.12x
+#    with RF_BEFORE, each run interleaved with that binary's (per-pair ratio new / before)
+#    PER_RECIPE_PAIRS=5 (default), NIGHT2_PAIRS=3, NIGHT2_UNIT=3 (seconds a unit)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need() { command -v "$1" >/dev/null || { apt-get update -qq && apt-get install -y -qq "$2" >/dev/null; }; }
@@ -42,7 +47,7 @@ rm -rf "$out" && mkdir -p "$out"
 results=$out/results.md
 rf=$target/release/rocmforge
 echo "# ci/bench.sh $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, $(git rev-parse --short HEAD 2>/dev/null || echo '?')" | tee "$results"
-on() { [[ " ${BENCH_SECTIONS:-1 2 3 4 5 6} " == *" $1 "* ]]; }
+on() { [[ " ${BENCH_SECTIONS:-1 2 3 4 5 6 7} " == *" $1 "* ]]; }
 ratio() { python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" "$1" "$2"; }
 
 if on 1; then
@@ -330,6 +335,76 @@ for recipe, file, untar, what in [("blob", "blob.bin", False, "1 GiB plain file"
         print(f"  - RF_BEFORE, the same pairs: {fig(sorted(y / x for x, y in zip(a, c)))} (median {med(c):.2f} s)")
 PY
   kill "$server"
+fi
+
+if on 7; then
+  # 7. Per-recipe overhead. Each build starts from an empty home but for the host tools'
+  #    identities (tool-identities.json, asked once here: a build asks them once, not per
+  #    recipe), so the figure is the recipes' own cost: source, steps, store, deploy, records.
+  unset ROCMFORGE_CACHE_DIR ROCMFORGE_WORK_DIR ROCMFORGE_STATE_DIR ROCMFORGE_CONFIG
+  pr=$out/per-recipe
+  for kind in chain flat; do
+    t=$pr/$kind/recipes/perrecipe
+    mkdir -p "$t"
+    printf '[stack]\nname = "perrecipe"\nrocm-version = "0.0"\nsummary = "30 recipes of one true step"\ndefault-targets = ["gfx1010"]\n' > "$t/stack.toml"
+    for i in $(seq -w 0 29); do
+      dep=""
+      if [ "$kind" = chain ] && [ "$i" != 00 ]; then dep=$(printf '\n[dependencies]\nbuild = ["r%02d"]\n' $((10#$i - 1))); fi
+      printf '[package]\nname = "r%s"\nversion = "1.0"\nsummary = "one true step"\n%s\n[build]\nsystem = "script"\nsteps = ["true"]\n\n[targets]\ngpu = false\n' "$i" "$dep" > "$t/r$i.toml"
+    done
+  done
+  seed=$pr/seed && mkdir -p "$seed"
+  env HOME="$seed" XDG_STATE_HOME="$seed/state" XDG_CACHE_HOME="$seed/cache" XDG_CONFIG_HOME="$seed/config" \
+    "$rf" --quiet --recipes "$pr/chain" --stack perrecipe plan r29 >/dev/null
+  python3 - "$rf" "$pr" "${PER_RECIPE_PAIRS:-5}" "${NIGHT2_PAIRS:-3}" "${NIGHT2_UNIT:-3}" "$PWD/tests/fixtures/night" <<'PY' | tee -a "$results"
+import os, shutil, statistics, subprocess, sys, time
+rf, pr, pairs, npairs, unit, night = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
+before = os.environ.get("RF_BEFORE")
+ids = f"{pr}/seed/state/rocmforge/tool-identities.json"
+def build(binary, tree, stack, recipes, home, extra=()):
+    shutil.rmtree(home, ignore_errors=True)
+    os.makedirs(f"{home}/state/rocmforge")
+    if os.path.exists(ids):
+        shutil.copy(ids, f"{home}/state/rocmforge/")
+    os.makedirs(f"{home}/out")
+    with open(f"{home}/out/unit", "w") as f:
+        f.write(f"{unit:g}")
+    env = dict(os.environ, HOME=home, XDG_STATE_HOME=f"{home}/state", XDG_CACHE_HOME=f"{home}/cache", XDG_CONFIG_HOME=f"{home}/config")
+    argv = [binary, "--quiet", "--recipes", tree, "--stack", stack, "build", *recipes, "-j", "2", "--compiler-cache", "none", "--prefix", f"{home}/out/prefix", *extra]
+    t = time.perf_counter()
+    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    t = time.perf_counter() - t
+    shutil.rmtree(home, ignore_errors=True)
+    return t
+med = statistics.median
+fig = lambda r: f"{min(r):.2f}x / {med(r):.2f}x / {max(r):.2f}x"
+ms = lambda v: f"{min(v):.1f} / {med(v):.1f} / {max(v):.1f} ms"
+all30 = [f"r{i:02d}" for i in range(30)]
+for kind, recipes in [("chain", ["r29"]), ("flat", all30)] if pairs else []:
+    new, old = [], []
+    for _ in range(pairs):
+        new.append(build(rf, f"{pr}/{kind}", "perrecipe", recipes, f"{pr}/home-new") / 30 * 1000)
+        if before:
+            old.append(build(before, f"{pr}/{kind}", "perrecipe", recipes, f"{pr}/home-before") / 30 * 1000)
+    line = f"- per recipe, 30 recipes of one `true` step, {kind}, -j 2, {pairs} runs: {ms(new)} (min / median / max; target < 50 ms)"
+    if before:
+        line += f"; RF_BEFORE {ms(old)}; per-pair ratio new / before {fig(sorted(n / o for n, o in zip(new, old)))}"
+    print(line)
+bound = 18 * unit
+nights = "zeta-4 a b c d e f g h i j k l".split()
+new, old = [], []
+for _ in range(npairs):
+    new.append(build(rf, night, "night", nights, f"{pr}/night-new") / bound)
+    if before:
+        old.append(build(before, night, "night", nights, f"{pr}/night-before") / bound)
+if not npairs:
+    sys.exit(0)
+line = f"- the 16-recipe sleep graph, -j 2, {unit:g} s a unit, vs its bound ({bound:g} s), {npairs} runs: {fig(new)} (target <= 1.12x)"
+if before:
+    line += f"; RF_BEFORE {fig(old)}; per-pair ratio new / before {fig(sorted(n / o for n, o in zip(new, old)))}"
+print(line)
+PY
+  rm -rf "$pr"
 fi
 
 echo "results: $results"

@@ -120,6 +120,18 @@ fn reap_children() {
     while let Ok(Some(_)) = rustix::process::wait(WaitOptions::NOHANG) {}
 }
 
+/// Reaps every exited child of this process; is any child still alive?
+fn children_left() -> bool {
+    loop {
+        match rustix::process::wait(WaitOptions::NOHANG) {
+            Ok(Some(_)) | Err(rustix::io::Errno::INTR) => continue,
+            Ok(None) => return true,
+            // ECHILD: no child at all.
+            Err(_) => return false,
+        }
+    }
+}
+
 /// How `stop` goes about it.
 #[derive(Debug, Clone, Copy)]
 pub struct Stop {
@@ -231,8 +243,16 @@ pub fn main(command: Vec<OsString>) -> ExitCode {
     };
     let _held = done.lock().unwrap_or_else(|e| e.into_inner());
     // What the step left running (a daemonised compiler server, a stray background job) ends
-    // with it, as when rocmforge killed the step's group itself.
-    stop(&step, Some(me.as_raw_nonzero().get()), Stop { grace: false, reap: true, give_up: Duration::from_secs(30) });
+    // with it, as when rocmforge killed the step's group itself. Every process of the step is
+    // our descendant (we are the subreaper of its orphans): with no child left, none is, and
+    // the walk through `/proc` (milliseconds per step on a busy machine) is not needed.
+    if children_left() {
+        stop(
+            &step,
+            Some(me.as_raw_nonzero().get()),
+            Stop { grace: false, reap: true, give_up: Duration::from_secs(30) },
+        );
+    }
     let Some(status) = status else { return ExitCode::from(127) };
     if let Some(code) = status.exit_status() {
         return ExitCode::from(code as u8);

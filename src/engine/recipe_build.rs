@@ -316,7 +316,11 @@ impl Engine<'_> {
                 Err(e) => return Err(e.into()),
             }
             state.steps_done.push(steps[i].name.clone());
-            wd.save(state).map_err(io_err("cannot record step in", &wd.root))?;
+            // A step done in rocmforge (emptying the stage) is recorded with the next one: were
+            // it lost, it would be redone, at no cost, before the steps it comes before.
+            if steps[i].fresh_dir.is_none() {
+                wd.save(state).map_err(io_err("cannot record step in", &wd.root))?;
+            }
             i += 1;
         }
         // A CMake run inside other systems' steps (PyTorch's setup.py) leaves its cache below

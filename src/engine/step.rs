@@ -17,6 +17,11 @@ use super::reap;
 use crate::fsutil;
 use crate::layout::{RunningStep, WorkDir};
 
+/// Set in a step script's environment once it is clean (only what the script exports, the
+/// jobserver, the step's token): a script started without it (by hand) starts itself again
+/// under `env -i`; rocmforge starts it with a clean environment and this set.
+const CLEAN_ENV_VAR: &str = "ROCMFORGE_STEP_CLEAN_ENV";
+
 /// Running steps, so Ctrl-C / SIGTERM can stop them all.
 static RUNNING: Mutex<Vec<Running>> = Mutex::new(Vec::new());
 
@@ -107,6 +112,9 @@ pub struct Step {
     pub env: BTreeMap<String, String>,
     /// This step empties and refills the stage (the tree stored as the artifact).
     pub fills_stage: bool,
+    /// The step only empties this directory and creates it anew (its `command` says so, for
+    /// the script a user re-runs by hand): done in rocmforge, starting no process.
+    pub fresh_dir: Option<PathBuf>,
 }
 
 /// A failed step, with everything needed to understand and reproduce it.
@@ -190,7 +198,7 @@ pub fn script_text(recipe: &str, step: &Step) -> String {
         keep.push(' ');
         keep.push_str(&shell_quote(&format!("{k}={v}")));
     }
-    s.push_str(&format!("if [ -z \"${{ROCMFORGE_STEP_CLEAN_ENV:-}}\" ]; then exec env -i ROCMFORGE_STEP_CLEAN_ENV=1 ${{MAKEFLAGS+\"MAKEFLAGS=$MAKEFLAGS\"}} ${{CARGO_MAKEFLAGS+\"CARGO_MAKEFLAGS=$CARGO_MAKEFLAGS\"}} ${{ROCMFORGE_STEP_TOKEN+\"ROCMFORGE_STEP_TOKEN=$ROCMFORGE_STEP_TOKEN\"}}{keep} bash \"$0\" \"$@\"; fi\nunset ROCMFORGE_STEP_CLEAN_ENV\n"));
+    s.push_str(&format!("if [ -z \"${{{CLEAN_ENV_VAR}:-}}\" ]; then exec env -i {CLEAN_ENV_VAR}=1 ${{MAKEFLAGS+\"MAKEFLAGS=$MAKEFLAGS\"}} ${{CARGO_MAKEFLAGS+\"CARGO_MAKEFLAGS=$CARGO_MAKEFLAGS\"}} ${{ROCMFORGE_STEP_TOKEN+\"ROCMFORGE_STEP_TOKEN=$ROCMFORGE_STEP_TOKEN\"}}{keep} bash \"$0\" \"$@\"; fi\nunset {CLEAN_ENV_VAR}\n"));
     for (k, v) in &step.env {
         if !crate::recipe::is_env_name(k) && !is_secret(k, v) {
             continue;
@@ -259,10 +267,15 @@ pub fn run(
     for dir in [wd.steps(), wd.logs(), step.cwd.clone()] {
         fs::create_dir_all(&dir).map_err(io("create", &dir))?;
     }
+    // Written anew before each run and read by no resume: a power cut may take it (no fsync).
     let script = wd.step_script(index, &step.name);
-    fsutil::write_atomic(&script, script_text(recipe, step).as_bytes()).map_err(io("write", &script))?;
+    fsutil::replace(&script, script_text(recipe, step).as_bytes()).map_err(io("write", &script))?;
     let log = wd.step_log(&step.name);
     let log_file = fs::File::create(&log).map_err(io("create log", &log))?;
+    if let Some(dir) = &step.fresh_dir {
+        fsutil::remove_dir_all_if_exists(dir).map_err(io("empty", dir))?;
+        return fs::create_dir_all(dir).map_err(io("create", dir));
+    }
 
     reap_orphan(wd);
     let oom_before = super::budget::oom_kills();
@@ -285,6 +298,8 @@ pub fn run(
     cmd.env_clear()
         .envs(&step.env)
         .env(RunningStep::TOKEN_VAR, &token)
+        // The environment is clean already: the script need not start itself again under `env -i`.
+        .env(CLEAN_ENV_VAR, "1")
         .current_dir(&step.cwd)
         .stdin(if supervised { Stdio::piped() } else { Stdio::null() })
         .stdout(log_file)
@@ -297,7 +312,8 @@ pub fn run(
     drop(cmd);
     let pgid = child.id() as i32;
     let record = RunningStep { pgid, token: Some(token) };
-    let _ = fsutil::write_atomic(&wd.running_pid(), record.text().as_bytes());
+    // For `status` and the next build, while processes may live: none outlives a power cut.
+    let _ = fsutil::replace(&wd.running_pid(), record.text().as_bytes());
     if let Ok(mut g) = RUNNING.lock() {
         g.push(Running { pgid, supervisor: child.stdin.take() });
     }
@@ -354,6 +370,7 @@ mod tests {
                 ("rocm-core_ROOT".into(), "/opt/my prefix".into()),
             ]),
             fills_stage: false,
+            fresh_dir: None,
         };
         let e = run("demo", 0, &step, &dirs, None).unwrap_err();
         let StepError::Failed(f) = e else { panic!("{e}") };
@@ -390,6 +407,7 @@ mod tests {
             cwd: d.path().join("b"),
             env,
             fills_stage: false,
+            fresh_dir: None,
         };
         let StepError::Failed(f) = run("demo", 0, &step, &dirs, None).unwrap_err() else { panic!() };
         // The step had the real values.
@@ -471,6 +489,7 @@ mod tests {
             cwd: d.path().to_path_buf(),
             env: BTreeMap::from([("PATH".into(), "/usr/bin:/bin".into())]),
             fills_stage: false,
+            fresh_dir: None,
         };
         let StepError::Failed(f) = run("demo", 0, &step, &dirs, None).unwrap_err() else { panic!() };
         assert!(f.looks_oom);

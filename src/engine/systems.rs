@@ -214,6 +214,7 @@ pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Re
         command,
         cwd: cwd.to_path_buf(),
         env: env.clone(),
+        fresh_dir: None,
     };
     let mut steps = Vec::new();
     let user_steps = |steps: &mut Vec<Step>| -> Result<(), ExpandError> {
@@ -277,11 +278,10 @@ pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Re
             if uses_venv(recipe) {
                 venv_steps(recipe, vars, &mut steps, &step)?;
             }
-            steps.push(step(
-                "clean-stage",
-                format!("rm -rf {} && mkdir -p {}", q(&vars.stage), q(&vars.stage)),
-                &vars.build,
-            ));
+            steps.push(Step {
+                fresh_dir: Some(vars.stage.clone()),
+                ..step("clean-stage", format!("rm -rf {} && mkdir -p {}", q(&vars.stage), q(&vars.stage)), &vars.build)
+            });
             for (i, s) in recipe.build.steps.iter().enumerate() {
                 steps.push(step(&format!("step{}", i + 1), x(s)?, &vars.build));
             }

@@ -34,6 +34,17 @@ fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// How long a wait for something that must come may take on a loaded machine (CI runners share
+/// their cores; a build of `top` up to mid's step costs seconds of process starts each): only a
+/// hang reaches it, an idle machine never waits for it.
+const LOADED: Duration = Duration::from_secs(300);
+
+/// Is `pid` gone, or dead and only waiting to be reaped (its state `Z` in `/proc/<pid>/stat`)?
+fn ended(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return true };
+    stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next()).is_none_or(|s| s == "Z" || s == "X")
+}
+
 /// A build running mid's compile-like step; whatever is left of it is killed when dropped.
 struct Build {
     child: Child,
@@ -51,7 +62,7 @@ impl Build {
         let mut b = Build { child: c.spawn().unwrap(), mark, group: 0 };
         let log = e.work("mid").join("logs/step5.log");
         // Three in the tree, two ignoring SIGTERM, one in its own session, the step's sleep.
-        wait_for("mid's step and all its processes", Duration::from_secs(30), || {
+        wait_for("mid's step and all its processes", LOADED, || {
             std::fs::read_to_string(&log).is_ok_and(|t| t.contains("sleeping as asked")) && marked(&b.mark).len() >= 7
         });
         let running = std::fs::read_to_string(e.work("mid").join("running.pid")).unwrap();
@@ -112,17 +123,17 @@ fn status_names_what_a_dead_build_left_running_and_building_again_stops_it() {
     rustix::process::kill_process(supervisor, Signal::KILL).unwrap();
     b.kill(Signal::KILL);
     b.child.wait().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // A SIGKILLed process ends when the kernel gets to it, later on a loaded machine: wait for
+    // that (not for a time) so both `status` calls below see the same processes.
+    wait_for("the step's supervisor to end", LOADED, || ended(b.group));
     assert_eq!(marked(&b.mark), before, "the step's processes run on");
 
-    // (On a loaded machine the killed processes' reparenting can lag: ask until it shows.)
-    let mut status = String::new();
-    wait_for("status to name what the build left running", Duration::from_secs(30), || {
-        let out = e.cmd().arg("status").output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        status = String::from_utf8(out.stdout).unwrap();
-        status.contains("  left running by mid: ")
-    });
+    // Nothing is left to lag: the build and its supervisor are gone, the step's processes alive
+    // (before and after the call), so one `status` must name them, however long it takes.
+    let out = e.cmd().arg("status").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let status = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(marked(&b.mark), before, "the step's processes ran on through `status`");
     let line = status.lines().find(|l| l.starts_with("  left running by mid: ")).unwrap_or_else(|| panic!("{status}"));
     assert!(line.contains("though the build's process is gone"), "{status}");
     let stop = status.lines().find_map(|l| l.strip_prefix("    stop them: kill -9 ")).unwrap();
@@ -168,4 +179,24 @@ fn a_step_killed_by_a_signal_reads_the_same_through_its_supervisor() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("error: mid: step `step4` failed (killed by signal 15)"), "{err}");
     assert!(err.contains("mid: failing as asked"), "{err}");
+}
+
+#[test]
+fn what_a_finished_step_left_running_ends_with_it() {
+    // A step that ends leaving a `setsid` child, an orphaned background job and a grandchild's:
+    // the supervisor, their subreaper, stops them all before the step counts as done (it skips
+    // its walk through /proc only when it has no child left at all).
+    let e = Env::new();
+    let mark = format!("left-{}-{}", std::process::id(), e.home.path().file_name().unwrap().to_string_lossy());
+    e.edit(
+        "mid",
+        "if [ -e {prefix}/../slow-mid ]; then sleep 30; fi",
+        &format!(r#"export RF_REAP_MARK={mark}; (setsid sleep 311 &); (sleep 312 &); bash -c 'sleep 313 & true'"#),
+    );
+    e.cmd().args(["build", "top", "--prefix"]).arg(e.prefix()).assert().success();
+    let left = marked(&mark);
+    for pid in &left {
+        let _ = rustix::process::kill_process(Pid::from_raw(*pid).unwrap(), Signal::KILL);
+    }
+    assert_eq!(left, Vec::<i32>::new(), "the step's processes outlived it");
 }
