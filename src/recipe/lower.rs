@@ -273,7 +273,7 @@ pub(super) fn lower_recipe<'a>(
         source_deps: source_dep_names,
         build,
         targets,
-        external: raw.external.map(|e| ExternalSpec { cmake_package: e.cmake_package, files: e.files }),
+        external: raw.external.map(|e| lower_external(&file, e, diags)),
         host,
         cmake_packages: raw.package.cmake_packages,
         pin_from: (!source.is_unlocked() && source.pin().is_some()).then_some(PinFrom::Recipe),
@@ -370,6 +370,34 @@ fn check_name(file: &FileText<'_>, rel: &str, name: &Spanned<String>, diags: &mu
     }
 }
 
+/// `[external]`: paths inside the installation (relative to its root) and a CMake package name,
+/// neither leaving it: what is read there is taken into the prefix.
+fn lower_external(file: &FileText<'_>, raw: super::raw::RawExternal, diags: &mut Diagnostics) -> ExternalSpec {
+    let mut files = Vec::new();
+    for f in raw.files {
+        if stays_inside(f.get_ref()) {
+            files.push(f.into_inner());
+        } else {
+            diags.push(
+                file.at(f.span(), format!("`[external] files` `{}` must be a relative path inside the installation", f.get_ref()))
+                    .with_help("write it as ROCm lays it out, relative to its root (`lib/libamdhip64.so`): no leading `/`, no `..`"),
+            );
+        }
+    }
+    let cmake_package = raw.cmake_package.and_then(|p| {
+        if stays_inside(p.get_ref()) && !p.get_ref().contains('/') {
+            Some(p.into_inner())
+        } else {
+            diags.push(file.at(
+                p.span(),
+                format!("`cmake-package` `{}` must be a CMake package name (a folder of lib/cmake/)", p.get_ref()),
+            ));
+            None
+        }
+    });
+    ExternalSpec { cmake_package, files }
+}
+
 /// `[source]`: exactly one of `git`, `url` and `from`, with the fields of that kind.
 fn lower_source(file: &FileText<'_>, source: &Spanned<RawSource>, diags: &mut Diagnostics) -> SourceSpec {
     let span = source.span();
@@ -390,8 +418,32 @@ fn lower_source(file: &FileText<'_>, source: &Spanned<RawSource>, diags: &mut Di
         lower_url(file, url, s, diags)
     } else {
         let from = s.from.as_ref().expect("one kind is set");
-        SourceSpec::From { recipe: from.get_ref().clone(), subdir: s.subdir.clone() }
+        SourceSpec::From { recipe: from.get_ref().clone(), subdir: lower_subdir(file, s, diags) }
     }
+}
+
+/// `subdir`: a relative path inside the source tree. The build runs its steps in it and stores
+/// what they install, so an absolute one or one climbing out with `..` would build in (and copy
+/// from) a host directory.
+fn lower_subdir(file: &FileText<'_>, s: &RawSource, diags: &mut Diagnostics) -> Option<String> {
+    let sub = s.subdir.as_ref()?;
+    if !stays_inside(sub.get_ref()) {
+        diags.push(
+            file.at(sub.span(), format!("`subdir` `{}` must be a relative path inside the source tree", sub.get_ref()))
+                .with_help("name a folder of the source (`llvm`, `projects/rocprim`): no leading `/`, no `..`"),
+        );
+        return None;
+    }
+    Some(sub.get_ref().clone())
+}
+
+/// Whether `path`, joined to a directory, stays below it: not empty, not absolute, no `..`
+/// component (nor a NUL or a backslash, which could stand for a separator elsewhere).
+pub(super) fn stays_inside(path: &str) -> bool {
+    !path.trim().is_empty()
+        && !path.starts_with('/')
+        && !path.contains(['\\', '\0'])
+        && !path.split('/').any(|c| c == "..")
 }
 
 fn lower_git(file: &FileText<'_>, git: &Spanned<String>, s: &RawSource, diags: &mut Diagnostics) -> SourceSpec {
@@ -422,7 +474,7 @@ fn lower_git(file: &FileText<'_>, git: &Spanned<String>, s: &RawSource, diags: &
         tag: s.tag.as_ref().map(|t| t.get_ref().clone()),
         rev: s.rev.as_ref().map(|r| r.get_ref().clone()),
         submodules: s.submodules,
-        subdir: s.subdir.clone(),
+        subdir: lower_subdir(file, s, diags),
     }
 }
 
@@ -458,7 +510,7 @@ fn lower_url(file: &FileText<'_>, url: &Spanned<String>, s: &RawSource, diags: &
         url: url.get_ref().clone(),
         sha256: sha,
         strip_components: s.strip_components.unwrap_or(1),
-        subdir: s.subdir.clone(),
+        subdir: lower_subdir(file, s, diags),
         index: s.index.as_ref().map(|i| i.get_ref().clone()),
     }
 }
@@ -642,7 +694,12 @@ fn lower_build(file: &FileText<'_>, raw: RawBuild, has_build_deps: bool, diags: 
             else {
                 continue;
             };
-            if !dir.starts_with("{prefix}") {
+            let inside = match dir.strip_prefix("{prefix}") {
+                Some("" | "/") => true,
+                Some(rest) => rest.strip_prefix('/').is_some_and(stays_inside),
+                None => false,
+            };
+            if !inside {
                 diags.push(
                     file.whole(format!(
                         "`{a}` installs outside the stack's prefix: the recipe's artifact would be empty"

@@ -142,7 +142,7 @@ pub(super) struct RawSource {
     pub sha256: Option<Spanned<String>>,
     pub strip_components: Option<u32>,
     pub from: Option<Spanned<String>>,
-    pub subdir: Option<String>,
+    pub subdir: Option<Spanned<String>>,
     pub index: Option<Spanned<String>>,
     pub witness: Option<String>,
 }
@@ -194,9 +194,9 @@ pub(super) struct RawTargets {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub(super) struct RawExternal {
-    pub cmake_package: Option<String>,
+    pub cmake_package: Option<Spanned<String>>,
     #[serde(default)]
-    pub files: Vec<String>,
+    pub files: Vec<Spanned<String>>,
 }
 
 /// `[host]`: what the recipe needs from the machine that builds it.

@@ -122,6 +122,70 @@ const REFUSED_FOR_WHAT_THE_RECIPE_SAYS: &[(&str, &str, &str, &str)] = &[
         "`install-wheels` is for python-wheel recipes; this one is `cmake`",
     ),
     ("llvm", "system = \"cmake\"", "system = \"script\"", "a `script` recipe without `steps` builds nothing"),
+    // No path a recipe writes may leave its tree: the build would run in, copy from or check a
+    // host directory (`subdir = "/etc"` put /etc/shadow in the artifact).
+    (
+        "hip",
+        "tag = \"rocm-6.2.4\"",
+        "tag = \"rocm-6.2.4\"\nsubdir = \"/etc\"",
+        "`subdir` `/etc` must be a relative path inside the source tree",
+    ),
+    (
+        "llvm",
+        "subdir = \"llvm\"",
+        "subdir = \"llvm/../..\"",
+        "`subdir` `llvm/../..` must be a relative path inside the source tree",
+    ),
+    ("rocblas", "sha256 = ", "subdir = \"..\"\nsha256 = ", "`subdir` `..` must be a relative path inside the source tree"),
+    ("llvm", "from = \"llvm-project\"", "from = \"../llvm-project\"", "dependency `../llvm-project` does not exist"),
+    (
+        "llvm",
+        "[targets]\n",
+        "[[check]]\nname = \"smoke\"\nfiles = \"../../etc\"\nsteps = [\"true\"]\n\n[targets]\n",
+        "check files `../../etc` must be a folder name under recipes/fixture/checks/ or recipes/checks/",
+    ),
+    (
+        "llvm",
+        "[targets]\n",
+        "[[check]]\nname = \"smoke\"\nfiles = \"/etc\"\nsteps = [\"true\"]\n\n[targets]\n",
+        "check files `/etc` must be a folder name",
+    ),
+    (
+        "llvm",
+        "[targets]\n",
+        "[[provides]]\nwhat = \"x\"\nconsumers = [\"clr: a.cmake:1\"]\nfiles = [\"lib/../../etc/shadow\"]\n\n[targets]\n",
+        "`lib/../../etc/shadow` must be a relative path inside the installed tree",
+    ),
+    (
+        "rocblas",
+        "supported = [",
+        "device-code = [\"/opt/rocm/lib/librocblas.so\"]\nsupported = [",
+        "`/opt/rocm/lib/librocblas.so` must be a relative path inside the installed tree",
+    ),
+    (
+        "rocblas",
+        "supported = [",
+        "must-contain = { \"../share/x\" = \"y\" }\nsupported = [",
+        "`../share/x` must be a relative path inside the installed tree",
+    ),
+    (
+        "miopen",
+        "\"-DMIOPEN_USE_COMPOSABLEKERNEL=OFF\"",
+        "\"-DCMAKE_INSTALL_PREFIX={prefix}/../x\"",
+        "`-DCMAKE_INSTALL_PREFIX={prefix}/../x` installs outside the stack's prefix",
+    ),
+    (
+        "miopen",
+        "\"-DMIOPEN_USE_COMPOSABLEKERNEL=OFF\"",
+        "\"-DCMAKE_INSTALL_PREFIX={prefix}-old\"",
+        "`-DCMAKE_INSTALL_PREFIX={prefix}-old` installs outside the stack's prefix",
+    ),
+    (
+        "rocblas",
+        "[targets]\n",
+        "[external]\nfiles = [\"/etc/shadow\"]\n\n[targets]\n",
+        "`[external] files` `/etc/shadow` must be a relative path inside the installation",
+    ),
 ];
 
 #[test]
@@ -132,6 +196,18 @@ fn check_refuses_what_the_build_would_refuse_for_what_the_recipe_says() {
         assert!(e.contains(&format!("{recipe}.toml")), "{e}");
         assert!(!e.contains("{literal}"), "literal braces are not placeholders: {e}");
     }
+}
+
+/// A path that would leave its tree is refused at its own line and column, as a patch name is.
+#[test]
+fn a_subdir_leaving_the_source_tree_is_refused_at_its_line() {
+    let e = check_errors(|r| {
+        replace_in(r, &format!("{F}/hip.toml"), "tag = \"rocm-6.2.4\"", "tag = \"rocm-6.2.4\"\nsubdir = \"/etc\"");
+        replace_in(r, &format!("{F}/llvm.toml"), "subdir = \"llvm\"", "subdir = \"../..\"");
+    });
+    assert!(e.contains("`subdir` `/etc` must be a relative path inside the source tree\n  --> [ROOT]/recipes/fixture/hip.toml:9:10"), "{e}");
+    assert!(e.contains("`subdir` `../..` must be a relative path inside the source tree\n  --> [ROOT]/recipes/fixture/llvm.toml:8:10"), "{e}");
+    assert!(e.contains("2 problems found"), "nothing else is refused: {e}");
 }
 
 #[test]
