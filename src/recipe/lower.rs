@@ -347,7 +347,7 @@ fn name_and_span(s: &Spanned<String>) -> (String, Range<usize>) {
     (s.get_ref().clone(), s.span())
 }
 
-fn is_hex(s: &str, len: usize) -> bool {
+pub(super) fn is_hex(s: &str, len: usize) -> bool {
     s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
