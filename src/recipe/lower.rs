@@ -237,6 +237,7 @@ pub(super) fn lower_recipe<'a>(
     diags: &mut Diagnostics,
 ) -> Lowered<'a> {
     check_name(&file, rel, &raw.package.name, diags);
+    check_version(&file, &raw.package.version, diags);
     let name = raw.package.name.get_ref().clone();
     let source = match &raw.source {
         None => SourceSpec::None,
@@ -264,7 +265,7 @@ pub(super) fn lower_recipe<'a>(
     check_texts(&file, &build, &checks, &source_dep_names, diags);
     let recipe = Recipe {
         name,
-        version: raw.package.version,
+        version: raw.package.version.into_inner(),
         summary: raw.package.summary,
         file: rel.to_string(),
         source: source.clone(),
@@ -396,6 +397,19 @@ fn lower_external(file: &FileText<'_>, raw: super::raw::RawExternal, diags: &mut
         }
     });
     ExternalSpec { cmake_package, files }
+}
+
+/// `[package] version`: it names the recipe's wheels and its `{version}` in steps, so it must be
+/// a word: letters, digits and `.+-_~`, nothing empty and no `/` that would make it a path.
+fn check_version(file: &FileText<'_>, version: &Spanned<String>, diags: &mut Diagnostics) {
+    let v = version.get_ref();
+    let ok = !v.is_empty() && v.bytes().all(|b| b.is_ascii_alphanumeric() || b".+-_~".contains(&b));
+    if !ok {
+        diags.push(
+            file.at(version.span(), format!("`version` `{v}` must be letters, digits and `.+-_~`, not empty"))
+                .with_help("write the upstream release the source is (`6.2.4`, `2.6.0`)"),
+        );
+    }
 }
 
 /// `[source]`: exactly one of `git`, `url` and `from`, with the fields of that kind.

@@ -124,7 +124,7 @@ pub(super) struct RawEstimate {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawPackage {
     pub name: Spanned<String>,
-    pub version: String,
+    pub version: Spanned<String>,
     pub summary: String,
     #[serde(default, rename = "cmake-packages")]
     pub cmake_packages: Vec<String>,

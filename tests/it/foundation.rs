@@ -186,6 +186,8 @@ const REFUSED_FOR_WHAT_THE_RECIPE_SAYS: &[(&str, &str, &str, &str)] = &[
         "[external]\nfiles = [\"/etc/shadow\"]\n\n[targets]\n",
         "`[external] files` `/etc/shadow` must be a relative path inside the installation",
     ),
+    ("rocblas", "version = \"4.2.4\"", "version = \"\"", "`version` `` must be letters, digits and `.+-_~`, not empty"),
+    ("rocblas", "version = \"4.2.4\"", "version = \"4.2/../x\"", "`version` `4.2/../x` must be letters, digits and `.+-_~`"),
 ];
 
 #[test]
