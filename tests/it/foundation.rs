@@ -581,6 +581,41 @@ fn help_on_every_command() {
     rocmforge(home.path()).arg("--help").assert().stdout(predicate::str::contains("Exit codes: 0 success"));
 }
 
+/// A numeric setting from the environment that does not parse, or means nothing (a timeout of
+/// 0 s fails every download), is refused naming the variable, never taken silently.
+#[test]
+fn a_numeric_env_setting_that_means_nothing_is_refused_naming_it() {
+    let home = tempfile::tempdir().unwrap();
+    for (name, value, unit, min) in [
+        ("ROCMFORGE_HTTP_TIMEOUT_SECS", "0", "seconds", 1),
+        ("ROCMFORGE_HTTP_TIMEOUT_SECS", "60s", "seconds", 1),
+        ("ROCMFORGE_RETRIES", "0", "attempts", 1),
+        ("ROCMFORGE_RETRIES", "-1", "attempts", 1),
+        ("ROCMFORGE_RETRY_BASE_MS", "ten", "milliseconds", 0),
+        ("ROCMFORGE_CACHE_CONNECT_TIMEOUT_SECS", "0", "seconds", 1),
+        ("ROCMFORGE_CACHE_BLOB_TIMEOUT_SECS", "1e3", "seconds", 1),
+    ] {
+        rocmforge(home.path())
+            .env(name, value)
+            .arg("--recipes")
+            .arg(fixture_tree())
+            .args(["plan", "miopen"])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(format!(
+                "{name}=`{value}` is not valid: use a whole number of {unit}, at least {min}"
+            )));
+    }
+    rocmforge(home.path())
+        .env("ROCMFORGE_HTTP_TIMEOUT_SECS", "7")
+        .env("ROCMFORGE_RETRY_BASE_MS", "0")
+        .arg("--recipes")
+        .arg(fixture_tree())
+        .args(["plan", "miopen"])
+        .assert()
+        .success();
+}
+
 #[test]
 fn a_config_file_named_by_rocmforge_config_must_exist() {
     let home = tempfile::tempdir().unwrap();
