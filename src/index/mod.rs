@@ -32,6 +32,10 @@ pub const STATE_FORMAT: u32 = 1;
 /// The name of the state file at the top of an index directory.
 pub const STATE_FILE: &str = "index.json";
 
+/// What the top of an index directory holds besides the stacks' own indexes (`index-path`):
+/// a stack's index may take none of these names, or it would nest inside the default one.
+pub const TOP_LEVEL_NAMES: [&str; 2] = ["simple", STATE_FILE];
+
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
     #[error("failed to {action} `{path}`")]

@@ -49,7 +49,16 @@ pub(super) fn lower_stack(
             format!("stack name `{}` does not match its folder `recipes/{stack}/`", raw.name.get_ref()),
         ));
     }
-    let default_targets = lower_targets(file, &raw.default_targets, diags);
+    let default_targets = lower_targets(file, raw.default_targets.get_ref(), diags);
+    if raw.default_targets.get_ref().is_empty() {
+        diags.push(
+            file.at(
+                raw.default_targets.span(),
+                "`default-targets` is empty: a build without --target would build for no GPU",
+            )
+            .with_help("list the GPU targets the stack is for when the host's card cannot be read (`[\"gfx1010\"]`)"),
+        );
+    }
     let mut override_diags = Vec::new();
     let mut profiles = BTreeMap::new();
     for (name, p) in raw_profiles {
@@ -102,7 +111,16 @@ pub(super) fn lower_stack(
         let ok = !name.is_empty()
             && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
             && !name.starts_with(['-', '.']);
-        if ok {
+        if ok && crate::index::TOP_LEVEL_NAMES.contains(&name.as_str()) {
+            diags.push(
+                file.at(p.span(), format!("`index-path` `{name}` is a name the index directory's top already uses"))
+                    .with_help(format!(
+                        "the default index keeps {} there: name the stack's own folder otherwise (e.g. its stack name)",
+                        crate::index::TOP_LEVEL_NAMES.map(|n| format!("`{n}`")).join(" and ")
+                    )),
+            );
+            None
+        } else if ok {
             Some(p.into_inner())
         } else {
             diags.push(file.at(

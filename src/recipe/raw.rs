@@ -51,7 +51,7 @@ pub(super) struct RawStack {
     pub name: Spanned<String>,
     pub rocm_version: String,
     pub summary: String,
-    pub default_targets: Vec<Spanned<String>>,
+    pub default_targets: Spanned<Vec<Spanned<String>>>,
     #[serde(default)]
     pub default: bool,
     pub python: Option<String>,

@@ -186,6 +186,19 @@ const REFUSED_FOR_WHAT_THE_RECIPE_SAYS: &[(&str, &str, &str, &str)] = &[
         "[external]\nfiles = [\"/etc/shadow\"]\n\n[targets]\n",
         "`[external] files` `/etc/shadow` must be a relative path inside the installation",
     ),
+    ("stack", "default-targets = [\"gfx1010\"]", "default-targets = []", "`default-targets` is empty"),
+    (
+        "stack",
+        "default = true",
+        "default = true\nindex-path = \"simple\"",
+        "`index-path` `simple` is a name the index directory's top already uses",
+    ),
+    (
+        "stack",
+        "default = true",
+        "default = true\nindex-path = \"index.json\"",
+        "`index-path` `index.json` is a name the index directory's top already uses",
+    ),
     ("rocblas", "version = \"4.2.4\"", "version = \"\"", "`version` `` must be letters, digits and `.+-_~`, not empty"),
     ("rocblas", "version = \"4.2.4\"", "version = \"4.2/../x\"", "`version` `4.2/../x` must be letters, digits and `.+-_~`"),
 ];
