@@ -329,10 +329,22 @@ fn check_texts(
                 file.whole(format!("{place}: an empty step runs nothing and always succeeds"))
                     .with_help("remove it, or write the command it should run"),
             );
+        } else if place.ends_with("steps") && runs_nothing(text) {
+            diags.push(
+                file.whole(format!("{place}: `{text}` is only comments: it runs nothing and always succeeds"))
+                    .with_help(
+                        "remove it, or write the command it should run (a comment belongs beside the step in the TOML)",
+                    ),
+            );
         } else if let Err(e) = super::placeholders::check(text, source_deps) {
             diags.push(file.whole(format!("{place}: `{text}`: {e}")));
         }
     }
+}
+
+/// Whether a step's every line is blank or a shell comment: the shell runs nothing.
+pub(super) fn runs_nothing(step: &str) -> bool {
+    step.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
 }
 
 /// The recipe's content serialised canonically (keys sorted), immune to comments, whitespace

@@ -76,6 +76,18 @@ const REFUSED_FOR_WHAT_THE_RECIPE_SAYS: &[(&str, &str, &str, &str)] = &[
     (
         "torch",
         "[build]\n",
+        "[build]\nsteps = [\"true\", \"# nothing\\n  # still nothing\"]\n",
+        "[build] steps: `# nothing\n  # still nothing` is only comments: it runs nothing and always succeeds",
+    ),
+    (
+        "llvm",
+        "[targets]\n",
+        "[[check]]\nname = \"smoke\"\nsteps = [\"# compile it\"]\n\n[targets]\n",
+        "check `smoke` has no steps: it would prove nothing",
+    ),
+    (
+        "torch",
+        "[build]\n",
         "[build]\nrequirements = [\"numpy=={numpy}\"]\n",
         "[build] requirements: `numpy=={numpy}`: unknown placeholder `{numpy}`",
     ),
