@@ -641,6 +641,38 @@ fn a_numeric_env_setting_that_means_nothing_is_refused_naming_it() {
         .success();
 }
 
+/// A recipe file that is a link leading nowhere is an error naming it (it was skipped without a
+/// word, the stack building without that recipe); a link to a file is read like the file, and an
+/// editor's lock link (`.#x.toml`) is no recipe.
+#[test]
+fn a_dangling_link_in_the_recipe_tree_is_named() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = broken_tree(|r| {
+        let d = r.join(F);
+        std::fs::rename(d.join("hip.toml"), r.join("hip.toml")).unwrap();
+        std::os::unix::fs::symlink(r.join("hip.toml"), d.join("hip.toml")).unwrap();
+        std::os::unix::fs::symlink("user@host.1234", d.join(".#clr.toml")).unwrap();
+    });
+    rocmforge(home.path())
+        .arg("--recipes")
+        .arg(dir.path())
+        .args(["recipes", "check"])
+        .assert()
+        .success()
+        .stdout("ok: 1 stack(s), 11 recipes, no problems\n");
+    let gone = dir.path().join(F).join("gone.toml");
+    std::os::unix::fs::symlink(dir.path().join("moved-away.toml"), &gone).unwrap();
+    for cmd in [&["recipes", "check"][..], &["plan", "miopen"]] {
+        rocmforge(home.path()).arg("--recipes").arg(dir.path()).args(cmd).assert().failure().stderr(
+            predicate::str::contains(format!(
+                "`{}` is a symbolic link to `{}`, which does not exist",
+                gone.display(),
+                dir.path().join("moved-away.toml").display()
+            )),
+        );
+    }
+}
+
 #[test]
 fn a_config_file_named_by_rocmforge_config_must_exist() {
     let home = tempfile::tempdir().unwrap();
