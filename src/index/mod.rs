@@ -32,10 +32,6 @@ pub const STATE_FORMAT: u32 = 1;
 /// The name of the state file at the top of an index directory.
 pub const STATE_FILE: &str = "index.json";
 
-/// What the top of an index directory holds besides the stacks' own indexes (`index-path`):
-/// a stack's index may take none of these names, or it would nest inside the default one.
-pub const TOP_LEVEL_NAMES: [&str; 2] = ["simple", STATE_FILE];
-
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
     #[error("failed to {action} `{path}`")]
@@ -551,6 +547,17 @@ pub fn local_version(base: &str, rocm_version: &str, targets: &[&str], serial: u
 mod tests {
     use super::*;
     use crate::wheel::Version;
+
+    /// The loader refuses an `index-path` that is one of these names: they must be the layout's.
+    #[test]
+    fn the_names_index_path_may_not_take_are_the_top_of_the_layout() {
+        let index = Index { root: PathBuf::from("/i") };
+        let top: Vec<String> = [index.simple(), index.state_path()]
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(top, crate::recipe::INDEX_TOP_LEVEL_NAMES);
+    }
 
     #[test]
     fn local_version_examples() {

@@ -111,12 +111,12 @@ pub(super) fn lower_stack(
         let ok = !name.is_empty()
             && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
             && !name.starts_with(['-', '.']);
-        if ok && crate::index::TOP_LEVEL_NAMES.contains(&name.as_str()) {
+        if ok && super::INDEX_TOP_LEVEL_NAMES.contains(&name.as_str()) {
             diags.push(
                 file.at(p.span(), format!("`index-path` `{name}` is a name the index directory's top already uses"))
                     .with_help(format!(
                         "the default index keeps {} there: name the stack's own folder otherwise (e.g. its stack name)",
-                        crate::index::TOP_LEVEL_NAMES.map(|n| format!("`{n}`")).join(" and ")
+                        super::INDEX_TOP_LEVEL_NAMES.map(|n| format!("`{n}`")).join(" and ")
                     )),
             );
             None
