@@ -370,6 +370,21 @@ impl Config {
         .map(|n| n.min(u64::from(u32::MAX)) as u32);
         let download_timeout_secs = at_least_one(raw.download_timeout_secs, "download-timeout-secs")?;
         check_env_numbers()?;
+        // As clap reads ROCMFORGE_OFFLINE: a word that is neither yes nor no is refused, not no.
+        let env_read_only = match std::env::var("ROCMFORGE_CACHE_READ_ONLY").ok().filter(|v| !v.is_empty()) {
+            None => false,
+            Some(v) => match v.to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => true,
+                "0" | "false" | "no" | "off" => false,
+                _ => {
+                    return Err(ConfigError::BadEnv {
+                        name: "ROCMFORGE_CACHE_READ_ONLY",
+                        value: v,
+                        expected: "`1`, `true`, `yes` or `on` (or `0`, `false`, `no`, `off`)",
+                    })
+                }
+            },
+        };
         let xdg_cache = env_path("XDG_CACHE_HOME").unwrap_or_else(|| home().join(".cache"));
         let xdg_state = env_path("XDG_STATE_HOME").unwrap_or_else(|| home().join(".local/state"));
         let mut rewrites: Vec<(String, String)> = raw.url_rewrite.into_iter().collect();
@@ -417,8 +432,7 @@ impl Config {
             file,
             remote: RemoteCacheConfig {
                 url: env_string("ROCMFORGE_CACHE_URL").or(raw.cache_url).filter(|u| !u.is_empty()),
-                read_only: raw.cache_read_only.unwrap_or(false)
-                    || std::env::var("ROCMFORGE_CACHE_READ_ONLY").is_ok_and(|v| v == "1" || v == "true"),
+                read_only: raw.cache_read_only.unwrap_or(false) || env_read_only,
                 token: env_string("ROCMFORGE_CACHE_TOKEN").or(raw.cache_token).map(Secret),
                 user: env_string("ROCMFORGE_CACHE_USER").or(raw.cache_user),
                 password: env_string("ROCMFORGE_CACHE_PASSWORD").or(raw.cache_password).map(Secret),

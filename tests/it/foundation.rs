@@ -632,6 +632,15 @@ fn a_numeric_env_setting_that_means_nothing_is_refused_naming_it() {
             )));
     }
     rocmforge(home.path())
+        .env("ROCMFORGE_CACHE_READ_ONLY", "ture")
+        .arg("--recipes")
+        .arg(fixture_tree())
+        .args(["plan", "miopen"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("ROCMFORGE_CACHE_READ_ONLY=`ture` is not valid: use `1`, `true`"));
+    rocmforge(home.path())
+        .env("ROCMFORGE_CACHE_READ_ONLY", "yes")
         .env("ROCMFORGE_HTTP_TIMEOUT_SECS", "7")
         .env("ROCMFORGE_RETRY_BASE_MS", "0")
         .arg("--recipes")
