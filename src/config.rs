@@ -44,16 +44,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use toml::Spanned;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct RawConfig {
-    cache_dir: Option<PathBuf>,
-    work_dir: Option<PathBuf>,
-    state_dir: Option<PathBuf>,
-    prefix: Option<PathBuf>,
-    rocm_path: Option<PathBuf>,
-    index_dir: Option<PathBuf>,
+    cache_dir: Option<Spanned<PathBuf>>,
+    work_dir: Option<Spanned<PathBuf>>,
+    state_dir: Option<Spanned<PathBuf>>,
+    prefix: Option<Spanned<PathBuf>>,
+    rocm_path: Option<Spanned<PathBuf>>,
+    index_dir: Option<Spanned<PathBuf>>,
     link_mode: Option<LinkMode>,
     #[serde(default)]
     url_rewrite: BTreeMap<String, String>,
@@ -62,12 +63,12 @@ struct RawConfig {
     cache_token: Option<String>,
     cache_user: Option<String>,
     cache_password: Option<String>,
-    signing_key: Option<PathBuf>,
+    signing_key: Option<Spanned<PathBuf>>,
     #[serde(default)]
     trusted_keys: Vec<String>,
     compiler_cache: Option<CompilerCacheChoice>,
-    download_retries: Option<u32>,
-    download_timeout_secs: Option<u64>,
+    download_retries: Option<Spanned<u32>>,
+    download_timeout_secs: Option<Spanned<u64>>,
     #[serde(default)]
     compiler_cache_env: BTreeMap<String, String>,
     #[serde(default)]
@@ -119,6 +120,10 @@ pub enum ConfigError {
     Invalid(crate::diagnostic::Diagnostic),
     #[error("{name}=`{value}` is not valid: use {expected}")]
     BadEnv { name: &'static str, value: String, expected: &'static str },
+    #[error(
+        "{name}=`{value}` is not valid: use a whole number of {unit}, at least {min} (or unset it for the default)"
+    )]
+    BadEnvNumber { name: &'static str, value: String, unit: &'static str, min: u64 },
     #[error("the {what} `{path}` is unusable: {why}. Set `{setting}` in the config file `{file}` (or {env}) to a directory you can write, then run the command again")]
     Unusable { what: &'static str, path: PathBuf, why: String, setting: &'static str, env: &'static str, file: PathBuf },
 }
@@ -322,19 +327,75 @@ impl Config {
     }
 
     pub fn load_from(path: &Path) -> Result<Config, ConfigError> {
-        let (raw, file) = match std::fs::read_to_string(path) {
+        let shown = path.display().to_string();
+        let (raw, file, text) = match std::fs::read_to_string(path) {
             Ok(text) => {
                 let raw: RawConfig = toml::from_str(&text).map_err(|e| {
-                    let shown = path.display().to_string();
                     ConfigError::Invalid(match e.span() {
                         Some(span) => crate::diagnostic::Diagnostic::at(&shown, &text, span, e.message().trim_end()),
                         None => crate::diagnostic::Diagnostic::file(&shown, e.message().trim_end()),
                     })
                 })?;
-                (raw, Some(path.to_path_buf()))
+                (raw, Some(path.to_path_buf()), text)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (RawConfig::default(), None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (RawConfig::default(), None, String::new()),
             Err(source) => return Err(ConfigError::Read { path: path.to_path_buf(), source }),
+        };
+        // A relative path in the file means the same wherever the command runs: it is read
+        // against the file's own directory. An empty one would mean the current directory.
+        let base = std::path::absolute(path).ok().and_then(|p| p.parent().map(Path::to_path_buf)).unwrap_or_default();
+        let dir = |v: Option<Spanned<PathBuf>>, setting: &str| -> Result<Option<PathBuf>, ConfigError> {
+            let Some(v) = v else { return Ok(None) };
+            if v.get_ref().as_os_str().to_string_lossy().trim().is_empty() {
+                return Err(ConfigError::Invalid(
+                    crate::diagnostic::Diagnostic::at(&shown, &text, v.span(), format!("`{setting}` is empty"))
+                        .with_help(format!("name a directory, or remove `{setting}` to use its default")),
+                ));
+            }
+            Ok(Some(base.join(v.into_inner())))
+        };
+        let at_least_one = |v: Option<Spanned<u64>>, setting: &str| -> Result<Option<u64>, ConfigError> {
+            match v {
+                Some(v) if *v.get_ref() == 0 => Err(ConfigError::Invalid(
+                    crate::diagnostic::Diagnostic::at(
+                        &shown,
+                        &text,
+                        v.span(),
+                        format!("`{setting}` must be at least 1"),
+                    )
+                    .with_help(format!("remove `{setting}` to use its default")),
+                )),
+                v => Ok(v.map(Spanned::into_inner)),
+            }
+        };
+        let cache_dir = dir(raw.cache_dir, "cache-dir")?;
+        let work_dir = dir(raw.work_dir, "work-dir")?;
+        let state_dir = dir(raw.state_dir, "state-dir")?;
+        let prefix = dir(raw.prefix, "prefix")?;
+        let rocm_path = dir(raw.rocm_path, "rocm-path")?;
+        let index_dir = dir(raw.index_dir, "index-dir")?;
+        let signing_key = dir(raw.signing_key, "signing-key")?;
+        let download_retries = at_least_one(
+            raw.download_retries.map(|v| Spanned::new(v.span(), u64::from(*v.get_ref()))),
+            "download-retries",
+        )?
+        .map(|n| n.min(u64::from(u32::MAX)) as u32);
+        let download_timeout_secs = at_least_one(raw.download_timeout_secs, "download-timeout-secs")?;
+        check_env_numbers()?;
+        // As clap reads ROCMFORGE_OFFLINE: a word that is neither yes nor no is refused, not no.
+        let env_read_only = match std::env::var("ROCMFORGE_CACHE_READ_ONLY").ok().filter(|v| !v.is_empty()) {
+            None => false,
+            Some(v) => match v.to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => true,
+                "0" | "false" | "no" | "off" => false,
+                _ => {
+                    return Err(ConfigError::BadEnv {
+                        name: "ROCMFORGE_CACHE_READ_ONLY",
+                        value: v,
+                        expected: "`1`, `true`, `yes` or `on` (or `0`, `false`, `no`, `off`)",
+                    })
+                }
+            },
         };
         let xdg_cache = env_path("XDG_CACHE_HOME").unwrap_or_else(|| home().join(".cache"));
         let xdg_state = env_path("XDG_STATE_HOME").unwrap_or_else(|| home().join(".local/state"));
@@ -365,32 +426,29 @@ impl Config {
             )));
         }
         Ok(Config {
-            cache_dir: env_path("ROCMFORGE_CACHE_DIR").or(raw.cache_dir).unwrap_or_else(|| xdg_cache.join("rocmforge")),
-            work_dir: env_path("ROCMFORGE_WORK_DIR")
-                .or(raw.work_dir)
-                .unwrap_or_else(|| xdg_cache.join("rocmforge/work")),
-            state_dir: env_path("ROCMFORGE_STATE_DIR").or(raw.state_dir).unwrap_or_else(|| xdg_state.join("rocmforge")),
-            prefix: env_path("ROCMFORGE_PREFIX").or(raw.prefix),
-            rocm_path: env_path("ROCMFORGE_ROCM_PATH").or(raw.rocm_path),
+            cache_dir: env_path("ROCMFORGE_CACHE_DIR").or(cache_dir).unwrap_or_else(|| xdg_cache.join("rocmforge")),
+            work_dir: env_path("ROCMFORGE_WORK_DIR").or(work_dir).unwrap_or_else(|| xdg_cache.join("rocmforge/work")),
+            state_dir: env_path("ROCMFORGE_STATE_DIR").or(state_dir).unwrap_or_else(|| xdg_state.join("rocmforge")),
+            prefix: env_path("ROCMFORGE_PREFIX").or(prefix),
+            rocm_path: env_path("ROCMFORGE_ROCM_PATH").or(rocm_path),
             installation: Default::default(),
-            index_dir: env_path("ROCMFORGE_INDEX_DIR").or(raw.index_dir),
+            index_dir: env_path("ROCMFORGE_INDEX_DIR").or(index_dir),
             link_mode,
             url_rewrites: rewrites,
             offline: false,
             compiler_cache,
-            download_retries: raw.download_retries,
-            download_timeout_secs: raw.download_timeout_secs,
+            download_retries,
+            download_timeout_secs,
             compiler_cache_env: raw.compiler_cache_env,
             distributed: raw.distributed,
             file,
             remote: RemoteCacheConfig {
                 url: env_string("ROCMFORGE_CACHE_URL").or(raw.cache_url).filter(|u| !u.is_empty()),
-                read_only: raw.cache_read_only.unwrap_or(false)
-                    || std::env::var("ROCMFORGE_CACHE_READ_ONLY").is_ok_and(|v| v == "1" || v == "true"),
+                read_only: raw.cache_read_only.unwrap_or(false) || env_read_only,
                 token: env_string("ROCMFORGE_CACHE_TOKEN").or(raw.cache_token).map(Secret),
                 user: env_string("ROCMFORGE_CACHE_USER").or(raw.cache_user),
                 password: env_string("ROCMFORGE_CACHE_PASSWORD").or(raw.cache_password).map(Secret),
-                signing_key: env_path("ROCMFORGE_SIGNING_KEY").or(raw.signing_key),
+                signing_key: env_path("ROCMFORGE_SIGNING_KEY").or(signing_key),
                 trusted_keys: raw.trusted_keys,
             },
         })
@@ -415,6 +473,35 @@ impl Config {
     pub fn prefix_for(&self, stack: &str) -> PathBuf {
         self.prefix.clone().unwrap_or_else(|| self.state_dir.join("prefix").join(stack))
     }
+}
+
+/// The numeric environment settings, each with the unit it counts and its least value that
+/// means something (no attempt at all, or a timeout of nothing, fails every download unsaid).
+pub const ENV_NUMBERS: [(&str, &str, u64); 5] = [
+    ("ROCMFORGE_RETRIES", "attempts", 1),
+    ("ROCMFORGE_RETRY_BASE_MS", "milliseconds", 0),
+    ("ROCMFORGE_HTTP_TIMEOUT_SECS", "seconds", 1),
+    ("ROCMFORGE_CACHE_CONNECT_TIMEOUT_SECS", "seconds", 1),
+    ("ROCMFORGE_CACHE_BLOB_TIMEOUT_SECS", "seconds", 1),
+];
+
+/// `name`'s value as a number, `None` when it is unset or empty; one that does not parse or is
+/// below its least is refused naming the variable, never taken as the default unsaid.
+pub fn env_number(name: &str) -> Result<Option<u64>, ConfigError> {
+    let Some(&(name, unit, min)) = ENV_NUMBERS.iter().find(|(n, ..)| *n == name) else { return Ok(None) };
+    let Some(value) = std::env::var_os(name).filter(|v| !v.is_empty()) else { return Ok(None) };
+    let value = value.to_string_lossy().into_owned();
+    match value.trim().parse::<u64>() {
+        Ok(n) if n >= min => Ok(Some(n)),
+        _ => Err(ConfigError::BadEnvNumber { name, value, unit, min }),
+    }
+}
+
+fn check_env_numbers() -> Result<(), ConfigError> {
+    for (name, ..) in ENV_NUMBERS {
+        env_number(name)?;
+    }
+    Ok(())
 }
 
 /// What the user decided about an installed ROCm (global flags; `installation::decide` reads it).
@@ -500,6 +587,42 @@ mod tests {
             assert!(!shown.contains(secret), "{shown}");
         }
         assert!(shown.contains("https://***@cache.example/rf/"), "{shown}");
+    }
+
+    /// An empty dir setting would put the cache (or work, state...) in whatever directory the
+    /// command runs from; a relative one is the config file's, not the current directory's.
+    #[test]
+    fn dir_settings_empty_refused_relative_read_against_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        for setting in ["cache-dir", "work-dir", "state-dir", "prefix", "rocm-path", "index-dir", "signing-key"] {
+            std::fs::write(&f, format!("link-mode = \"copy\"\n{setting} = \"\"\n")).unwrap();
+            let e = Config::load_from(&f).unwrap_err().to_string();
+            assert!(e.contains(&format!("`{setting}` is empty")) && e.contains("c.toml:2:"), "{setting}: {e}");
+        }
+        std::fs::write(
+            &f,
+            "cache-dir = \"big/cache\"\nwork-dir = \"/abs/work\"\nindex-dir = \"../wheels\"\nsigning-key = \"k.key\"\n",
+        )
+        .unwrap();
+        let c = Config::load_from(&f).unwrap();
+        assert_eq!(c.cache_dir, dir.path().join("big/cache"));
+        assert_eq!(c.work_dir, Path::new("/abs/work"));
+        assert_eq!(c.index_dir, Some(dir.path().join("../wheels")));
+        assert_eq!(c.remote.signing_key, Some(dir.path().join("k.key")));
+    }
+
+    #[test]
+    fn zero_download_retries_or_timeout_refused_at_their_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        for setting in ["download-retries", "download-timeout-secs"] {
+            std::fs::write(&f, format!("{setting} = 0\n")).unwrap();
+            let e = Config::load_from(&f).unwrap_err().to_string();
+            assert!(e.contains(&format!("`{setting}` must be at least 1")) && e.contains("c.toml:1:"), "{e}");
+            std::fs::write(&f, format!("{setting} = 2\n")).unwrap();
+            Config::load_from(&f).unwrap();
+        }
     }
 
     #[test]

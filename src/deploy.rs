@@ -138,6 +138,35 @@ impl Prefix {
         })
     }
 
+    /// Files (and links) in the prefix that no recipe's manifest lists and whose mtime is
+    /// `since` or later, relative to the root, sorted: what a step wrote straight into the
+    /// prefix instead of its stage. Nothing holds, restores or removes such a file. Older
+    /// files (a prefix that is an existing folder) and `__pycache__` (Python's own byte-code
+    /// of a tool run from the prefix) are not counted.
+    pub fn unowned_since(&self, since: std::time::SystemTime) -> Vec<String> {
+        if !self.root.is_dir() {
+            return Vec::new();
+        }
+        let recent: Vec<String> = walkdir::WalkDir::new(&self.root)
+            .min_depth(1)
+            .into_iter()
+            .filter_entry(|e| !(e.depth() == 1 && e.file_name() == ".rocmforge") && e.file_name() != "__pycache__")
+            .filter_map(Result::ok)
+            .filter(|e| !e.file_type().is_dir())
+            .filter(|e| e.metadata().ok().and_then(|m| m.modified().ok()).is_some_and(|t| t >= since))
+            .filter_map(|e| Some(e.path().strip_prefix(&self.root).ok()?.to_string_lossy().into_owned()))
+            .collect();
+        if recent.is_empty() {
+            return recent;
+        }
+        // Read after the walk: a deploy lists its files before it lays them, so one under way
+        // beside this recipe's build owns what the walk saw of it.
+        let owned: BTreeSet<String> = self.manifests().into_iter().flat_map(|m| m.files).collect();
+        let mut out: Vec<String> = recent.into_iter().filter(|f| !owned.contains(f)).collect();
+        out.sort();
+        out
+    }
+
     /// Is `key` of `recipe` fully deployed?
     pub fn is_deployed(&self, recipe: &str, key: &str) -> bool {
         self.manifest(recipe).is_some_and(|m| m.complete && m.key == key)

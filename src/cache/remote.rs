@@ -138,12 +138,9 @@ impl RemoteCache {
             (None, None, Some((u, p))) => Auth::Basic(u, p.or_else(|| cfg.password.clone())),
             (None, None, None) => Auth::None,
         };
+        // Config::load refused a bad value, naming it.
         let secs = |name: &str, default: u64| {
-            std::env::var(name)
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .map(Duration::from_secs)
-                .unwrap_or(Duration::from_secs(default))
+            Duration::from_secs(crate::config::env_number(name).ok().flatten().unwrap_or(default))
         };
         let client = reqwest::blocking::Client::builder()
             .connect_timeout(secs("ROCMFORGE_CACHE_CONNECT_TIMEOUT_SECS", CONNECT_TIMEOUT.as_secs()))

@@ -46,6 +46,8 @@ pub enum BuildError {
     NothingInstalled { recipe: String, stage: PathBuf },
     #[error("{recipe}: its steps left {} in the stage `{}` that cannot be stored or deployed (only files, directories and symlinks can): {}; nothing was stored. Remove them in a step (`rm -f {{stage}}/{}`) or make the step not install them", if files.len() == 1 { "a special file" } else { "special files" }, stage.display(), files.iter().map(|(f, k)| format!("`{f}` is {k}")).collect::<Vec<_>>().join(", "), files[0].0)]
     SpecialFiles { recipe: String, stage: PathBuf, files: Vec<(String, &'static str)> },
+    #[error("{recipe}: its steps wrote into the prefix `{}` outside its stage, where no artifact holds, restores or removes what they wrote: {}{}; nothing was stored. Install into {{stage}} instead (a cmake recipe's install goes there by itself); the steps run again next time. Remove the files by hand: they are no recipe's", prefix.display(), files.iter().take(10).map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", "), if files.len() > 10 { format!(" and {} more", files.len() - 10) } else { String::new() })]
+    WroteIntoPrefix { recipe: String, prefix: PathBuf, files: Vec<String> },
     #[error("{} recipe(s) failed: {}\n{}{}", failed.len(), failed.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", "), failed.iter().map(|(_, e)| format!("\n{e}\n")).collect::<String>(), if not_built.is_empty() { String::new() } else { format!("\nnot built (downstream of a failure): {}", not_built.join(", ")) })]
     Several { failed: Vec<(String, BuildError)>, not_built: Vec<String> },
     #[error(transparent)]

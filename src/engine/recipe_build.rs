@@ -168,7 +168,19 @@ impl Engine<'_> {
                 self.prepare_tree(r)?
             };
             std::fs::create_dir_all(wd.build()).map_err(io_err("cannot create", &wd.build()))?;
+            // What the steps write into the prefix is nobody's (the clock's coarse tick is the
+            // second taken off).
+            let steps_began = std::time::SystemTime::now() - std::time::Duration::from_secs(1);
             let produced = self.run_steps(r, d, &wd, &mut state, src, jobs, prefix)?;
+            let stray = prefix.unowned_since(steps_began);
+            if !stray.is_empty() {
+                let _ = std::fs::remove_file(wd.root.join("state.json"));
+                return Err(BuildError::WroteIntoPrefix {
+                    recipe: r.name.clone(),
+                    prefix: prefix.root.clone(),
+                    files: stray,
+                });
+            }
             std::fs::create_dir_all(&produced).map_err(io_err("cannot create", &produced))?;
             // Before anything opens a file of the stage: a FIFO would block it for ever.
             let special = crate::fsutil::special_files(&produced).map_err(io_err("cannot read", &produced))?;

@@ -608,6 +608,17 @@ mod tests {
     use super::*;
     use crate::wheel::Version;
 
+    /// The loader refuses an `index-path` that is one of these names: they must be the layout's.
+    #[test]
+    fn the_names_index_path_may_not_take_are_the_top_of_the_layout() {
+        let index = Index { root: PathBuf::from("/i") };
+        let top: Vec<String> = [index.simple(), index.state_path()]
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(top, crate::recipe::INDEX_TOP_LEVEL_NAMES);
+    }
+
     #[test]
     fn local_version_examples() {
         let key = "1a2b3c4d5e6f";

@@ -101,6 +101,8 @@ pub enum LockFileError {
     Read { path: PathBuf, source: std::io::Error },
     #[error("invalid lock file `{path}`: {message}; delete it and run `rocmforge lock` again")]
     Invalid { path: PathBuf, message: String },
+    #[error("lock file {}:{line}: {message}; correct it, or remove this pin and run `rocmforge lock` again", path.display())]
+    InvalidAt { path: PathBuf, line: usize, message: String },
     #[error("cannot write lock file `{path}`")]
     Write { path: PathBuf, source: std::io::Error },
 }
@@ -133,7 +135,43 @@ pub fn read(path: &Path) -> Result<LockFile, LockFileError> {
             )));
         }
     }
+    check_digests(path, &text)?;
     Ok(lock)
+}
+
+/// The pins' `rev` and `sha256` in the only form a build can verify against (40 and 64
+/// lowercase hex characters), else the lock file's line: a bad digest would otherwise fail the
+/// download, blamed on the server, with the lock file never named.
+fn check_digests(path: &Path, text: &str) -> Result<(), LockFileError> {
+    #[derive(Deserialize)]
+    struct Spans {
+        #[serde(default)]
+        pin: Vec<PinSpans>,
+    }
+    #[derive(Deserialize)]
+    struct PinSpans {
+        recipe: String,
+        rev: Option<toml::Spanned<String>>,
+        sha256: Option<toml::Spanned<String>>,
+    }
+    let Ok(spans) = toml::from_str::<Spans>(text) else { return Ok(()) };
+    for p in spans.pin {
+        for (field, value, len) in [("rev", &p.rev, 40), ("sha256", &p.sha256, 64)] {
+            let Some(v) = value else { continue };
+            if !super::lower::is_hex(v.get_ref(), len) {
+                return Err(LockFileError::InvalidAt {
+                    path: path.to_path_buf(),
+                    line: text[..v.span().start].matches('\n').count() + 1,
+                    message: format!(
+                        "pin of `{}`: `{field}` must be {len} lowercase hex characters, got `{}`",
+                        p.recipe,
+                        v.get_ref()
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Writes a lock file atomically, pins sorted.

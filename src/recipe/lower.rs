@@ -49,7 +49,16 @@ pub(super) fn lower_stack(
             format!("stack name `{}` does not match its folder `recipes/{stack}/`", raw.name.get_ref()),
         ));
     }
-    let default_targets = lower_targets(file, &raw.default_targets, diags);
+    let default_targets = lower_targets(file, raw.default_targets.get_ref(), diags);
+    if raw.default_targets.get_ref().is_empty() {
+        diags.push(
+            file.at(
+                raw.default_targets.span(),
+                "`default-targets` is empty: a build without --target would build for no GPU",
+            )
+            .with_help("list the GPU targets the stack is for when the host's card cannot be read (`[\"gfx1010\"]`)"),
+        );
+    }
     let mut override_diags = Vec::new();
     let mut profiles = BTreeMap::new();
     for (name, p) in raw_profiles {
@@ -102,7 +111,16 @@ pub(super) fn lower_stack(
         let ok = !name.is_empty()
             && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
             && !name.starts_with(['-', '.']);
-        if ok {
+        if ok && super::INDEX_TOP_LEVEL_NAMES.contains(&name.as_str()) {
+            diags.push(
+                file.at(p.span(), format!("`index-path` `{name}` is a name the index directory's top already uses"))
+                    .with_help(format!(
+                        "the default index keeps {} there: name the stack's own folder otherwise (e.g. its stack name)",
+                        super::INDEX_TOP_LEVEL_NAMES.map(|n| format!("`{n}`")).join(" and ")
+                    )),
+            );
+            None
+        } else if ok {
             Some(p.into_inner())
         } else {
             diags.push(file.at(
@@ -237,6 +255,7 @@ pub(super) fn lower_recipe<'a>(
     diags: &mut Diagnostics,
 ) -> Lowered<'a> {
     check_name(&file, rel, &raw.package.name, diags);
+    check_version(&file, &raw.package.version, diags);
     let name = raw.package.name.get_ref().clone();
     let source = match &raw.source {
         None => SourceSpec::None,
@@ -264,7 +283,7 @@ pub(super) fn lower_recipe<'a>(
     check_texts(&file, &build, &checks, &source_dep_names, diags);
     let recipe = Recipe {
         name,
-        version: raw.package.version,
+        version: raw.package.version.into_inner(),
         summary: raw.package.summary,
         file: rel.to_string(),
         source: source.clone(),
@@ -273,7 +292,7 @@ pub(super) fn lower_recipe<'a>(
         source_deps: source_dep_names,
         build,
         targets,
-        external: raw.external.map(|e| ExternalSpec { cmake_package: e.cmake_package, files: e.files }),
+        external: raw.external.map(|e| lower_external(&file, e, diags)),
         host,
         cmake_packages: raw.package.cmake_packages,
         pin_from: (!source.is_unlocked() && source.pin().is_some()).then_some(PinFrom::Recipe),
@@ -310,10 +329,22 @@ fn check_texts(
                 file.whole(format!("{place}: an empty step runs nothing and always succeeds"))
                     .with_help("remove it, or write the command it should run"),
             );
+        } else if place.ends_with("steps") && runs_nothing(text) {
+            diags.push(
+                file.whole(format!("{place}: `{text}` is only comments: it runs nothing and always succeeds"))
+                    .with_help(
+                        "remove it, or write the command it should run (a comment belongs beside the step in the TOML)",
+                    ),
+            );
         } else if let Err(e) = super::placeholders::check(text, source_deps) {
             diags.push(file.whole(format!("{place}: `{text}`: {e}")));
         }
     }
+}
+
+/// Whether a step's every line is blank or a shell comment: the shell runs nothing.
+pub(super) fn runs_nothing(step: &str) -> bool {
+    step.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
 }
 
 /// The recipe's content serialised canonically (keys sorted), immune to comments, whitespace
@@ -347,7 +378,7 @@ fn name_and_span(s: &Spanned<String>) -> (String, Range<usize>) {
     (s.get_ref().clone(), s.span())
 }
 
-fn is_hex(s: &str, len: usize) -> bool {
+pub(super) fn is_hex(s: &str, len: usize) -> bool {
     s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
@@ -366,6 +397,47 @@ fn check_name(file: &FileText<'_>, rel: &str, name: &Spanned<String>, diags: &mu
         diags.push(
             file.at(span, format!("recipe name `{name}` does not match its file name `{file_stem}.toml`"))
                 .with_help(format!("rename the file to `{name}.toml` or the package to `{file_stem}`")),
+        );
+    }
+}
+
+/// `[external]`: paths inside the installation (relative to its root) and a CMake package name,
+/// neither leaving it: what is read there is taken into the prefix.
+fn lower_external(file: &FileText<'_>, raw: super::raw::RawExternal, diags: &mut Diagnostics) -> ExternalSpec {
+    let mut files = Vec::new();
+    for f in raw.files {
+        if stays_inside(f.get_ref()) {
+            files.push(f.into_inner());
+        } else {
+            diags.push(
+                file.at(f.span(), format!("`[external] files` `{}` must be a relative path inside the installation", f.get_ref()))
+                    .with_help("write it as ROCm lays it out, relative to its root (`lib/libamdhip64.so`): no leading `/`, no `..`"),
+            );
+        }
+    }
+    let cmake_package = raw.cmake_package.and_then(|p| {
+        if stays_inside(p.get_ref()) && !p.get_ref().contains('/') {
+            Some(p.into_inner())
+        } else {
+            diags.push(file.at(
+                p.span(),
+                format!("`cmake-package` `{}` must be a CMake package name (a folder of lib/cmake/)", p.get_ref()),
+            ));
+            None
+        }
+    });
+    ExternalSpec { cmake_package, files }
+}
+
+/// `[package] version`: it names the recipe's wheels and its `{version}` in steps, so it must be
+/// a word: letters, digits and `.+-_~`, nothing empty and no `/` that would make it a path.
+fn check_version(file: &FileText<'_>, version: &Spanned<String>, diags: &mut Diagnostics) {
+    let v = version.get_ref();
+    let ok = !v.is_empty() && v.bytes().all(|b| b.is_ascii_alphanumeric() || b".+-_~".contains(&b));
+    if !ok {
+        diags.push(
+            file.at(version.span(), format!("`version` `{v}` must be letters, digits and `.+-_~`, not empty"))
+                .with_help("write the upstream release the source is (`6.2.4`, `2.6.0`)"),
         );
     }
 }
@@ -390,8 +462,32 @@ fn lower_source(file: &FileText<'_>, source: &Spanned<RawSource>, diags: &mut Di
         lower_url(file, url, s, diags)
     } else {
         let from = s.from.as_ref().expect("one kind is set");
-        SourceSpec::From { recipe: from.get_ref().clone(), subdir: s.subdir.clone() }
+        SourceSpec::From { recipe: from.get_ref().clone(), subdir: lower_subdir(file, s, diags) }
     }
+}
+
+/// `subdir`: a relative path inside the source tree. The build runs its steps in it and stores
+/// what they install, so an absolute one or one climbing out with `..` would build in (and copy
+/// from) a host directory.
+fn lower_subdir(file: &FileText<'_>, s: &RawSource, diags: &mut Diagnostics) -> Option<String> {
+    let sub = s.subdir.as_ref()?;
+    if !stays_inside(sub.get_ref()) {
+        diags.push(
+            file.at(sub.span(), format!("`subdir` `{}` must be a relative path inside the source tree", sub.get_ref()))
+                .with_help("name a folder of the source (`llvm`, `projects/rocprim`): no leading `/`, no `..`"),
+        );
+        return None;
+    }
+    Some(sub.get_ref().clone())
+}
+
+/// Whether `path`, joined to a directory, stays below it: not empty, not absolute, no `..`
+/// component (nor a NUL or a backslash, which could stand for a separator elsewhere).
+pub(super) fn stays_inside(path: &str) -> bool {
+    !path.trim().is_empty()
+        && !path.starts_with('/')
+        && !path.contains(['\\', '\0'])
+        && !path.split('/').any(|c| c == "..")
 }
 
 fn lower_git(file: &FileText<'_>, git: &Spanned<String>, s: &RawSource, diags: &mut Diagnostics) -> SourceSpec {
@@ -422,7 +518,7 @@ fn lower_git(file: &FileText<'_>, git: &Spanned<String>, s: &RawSource, diags: &
         tag: s.tag.as_ref().map(|t| t.get_ref().clone()),
         rev: s.rev.as_ref().map(|r| r.get_ref().clone()),
         submodules: s.submodules,
-        subdir: s.subdir.clone(),
+        subdir: lower_subdir(file, s, diags),
     }
 }
 
@@ -476,7 +572,7 @@ fn lower_url(file: &FileText<'_>, url: &Spanned<String>, s: &RawSource, diags: &
         url: url.get_ref().clone(),
         sha256: sha,
         strip_components: s.strip_components.unwrap_or(1),
-        subdir: s.subdir.clone(),
+        subdir: lower_subdir(file, s, diags),
         index: s.index.as_ref().map(|i| i.get_ref().clone()),
     }
 }
@@ -666,7 +762,12 @@ fn lower_build(file: &FileText<'_>, raw: RawBuild, has_build_deps: bool, diags: 
             else {
                 continue;
             };
-            if !dir.starts_with("{prefix}") {
+            let inside = match dir.strip_prefix("{prefix}") {
+                Some("" | "/") => true,
+                Some(rest) => rest.strip_prefix('/').is_some_and(stays_inside),
+                None => false,
+            };
+            if !inside {
                 diags.push(
                     file.whole(format!(
                         "`{a}` installs outside the stack's prefix: the recipe's artifact would be empty"

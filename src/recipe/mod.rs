@@ -292,6 +292,11 @@ impl SourceSpec {
     }
 }
 
+/// What the top of an index directory holds besides the stacks' own indexes (`index-path`):
+/// its `simple/` folder and its state file (`crate::index`'s layout). A stack's `index-path`
+/// may take none of these names, or its index would nest inside the default one.
+pub const INDEX_TOP_LEVEL_NAMES: [&str; 2] = ["simple", "index.json"];
+
 /// The file name a [`SourceSpec::Url`] downloads to (`.../x.whl?y` -> `x.whl`), kept when the
 /// content is not an archive: the last path segment, percent-decoded, because the name can carry
 /// meaning (a wheel's `1.0+rocm6.2` is served as `1.0%2Brocm6.2`). A segment that decodes to

@@ -93,7 +93,7 @@ pub(super) fn lower_checks(
         } else if out.iter().any(|o| o.name == name) {
             diags.push(file.at(c.name.span(), format!("check `{name}` is declared twice")));
         }
-        if c.steps.iter().all(|s| s.trim().is_empty()) {
+        if c.steps.iter().all(|s| super::lower::runs_nothing(s)) {
             diags.push(
                 file.at(span.clone(), format!("check `{name}` has no steps: it would prove nothing"))
                     .with_help("add the shell lines that build or run the check (`steps = [\"...\"]`)"),

@@ -51,7 +51,7 @@ pub(super) struct RawStack {
     pub name: Spanned<String>,
     pub rocm_version: String,
     pub summary: String,
-    pub default_targets: Vec<Spanned<String>>,
+    pub default_targets: Spanned<Vec<Spanned<String>>>,
     #[serde(default)]
     pub default: bool,
     pub python: Option<String>,
@@ -124,7 +124,7 @@ pub(super) struct RawEstimate {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawPackage {
     pub name: Spanned<String>,
-    pub version: String,
+    pub version: Spanned<String>,
     pub summary: String,
     #[serde(default, rename = "cmake-packages")]
     pub cmake_packages: Vec<String>,
@@ -142,7 +142,7 @@ pub(super) struct RawSource {
     pub sha256: Option<Spanned<String>>,
     pub strip_components: Option<u32>,
     pub from: Option<Spanned<String>>,
-    pub subdir: Option<String>,
+    pub subdir: Option<Spanned<String>>,
     pub index: Option<Spanned<String>>,
     pub witness: Option<String>,
 }
@@ -194,9 +194,9 @@ pub(super) struct RawTargets {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub(super) struct RawExternal {
-    pub cmake_package: Option<String>,
+    pub cmake_package: Option<Spanned<String>>,
     #[serde(default)]
-    pub files: Vec<String>,
+    pub files: Vec<Spanned<String>>,
 }
 
 /// `[host]`: what the recipe needs from the machine that builds it.

@@ -31,6 +31,8 @@ pub enum TreeError {
     NoRecipes(PathBuf),
     #[error("cannot read `{path}`")]
     Read { path: PathBuf, source: std::io::Error },
+    #[error("`{path}` is a symbolic link to `{target}`, which does not exist: point it at a file, or remove it")]
+    DanglingLink { path: PathBuf, target: PathBuf },
 }
 
 impl RecipeTree {
@@ -60,11 +62,28 @@ impl RecipeTree {
             if !base.is_dir() {
                 continue;
             }
-            for entry in walkdir::WalkDir::new(&base).sort_by_file_name() {
-                let entry = entry.map_err(|e| TreeError::Read {
-                    path: e.path().map(Path::to_path_buf).unwrap_or_else(|| base.clone()),
-                    source: e.into_io_error().unwrap_or_else(|| std::io::Error::other("walk failed")),
-                })?;
+            // Links are followed (a linked recipe is a recipe); one that leads nowhere is an
+            // error naming it, not a recipe skipped unsaid, but for an editor's lock link
+            // (Emacs' `.#x.toml`), which leads nowhere by design.
+            for entry in walkdir::WalkDir::new(&base).follow_links(true).sort_by_file_name() {
+                let entry = match entry {
+                    Ok(entry) => entry,
+                    Err(e) => {
+                        let path = e.path().map(Path::to_path_buf).unwrap_or_else(|| base.clone());
+                        match std::fs::read_link(&path) {
+                            Ok(_) if path.file_name().is_some_and(|n| n.to_string_lossy().starts_with(".#")) => {
+                                continue
+                            }
+                            Ok(target) if !path.exists() => return Err(TreeError::DanglingLink { path, target }),
+                            _ => {
+                                return Err(TreeError::Read {
+                                    path,
+                                    source: e.into_io_error().unwrap_or_else(|| std::io::Error::other("walk failed")),
+                                })
+                            }
+                        }
+                    }
+                };
                 if !entry.file_type().is_file() {
                     continue;
                 }

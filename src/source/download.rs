@@ -78,7 +78,8 @@ impl RetryPolicy {
     }
 
     fn over(d: RetryPolicy) -> RetryPolicy {
-        let num = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<u64>().ok());
+        // Config::load refused a bad value, naming it.
+        let num = |name: &str| crate::config::env_number(name).ok().flatten();
         RetryPolicy {
             attempts: num("ROCMFORGE_RETRIES").map(|n| n.max(1) as u32).unwrap_or(d.attempts),
             base: num("ROCMFORGE_RETRY_BASE_MS").map(Duration::from_millis).unwrap_or(d.base),

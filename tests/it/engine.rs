@@ -710,3 +710,38 @@ fn a_trivial_step_starts_no_rm_mkdir_or_env_of_its_own() {
         std::fs::read_to_string(&noted).unwrap()
     );
 }
+
+/// A step that writes straight into `{prefix}` (not its stage) leaves a file no artifact holds,
+/// restores or removes: the recipe fails naming it, nothing is stored, and the next build runs
+/// the steps again (and fails again) rather than taking the recorded steps as done. A file that
+/// was in the prefix before the build is not the recipe's doing.
+#[test]
+fn a_step_writing_into_the_prefix_outside_every_artifact_fails_naming_the_file() {
+    let e = Env::new();
+    std::fs::create_dir_all(e.prefix().join("share")).unwrap();
+    std::fs::write(e.prefix().join("share/mine.txt"), "the user's\n").unwrap();
+    let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options().write(true).open(e.prefix().join("share/mine.txt")).unwrap().set_modified(old).unwrap();
+    e.edit(
+        "mid",
+        "\"mkdir -p {stage}/lib\",",
+        "\"mkdir -p {stage}/lib {prefix}/etc\",\n  \"echo x > {prefix}/etc/mid.conf\",",
+    );
+    for run in 1..=2 {
+        let out = e.cmd().args(["build", "top", "--prefix"]).arg(e.prefix()).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "run {run}: {err}");
+        assert!(
+            err.contains(&format!(
+                "mid: its steps wrote into the prefix `{}` outside its stage, where no artifact holds, restores or removes what they wrote: `etc/mid.conf`; nothing was stored",
+                e.prefix().display()
+            )),
+            "run {run}: {err}"
+        );
+        assert!(!err.contains("mine.txt"), "{err}");
+        assert_eq!(e.runs("mid"), run, "the steps run again");
+        assert!(!e.prefix().join("lib/libmid.txt").exists(), "mid was not deployed");
+    }
+    // base's files, deployed before mid ran, are base's.
+    assert!(e.prefix().join("lib/libbase.txt").exists());
+}

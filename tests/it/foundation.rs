@@ -76,6 +76,18 @@ const REFUSED_FOR_WHAT_THE_RECIPE_SAYS: &[(&str, &str, &str, &str)] = &[
     (
         "torch",
         "[build]\n",
+        "[build]\nsteps = [\"true\", \"# nothing\\n  # still nothing\"]\n",
+        "[build] steps: `# nothing\n  # still nothing` is only comments: it runs nothing and always succeeds",
+    ),
+    (
+        "llvm",
+        "[targets]\n",
+        "[[check]]\nname = \"smoke\"\nsteps = [\"# compile it\"]\n\n[targets]\n",
+        "check `smoke` has no steps: it would prove nothing",
+    ),
+    (
+        "torch",
+        "[build]\n",
         "[build]\nrequirements = [\"numpy=={numpy}\"]\n",
         "[build] requirements: `numpy=={numpy}`: unknown placeholder `{numpy}`",
     ),
@@ -122,6 +134,85 @@ const REFUSED_FOR_WHAT_THE_RECIPE_SAYS: &[(&str, &str, &str, &str)] = &[
         "`install-wheels` is for python-wheel recipes; this one is `cmake`",
     ),
     ("llvm", "system = \"cmake\"", "system = \"script\"", "a `script` recipe without `steps` builds nothing"),
+    // No path a recipe writes may leave its tree: the build would run in, copy from or check a
+    // host directory (`subdir = "/etc"` put /etc/shadow in the artifact).
+    (
+        "hip",
+        "tag = \"rocm-6.2.4\"",
+        "tag = \"rocm-6.2.4\"\nsubdir = \"/etc\"",
+        "`subdir` `/etc` must be a relative path inside the source tree",
+    ),
+    (
+        "llvm",
+        "subdir = \"llvm\"",
+        "subdir = \"llvm/../..\"",
+        "`subdir` `llvm/../..` must be a relative path inside the source tree",
+    ),
+    ("rocblas", "sha256 = ", "subdir = \"..\"\nsha256 = ", "`subdir` `..` must be a relative path inside the source tree"),
+    ("llvm", "from = \"llvm-project\"", "from = \"../llvm-project\"", "dependency `../llvm-project` does not exist"),
+    (
+        "llvm",
+        "[targets]\n",
+        "[[check]]\nname = \"smoke\"\nfiles = \"../../etc\"\nsteps = [\"true\"]\n\n[targets]\n",
+        "check files `../../etc` must be a folder name under recipes/fixture/checks/ or recipes/checks/",
+    ),
+    (
+        "llvm",
+        "[targets]\n",
+        "[[check]]\nname = \"smoke\"\nfiles = \"/etc\"\nsteps = [\"true\"]\n\n[targets]\n",
+        "check files `/etc` must be a folder name",
+    ),
+    (
+        "llvm",
+        "[targets]\n",
+        "[[provides]]\nwhat = \"x\"\nconsumers = [\"clr: a.cmake:1\"]\nfiles = [\"lib/../../etc/shadow\"]\n\n[targets]\n",
+        "`lib/../../etc/shadow` must be a relative path inside the installed tree",
+    ),
+    (
+        "rocblas",
+        "supported = [",
+        "device-code = [\"/opt/rocm/lib/librocblas.so\"]\nsupported = [",
+        "`/opt/rocm/lib/librocblas.so` must be a relative path inside the installed tree",
+    ),
+    (
+        "rocblas",
+        "supported = [",
+        "must-contain = { \"../share/x\" = \"y\" }\nsupported = [",
+        "`../share/x` must be a relative path inside the installed tree",
+    ),
+    (
+        "miopen",
+        "\"-DMIOPEN_USE_COMPOSABLEKERNEL=OFF\"",
+        "\"-DCMAKE_INSTALL_PREFIX={prefix}/../x\"",
+        "`-DCMAKE_INSTALL_PREFIX={prefix}/../x` installs outside the stack's prefix",
+    ),
+    (
+        "miopen",
+        "\"-DMIOPEN_USE_COMPOSABLEKERNEL=OFF\"",
+        "\"-DCMAKE_INSTALL_PREFIX={prefix}-old\"",
+        "`-DCMAKE_INSTALL_PREFIX={prefix}-old` installs outside the stack's prefix",
+    ),
+    (
+        "rocblas",
+        "[targets]\n",
+        "[external]\nfiles = [\"/etc/shadow\"]\n\n[targets]\n",
+        "`[external] files` `/etc/shadow` must be a relative path inside the installation",
+    ),
+    ("stack", "default-targets = [\"gfx1010\"]", "default-targets = []", "`default-targets` is empty"),
+    (
+        "stack",
+        "default = true",
+        "default = true\nindex-path = \"simple\"",
+        "`index-path` `simple` is a name the index directory's top already uses",
+    ),
+    (
+        "stack",
+        "default = true",
+        "default = true\nindex-path = \"index.json\"",
+        "`index-path` `index.json` is a name the index directory's top already uses",
+    ),
+    ("rocblas", "version = \"4.2.4\"", "version = \"\"", "`version` `` must be letters, digits and `.+-_~`, not empty"),
+    ("rocblas", "version = \"4.2.4\"", "version = \"4.2/../x\"", "`version` `4.2/../x` must be letters, digits and `.+-_~`"),
 ];
 
 #[test]
@@ -132,6 +223,18 @@ fn check_refuses_what_the_build_would_refuse_for_what_the_recipe_says() {
         assert!(e.contains(&format!("{recipe}.toml")), "{e}");
         assert!(!e.contains("{literal}"), "literal braces are not placeholders: {e}");
     }
+}
+
+/// A path that would leave its tree is refused at its own line and column, as a patch name is.
+#[test]
+fn a_subdir_leaving_the_source_tree_is_refused_at_its_line() {
+    let e = check_errors(|r| {
+        replace_in(r, &format!("{F}/hip.toml"), "tag = \"rocm-6.2.4\"", "tag = \"rocm-6.2.4\"\nsubdir = \"/etc\"");
+        replace_in(r, &format!("{F}/llvm.toml"), "subdir = \"llvm\"", "subdir = \"../..\"");
+    });
+    assert!(e.contains("`subdir` `/etc` must be a relative path inside the source tree\n  --> [ROOT]/recipes/fixture/hip.toml:9:10"), "{e}");
+    assert!(e.contains("`subdir` `../..` must be a relative path inside the source tree\n  --> [ROOT]/recipes/fixture/llvm.toml:8:10"), "{e}");
+    assert!(e.contains("2 problems found"), "nothing else is refused: {e}");
 }
 
 #[test]
@@ -518,6 +621,82 @@ fn help_on_every_command() {
         rocmforge(home.path()).args(cmd).assert().success().stdout(predicate::str::contains("Usage: rocmforge"));
     }
     rocmforge(home.path()).arg("--help").assert().stdout(predicate::str::contains("Exit codes: 0 success"));
+}
+
+/// A numeric setting from the environment that does not parse, or means nothing (a timeout of
+/// 0 s fails every download), is refused naming the variable, never taken silently.
+#[test]
+fn a_numeric_env_setting_that_means_nothing_is_refused_naming_it() {
+    let home = tempfile::tempdir().unwrap();
+    for (name, value, unit, min) in [
+        ("ROCMFORGE_HTTP_TIMEOUT_SECS", "0", "seconds", 1),
+        ("ROCMFORGE_HTTP_TIMEOUT_SECS", "60s", "seconds", 1),
+        ("ROCMFORGE_RETRIES", "0", "attempts", 1),
+        ("ROCMFORGE_RETRIES", "-1", "attempts", 1),
+        ("ROCMFORGE_RETRY_BASE_MS", "ten", "milliseconds", 0),
+        ("ROCMFORGE_CACHE_CONNECT_TIMEOUT_SECS", "0", "seconds", 1),
+        ("ROCMFORGE_CACHE_BLOB_TIMEOUT_SECS", "1e3", "seconds", 1),
+    ] {
+        rocmforge(home.path())
+            .env(name, value)
+            .arg("--recipes")
+            .arg(fixture_tree())
+            .args(["plan", "miopen"])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(format!(
+                "{name}=`{value}` is not valid: use a whole number of {unit}, at least {min}"
+            )));
+    }
+    rocmforge(home.path())
+        .env("ROCMFORGE_CACHE_READ_ONLY", "ture")
+        .arg("--recipes")
+        .arg(fixture_tree())
+        .args(["plan", "miopen"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("ROCMFORGE_CACHE_READ_ONLY=`ture` is not valid: use `1`, `true`"));
+    rocmforge(home.path())
+        .env("ROCMFORGE_CACHE_READ_ONLY", "yes")
+        .env("ROCMFORGE_HTTP_TIMEOUT_SECS", "7")
+        .env("ROCMFORGE_RETRY_BASE_MS", "0")
+        .arg("--recipes")
+        .arg(fixture_tree())
+        .args(["plan", "miopen"])
+        .assert()
+        .success();
+}
+
+/// A recipe file that is a link leading nowhere is an error naming it (it was skipped without a
+/// word, the stack building without that recipe); a link to a file is read like the file, and an
+/// editor's lock link (`.#x.toml`) is no recipe.
+#[test]
+fn a_dangling_link_in_the_recipe_tree_is_named() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = broken_tree(|r| {
+        let d = r.join(F);
+        std::fs::rename(d.join("hip.toml"), r.join("hip.toml")).unwrap();
+        std::os::unix::fs::symlink(r.join("hip.toml"), d.join("hip.toml")).unwrap();
+        std::os::unix::fs::symlink("user@host.1234", d.join(".#clr.toml")).unwrap();
+    });
+    rocmforge(home.path())
+        .arg("--recipes")
+        .arg(dir.path())
+        .args(["recipes", "check"])
+        .assert()
+        .success()
+        .stdout("ok: 1 stack(s), 11 recipes, no problems\n");
+    let gone = dir.path().join(F).join("gone.toml");
+    std::os::unix::fs::symlink(dir.path().join("moved-away.toml"), &gone).unwrap();
+    for cmd in [&["recipes", "check"][..], &["plan", "miopen"]] {
+        rocmforge(home.path()).arg("--recipes").arg(dir.path()).args(cmd).assert().failure().stderr(
+            predicate::str::contains(format!(
+                "`{}` is a symbolic link to `{}`, which does not exist",
+                gone.display(),
+                dir.path().join("moved-away.toml").display()
+            )),
+        );
+    }
 }
 
 #[test]

@@ -386,3 +386,39 @@ fn build_pins_unpinned_sources_and_locked_refuses_to() {
     let text = String::from_utf8(w.cmd(&["plan", "app"]).output().unwrap().stdout).unwrap();
     assert!(text.contains(&format!("     pin:     sha256 {sha} (recipe; witness: the test made it)\n")), "{text}");
 }
+
+/// A pin's digest the build could never match (not 64, or 40, lowercase hex) is refused when the
+/// lock file is read, naming its line, not blamed later on the download.
+#[test]
+fn a_malformed_digest_in_the_lock_file_is_refused_at_its_line() {
+    let source = "[source]\nurl = \"https://example.org/app-1.0.tar.gz\"\n";
+    for (field, value, pin) in [
+        (
+            "sha256",
+            "E3B0C44298FC1C149AFBF4C8996FB92427AE41E4649B934CA495991B7852B855",
+            "url = \"https://example.org/app-1.0.tar.gz\"\n",
+        ),
+        ("sha256", "e3b0c442", "url = \"https://example.org/app-1.0.tar.gz\"\n"),
+        ("rev", "v1", "url = \"https://github.com/test/app.git\"\ntag = \"v1\"\n"),
+    ] {
+        let w = world(
+            "",
+            if field == "rev" { "[source]\ngit = \"https://github.com/test/app.git\"\ntag = \"v1\"\n" } else { source },
+        );
+        let lock = w.tree().join("recipes/t/rocmforge.lock");
+        std::fs::write(&lock, format!("# by hand\n[[pin]]\nrecipe = \"app\"\n{pin}{field} = \"{value}\"\n")).unwrap();
+        let line = if field == "rev" { 6 } else { 5 };
+        let out = w.cmd(&["plan", "app"]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{field} = {value}: {err}");
+        assert!(
+            err.contains(&format!(
+                "lock file {}:{line}: pin of `app`: `{field}` must be {} lowercase hex characters, got `{value}`",
+                lock.display(),
+                if field == "rev" { 40 } else { 64 }
+            )),
+            "{err}"
+        );
+        assert!(err.contains("run `rocmforge lock` again"), "{err}");
+    }
+}
