@@ -293,6 +293,29 @@ fn host_needs_are_declared(audit: &Audit) {
     assert!(failures.is_empty(), "{} problem(s):\n{}", failures.len(), failures.join("\n"));
 }
 
+/// rocm-5.4: no recipe claims to provide an OpenMP runtime, and none builds one. Tensile
+/// rocm-5.4.3 links `-fopenmp` only into its client (Tensile/Source/client/CMakeLists.txt:79,92),
+/// which rocBLAS leaves off (TensileConfig.cmake:53-64); the audit of every other hit is in
+/// docs/rocm-5.4-audit.md, "The OpenMP runtime".
+#[test]
+fn rocm_5_4_builds_and_claims_no_openmp_runtime() {
+    let stack = stack("rocm-5.4");
+    let mut found = Vec::new();
+    for recipe in stack.recipes.values() {
+        for p in &recipe.provides {
+            if p.files.iter().any(|f| f.contains("libomp")) || p.what.contains("OpenMP") {
+                found.push(format!("{} provides {:?}", recipe.name, p.what));
+            }
+        }
+        for a in &recipe.build.args {
+            if a.starts_with("-DLLVM_ENABLE_RUNTIMES=") && a.split(['=', ';']).any(|r| r == "openmp") {
+                found.push(format!("{} builds the openmp runtime: {a}", recipe.name));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{found:?}");
+}
+
 #[test]
 fn hipblaslt_build_venv_cmake_is_new_enough_and_below_4() {
     // hipBLASLt 6.2 declares cmake_minimum_required(VERSION 3.25.2 FATAL_ERROR); CMake 4 drops
@@ -314,6 +337,11 @@ const ROCM_5_4: Audit = Audit {
     absent: &[
         ("hipamd", "-DHIP_ENABLE_ROCPROFILER_REGISTER", "a 6.2 clr option; hipamd rocm-5.4.3 has none"),
         ("hipamd", "-DCLR_BUILD_HIP", "a 6.2 clr option; hipamd rocm-5.4.3 is HIP only"),
+        (
+            "llvm",
+            "-DOPENMP_",
+            "no openmp runtime: nothing of the 5.4 night links -fopenmp by the stack's clang (docs/rocm-5.4-audit.md)",
+        ),
     ],
     requirements: REQUIREMENTS_5_4,
     host: HOST_5_4,
@@ -425,8 +453,10 @@ const EDGES_5_4: &[(&str, &str, &str)] = &[
 const ARGS_5_4: &[(&str, &str, &str)] = &[
     (
         "llvm",
-        "-DLLVM_ENABLE_RUNTIMES=compiler-rt;openmp",
-        "hipamd rocm-5.4.3 hip-config.cmake.in:294-311 FATAL_ERROR without the builtins; HIP bin/hipcc.pl:731-737",
+        "-DLLVM_ENABLE_RUNTIMES=compiler-rt",
+        "hipamd rocm-5.4.3 hip-config.cmake.in:294-311 FATAL_ERROR without the builtins; HIP bin/hipcc.pl:731-737; \
+         no openmp: Tensile rocm-5.4.3 links -fopenmp only into its client (Source/client/CMakeLists.txt:79,92), \
+         off unless Client is asked for (TensileConfig.cmake:53-64)",
     ),
     ("rocminfo", "-DROCRTST_BLD_TYPE=Release", "rocminfo rocm-5.4.3 CMakeLists.txt:62-69: Debug otherwise"),
     ("rocm-core", "-DROCM_VERSION=5.4.3", "rocm-core rocm-5.5.0 CMakeLists.txt:39-40: no 5.4 source exists"),
