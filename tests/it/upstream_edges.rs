@@ -502,3 +502,48 @@ const HOST_5_4: &[(&str, &str, &str, &str)] = &[
     ("hipsparse", "packages", "gfortran", "hipSPARSE rocm-5.4.3 CMakeLists.txt:67 project(... Fortran)"),
     ("hipsolver", "packages", "gfortran", "hipSOLVER rocm-5.4.3 CMakeLists.txt:46-49 enable_language(Fortran)"),
 ];
+
+/// (stack, the header MIOpen's `find_path(HALF_INCLUDE_DIR <header>)` names, where upstream says
+/// so). A value given on the command line skips that find_path and goes on MIOpen's include path
+/// as it is, so it must be the folder where the half recipe puts that header, wherever the plan
+/// takes half from: `{root:half}` (the prefix, or the installation under `--rocm-path`).
+const HALF_HEADER: &[(&str, &str, &str)] = &[
+    (
+        "rocm-5.4",
+        "half.hpp",
+        "MIOpen rocm-5.4.3 CMakeLists.txt:414; half 37742ce CMakeLists.txt:23 installs include/half.hpp",
+    ),
+    ("rocm-6.2", "half/half.hpp", "MIOpen rocm-6.2.2 CMakeLists.txt:442; half rocm-6.0.2 CMakeLists.txt:27"),
+];
+
+#[test]
+fn miopen_half_include_dir_is_the_folder_the_half_recipe_puts_its_header_in() {
+    let mut failures = Vec::new();
+    for (name, header, why) in HALF_HEADER {
+        let stack = stack(name);
+        let given: Vec<String> = args(&stack, "miopen")
+            .into_iter()
+            .filter_map(|a| a.strip_prefix("-DHALF_INCLUDE_DIR=").map(str::to_string))
+            .collect();
+        let [dir] = given.as_slice() else {
+            failures.push(format!("{name}: miopen must pass -DHALF_INCLUDE_DIR once ({given:?}): {why}"));
+            continue;
+        };
+        // Relative to where half lies, never to the prefix: under --rocm-path half may be taken.
+        let Some(rel) = dir.strip_prefix("{root:half}/") else {
+            failures.push(format!("{name}: -DHALF_INCLUDE_DIR={dir} is not under {{root:half}}: {why}"));
+            continue;
+        };
+        let wanted = format!("{}/{header}", rel.trim_end_matches('/'));
+        let half = stack.recipe("half").unwrap();
+        let provided: Vec<&String> = half.provides.iter().flat_map(|p| &p.files).collect();
+        if !provided.iter().any(|f| **f == wanted) {
+            failures.push(format!("{name}: {dir}/{header} is not a file half provides ({provided:?}): {why}"));
+        }
+        let external = half.external.as_ref().map(|x| x.files.clone()).unwrap_or_default();
+        if !external.contains(&wanted) {
+            failures.push(format!("{name}: half's [external] files {external:?} lack {wanted}, so an installation without it would be taken: {why}"));
+        }
+    }
+    assert!(failures.is_empty(), "{} problem(s):\n{}", failures.len(), failures.join("\n"));
+}
