@@ -455,6 +455,11 @@ const ARGS_5_4: &[(&str, &str, &str)] = &[
     ("miopen", "-DMIOPEN_USE_COMPOSABLEKERNEL=OFF", "composable_kernel 5.4.3 ck.hpp:32-34 #error on gfx1010"),
     ("miopen", "-DMIOPEN_USE_MLIR=OFF", "MIOpen rocm-5.4.3 CMakeLists.txt:328-345: ON needs rocMLIR, no gfx101x solver"),
     ("miopen", "-DBUILD_TESTING=OFF", "with patch 0003: test/ would git-clone googletest at configure"),
+    (
+        "roctracer",
+        "-DBUILD_TESTING=OFF",
+        "with patch 0001: roctracer rocm-5.4.3 CMakeLists.txt:56-59 puts test/ (test/CMakeLists.txt:45-173) in `all`",
+    ),
 ];
 
 const REQUIREMENTS_5_4: &[(&str, &str, &str)] = &[
@@ -546,4 +551,57 @@ fn miopen_half_include_dir_is_the_folder_the_half_recipe_puts_its_header_in() {
         }
     }
     assert!(failures.is_empty(), "{} problem(s):\n{}", failures.len(), failures.join("\n"));
+}
+
+/// roctracer 5.4.3 puts test/ in `all` (CMakeLists.txt:56-59; test/CMakeLists.txt:45-173 builds
+/// and installs 8 HIP programs, host programs and copy.hsaco per target). The recipe's patch gates
+/// it on BUILD_TESTING and the recipe passes `-DBUILD_TESTING=OFF`: configured for real with the
+/// patch's own post-image of that block (and its pre-image as the control), with the recipe's
+/// arguments, test/ is added upstream and not with the recipe.
+#[test]
+fn roctracer_5_4_leaves_its_tests_out_of_the_build() {
+    let stack = stack("rocm-5.4");
+    let r = stack.recipe("roctracer").unwrap();
+    let patch = r
+        .patches
+        .iter()
+        .find(|p| p.name.contains("no-tests"))
+        .unwrap_or_else(|| panic!("roctracer carries no patch leaving test/ out: {:?}", r.patches));
+    let diff = std::fs::read_to_string(crate::support::repo_root().join(&patch.path)).unwrap();
+    let hunk = diff
+        .split("\n@@ ")
+        .find(|h| h.contains("add_subdirectory(test)"))
+        .unwrap_or_else(|| panic!("{}: no hunk gates add_subdirectory(test)", patch.path));
+    let image = |keep: char| -> String {
+        let lines = hunk.lines().skip(1).take_while(|l| !l.starts_with("diff --git"));
+        lines.filter_map(|l| l.strip_prefix(' ').or_else(|| l.strip_prefix(keep))).collect::<Vec<_>>().join("\n")
+    };
+    let cmake_args: Vec<String> = args(&stack, "roctracer").into_iter().filter(|a| !a.contains('{')).collect();
+    let tests_added = |block: &str| -> bool {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src-tree");
+        for d in ["src", "test"] {
+            std::fs::create_dir_all(src.join(d)).unwrap();
+        }
+        std::fs::write(src.join("src/CMakeLists.txt"), "").unwrap();
+        std::fs::write(src.join("test/CMakeLists.txt"), "file(WRITE ${CMAKE_BINARY_DIR}/tests-added \"\")\n").unwrap();
+        // As upstream sets it (CMakeLists.txt:49-51) before the block.
+        let top = format!(
+            "cmake_minimum_required(VERSION 3.18)\nproject(roctracer NONE)\nset(LIBRARY_TYPE SHARED)\n{block}\n"
+        );
+        std::fs::write(src.join("CMakeLists.txt"), top).unwrap();
+        let build = dir.path().join("build");
+        let out = std::process::Command::new("cmake")
+            .arg("-S")
+            .arg(&src)
+            .arg("-B")
+            .arg(&build)
+            .args(&cmake_args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", crate::support::text(&out));
+        build.join("tests-added").exists()
+    };
+    assert!(tests_added(&image('-')), "control: upstream's block adds test/ with {cmake_args:?}");
+    assert!(!tests_added(&image('+')), "the patched block still adds test/ with {cmake_args:?}:\n{}", image('+'));
 }
