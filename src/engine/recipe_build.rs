@@ -393,6 +393,19 @@ impl Engine<'_> {
             Some(dir) if d.on_installation => dir.clone(),
             _ => own,
         };
+        // `{root:<dep>}`: where each build dependency's files lie.
+        let dep_roots = r
+            .build_deps
+            .iter()
+            .map(|dep| {
+                let taken = self.plan.entry(dep).is_some_and(|e| e.state == crate::plan::State::External);
+                let root = match &self.plan.rocm_path {
+                    Some(dir) if taken => dir.clone(),
+                    _ => self.plan.prefix.clone(),
+                };
+                (dep.clone(), root)
+            })
+            .collect();
         Ok(Vars {
             installed,
             requested: Some(self.plan.targets.clone()),
@@ -419,6 +432,7 @@ impl Engine<'_> {
             rocm_llvm: on_installation(&self.plan.rocm_llvm, self.plan.prefix.join("llvm")),
             rocm_device_libs: on_installation(&self.plan.rocm_device_libs, self.plan.prefix.join("amdgcn/bitcode")),
             package_roots: if d.on_installation { self.rebuilt_packages(&d.name) } else { Vec::new() },
+            dep_roots,
             find_links: None,
             install_wheels: Vec::new(),
         })

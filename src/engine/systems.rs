@@ -73,6 +73,9 @@ pub struct Vars {
     /// `<package>_ROOT=<prefix>` so `find_package` takes the rebuilt copy even where the project
     /// puts the installation first in its own `CMAKE_PREFIX_PATH` (PyTorch appends `ROCM_PATH`).
     pub package_roots: Vec<String>,
+    /// `{root:<recipe>}`: for each build dependency, the root holding its files: the
+    /// installation when the plan takes it from there, else the prefix.
+    pub dep_roots: BTreeMap<String, PathBuf>,
     /// python-wheel: a folder holding the wheels of the recipe's build dependencies, offered to
     /// pip with `--find-links`.
     pub find_links: Option<PathBuf>,
@@ -86,6 +89,8 @@ pub enum ExpandError {
     Unknown { recipe: String, name: String, text: String },
     #[error("{recipe}: `{{src:{dep}}}` names a recipe that is not among its source dependencies; add it to `[dependencies] source`")]
     NotASourceDep { recipe: String, dep: String },
+    #[error("{recipe}: `{{root:{dep}}}` names a recipe that is not among its build dependencies; add it to `[dependencies] build`")]
+    NotABuildDep { recipe: String, dep: String },
     #[error("{recipe}: `{{python}}` is used but no Python was found; set `python` in the stack or ROCMFORGE_PYTHON")]
     NoPython { recipe: String },
 }
@@ -121,6 +126,13 @@ impl Vars {
             "version" => self.version.clone(),
             "wheel_version" => self.wheel_version.clone(),
             "python" => p(self.python.as_deref().ok_or_else(|| ExpandError::NoPython { recipe: recipe.into() })?),
+            other if other.starts_with("root:") => {
+                let dep = &other["root:".len()..];
+                p(self
+                    .dep_roots
+                    .get(dep)
+                    .ok_or_else(|| ExpandError::NotABuildDep { recipe: recipe.into(), dep: dep.into() })?)
+            }
             other => match other.strip_prefix("src:") {
                 Some(dep) => p(self
                     .source_trees
@@ -383,6 +395,10 @@ mod tests {
             rocm_llvm: PathBuf::from("/p/llvm"),
             rocm_device_libs: PathBuf::from("/p/amdgcn/bitcode"),
             package_roots: Vec::new(),
+            dep_roots: BTreeMap::from([
+                ("half".into(), "/opt/rocm-5.4.3".into()),
+                ("rocblas".into(), "/opt/rf".into()),
+            ]),
             find_links: None,
             install_wheels: Vec::new(),
         }
@@ -511,6 +527,12 @@ mod tests {
         assert_eq!(v.expand("r", "{targets_comma}").unwrap(), "gfx1010,gfx1012");
         let e = v.expand("clr", "{src:rocr}").unwrap_err().to_string();
         assert!(e.contains("`{src:rocr}` names a recipe that is not among its source dependencies"), "{e}");
+        assert_eq!(
+            v.expand("miopen", "-DHALF_INCLUDE_DIR={root:half}/include {root:rocblas}").unwrap(),
+            "-DHALF_INCLUDE_DIR=/opt/rocm-5.4.3/include /opt/rf"
+        );
+        let e = v.expand("miopen", "{root:comgr}").unwrap_err().to_string();
+        assert!(e.contains("`{root:comgr}` names a recipe that is not among its build dependencies"), "{e}");
         let e = v.expand("clr", "x {bogus} y").unwrap_err().to_string();
         assert!(e.starts_with("clr: unknown placeholder `{bogus}` in `x {bogus} y`"), "{e}");
     }

@@ -280,7 +280,8 @@ pub(super) fn lower_recipe<'a>(
             source_dep_names.push(n.clone());
         }
     }
-    check_texts(&file, &build, &checks, &source_dep_names, diags);
+    let build_dep_names: Vec<String> = raw.dependencies.build.iter().map(|d| d.get_ref().clone()).collect();
+    check_texts(&file, &build, &checks, &source_dep_names, &build_dep_names, diags);
     let recipe = Recipe {
         name,
         version: raw.package.version.into_inner(),
@@ -307,12 +308,13 @@ pub(super) fn lower_recipe<'a>(
 
 /// What the build would refuse in the texts it runs, said when the recipe is loaded: an unknown
 /// placeholder (or `{src:x}` of a recipe that is not a source dependency), and an empty step
-/// (which "succeeds" doing nothing).
+/// (which "succeeds" doing nothing). `{root:x}` must name a build dependency.
 fn check_texts(
     file: &FileText<'_>,
     build: &BuildSpec,
     checks: &[super::PostCheck],
     source_deps: &[String],
+    build_deps: &[String],
     diags: &mut Diagnostics,
 ) {
     let mut texts: Vec<(String, &str)> = Vec::new();
@@ -336,7 +338,7 @@ fn check_texts(
                         "remove it, or write the command it should run (a comment belongs beside the step in the TOML)",
                     ),
             );
-        } else if let Err(e) = super::placeholders::check(text, source_deps) {
+        } else if let Err(e) = super::placeholders::check(text, source_deps, build_deps) {
             diags.push(file.whole(format!("{place}: `{text}`: {e}")));
         }
     }

@@ -3,7 +3,9 @@
 //! engine expands them (`engine::systems::Vars::expand`); the loader refuses an unknown one, so
 //! `recipes check` says what the build would say only after the checkout.
 
-/// The placeholders every recipe may use (`{src:<recipe>}` besides, for its source dependencies).
+/// The placeholders every recipe may use (`{src:<recipe>}` besides, for its source dependencies,
+/// and `{root:<recipe>}`, for its build dependencies: the root that holds a dependency's files,
+/// the installation given by `--rocm-path` when the plan takes it from there, else `{prefix}`).
 pub const KNOWN: &[&str] = &[
     "prefix",
     "targets",
@@ -25,6 +27,7 @@ pub const KNOWN: &[&str] = &[
 pub fn known_list() -> String {
     let mut all: Vec<String> = KNOWN.iter().map(|k| format!("{{{k}}}")).collect();
     all.push("{src:<recipe>}".into());
+    all.push("{root:<recipe>}".into());
     all.join(" ")
 }
 
@@ -67,10 +70,19 @@ pub fn pieces(text: &str) -> Vec<Piece<'_>> {
     out
 }
 
-/// Why `text` would not expand for a recipe whose source dependencies are `source_deps`.
-pub fn check(text: &str, source_deps: &[String]) -> Result<(), String> {
+/// Why `text` would not expand for a recipe whose source dependencies are `source_deps` and
+/// build dependencies `build_deps`.
+pub fn check(text: &str, source_deps: &[String], build_deps: &[String]) -> Result<(), String> {
     for p in pieces(text) {
         let Piece::Name(name) = p else { continue };
+        if let Some(dep) = name.strip_prefix("root:") {
+            if !build_deps.iter().any(|d| d == dep) {
+                return Err(format!(
+                    "`{{root:{dep}}}` names a recipe that is not among its build dependencies; add it to `[dependencies] build`"
+                ));
+            }
+            continue;
+        }
         match name.strip_prefix("src:") {
             Some(dep) if source_deps.iter().any(|d| d == dep) => {}
             Some(dep) => {
@@ -113,9 +125,17 @@ mod tests {
                 Piece::Text("{open"),
             ]
         );
-        assert!(check("-DX={targets} {src:hip}", &["hip".into()]).is_ok());
-        let e = check("make {nosuch}", &[]).unwrap_err();
+        assert!(check("-DX={targets} {src:hip}", &["hip".into()], &[]).is_ok());
+        let e = check("make {nosuch}", &[], &[]).unwrap_err();
         assert!(e.starts_with("unknown placeholder `{nosuch}`; known: {prefix}"), "{e}");
-        assert!(check("{src:rocr}", &["hip".into()]).unwrap_err().contains("not among its source dependencies"));
+        assert!(check("{src:rocr}", &["hip".into()], &[]).unwrap_err().contains("not among its source dependencies"));
+    }
+
+    #[test]
+    fn a_dependency_root_must_name_a_build_dependency() {
+        assert!(check("-DHALF_INCLUDE_DIR={root:half}/include", &[], &["half".into()]).is_ok());
+        let e = check("{root:half}/include", &["half".into()], &["rocblas".into()]).unwrap_err();
+        assert!(e.contains("`{root:half}` names a recipe that is not among its build dependencies"), "{e}");
+        assert!(known_list().contains("{root:<recipe>}"), "{}", known_list());
     }
 }

@@ -68,6 +68,12 @@ const REFUSED_FOR_WHAT_THE_RECIPE_SAYS: &[(&str, &str, &str, &str)] = &[
         "`{src:rocr}` names a recipe that is not among its source dependencies",
     ),
     (
+        "miopen",
+        "-DGPU_TARGETS={targets}",
+        "-DHALF_INCLUDE_DIR={root:half}/include",
+        "`{root:half}` names a recipe that is not among its build dependencies; add it to `[dependencies] build`",
+    ),
+    (
         "torch",
         "[build]\n",
         "[build]\nsteps = [\"echo {{literal}}\", \"  \"]\n",

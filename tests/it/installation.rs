@@ -115,7 +115,7 @@ build = ["blas", "fft", "dnn"]
 
 [build]
 system = "cmake"
-args = ["-DCMAKE_PREFIX_PATH={rocm}", "-DROCM_ROOT_SEEN={rocm}"]
+args = ["-DCMAKE_PREFIX_PATH={rocm}", "-DROCM_ROOT_SEEN={rocm}", "-DFFT_ROOT_SEEN={root:fft}", "-DBLAS_ROOT_SEEN={root:blas}"]
 
 [targets]
 gpu = false
@@ -130,7 +130,7 @@ add_executable(app main.cpp)
 target_link_libraries(app blas::blas fft::fft dnn::dnn)
 set_target_properties(app PROPERTIES INSTALL_RPATH "")
 install(TARGETS app DESTINATION bin)
-file(WRITE "${CMAKE_BINARY_DIR}/found.txt" "blas ${blas_DIR}\nfft ${fft_DIR}\ndnn ${dnn_DIR}\nrocm ${ROCM_ROOT_SEEN}\n")
+file(WRITE "${CMAKE_BINARY_DIR}/found.txt" "blas ${blas_DIR}\nfft ${fft_DIR}\ndnn ${dnn_DIR}\nrocm ${ROCM_ROOT_SEEN}\nroot:fft ${FFT_ROOT_SEEN}\nroot:blas ${BLAS_ROOT_SEEN}\n")
 install(FILES "${CMAKE_BINARY_DIR}/found.txt" DESTINATION share/app)
 "#;
 
@@ -286,6 +286,9 @@ fn the_installation_stands_in_only_where_it_may_and_the_rebuilt_recipes_build_ag
     assert!(found.contains(&format!("dnn {p}/lib/cmake/dnn")), "{found}");
     assert!(found.contains(&format!("fft {r}/lib/cmake/fft")), "{found}");
     assert!(found.contains(&format!("rocm {r}")), "{{rocm}} is the installation for a recipe built on it: {found}");
+    // {root:<dep>}: where that dependency's files lie (MIOpen's -DHALF_INCLUDE_DIR={root:half}/include).
+    assert!(found.contains(&format!("root:fft {r}\n")), "{{root:fft}} is the installation fft is taken from: {found}");
+    assert!(found.contains(&format!("root:blas {p}\n")), "{{root:blas}} is the prefix blas is built into: {found}");
     let needed = run(Process::new("readelf").arg("-d").arg(prefix.join("bin/app")));
     for lib in ["libblas.so", "libfft.so", "libdnn.so"] {
         assert!(needed.contains(lib), "{needed}");

@@ -485,6 +485,11 @@ const ARGS_5_4: &[(&str, &str, &str)] = &[
     ("miopen", "-DMIOPEN_USE_COMPOSABLEKERNEL=OFF", "composable_kernel 5.4.3 ck.hpp:32-34 #error on gfx1010"),
     ("miopen", "-DMIOPEN_USE_MLIR=OFF", "MIOpen rocm-5.4.3 CMakeLists.txt:328-345: ON needs rocMLIR, no gfx101x solver"),
     ("miopen", "-DBUILD_TESTING=OFF", "with patch 0003: test/ would git-clone googletest at configure"),
+    (
+        "roctracer",
+        "-DBUILD_TESTING=OFF",
+        "with patch 0001: roctracer rocm-5.4.3 CMakeLists.txt:56-59 puts test/ (test/CMakeLists.txt:45-173) in `all`",
+    ),
 ];
 
 const REQUIREMENTS_5_4: &[(&str, &str, &str)] = &[
@@ -532,3 +537,101 @@ const HOST_5_4: &[(&str, &str, &str, &str)] = &[
     ("hipsparse", "packages", "gfortran", "hipSPARSE rocm-5.4.3 CMakeLists.txt:67 project(... Fortran)"),
     ("hipsolver", "packages", "gfortran", "hipSOLVER rocm-5.4.3 CMakeLists.txt:46-49 enable_language(Fortran)"),
 ];
+
+/// (stack, the header MIOpen's `find_path(HALF_INCLUDE_DIR <header>)` names, where upstream says
+/// so). A value given on the command line skips that find_path and goes on MIOpen's include path
+/// as it is, so it must be the folder where the half recipe puts that header, wherever the plan
+/// takes half from: `{root:half}` (the prefix, or the installation under `--rocm-path`).
+const HALF_HEADER: &[(&str, &str, &str)] = &[
+    (
+        "rocm-5.4",
+        "half.hpp",
+        "MIOpen rocm-5.4.3 CMakeLists.txt:414; half 37742ce CMakeLists.txt:23 installs include/half.hpp",
+    ),
+    ("rocm-6.2", "half/half.hpp", "MIOpen rocm-6.2.2 CMakeLists.txt:442; half rocm-6.0.2 CMakeLists.txt:27"),
+];
+
+#[test]
+fn miopen_half_include_dir_is_the_folder_the_half_recipe_puts_its_header_in() {
+    let mut failures = Vec::new();
+    for (name, header, why) in HALF_HEADER {
+        let stack = stack(name);
+        let given: Vec<String> = args(&stack, "miopen")
+            .into_iter()
+            .filter_map(|a| a.strip_prefix("-DHALF_INCLUDE_DIR=").map(str::to_string))
+            .collect();
+        let [dir] = given.as_slice() else {
+            failures.push(format!("{name}: miopen must pass -DHALF_INCLUDE_DIR once ({given:?}): {why}"));
+            continue;
+        };
+        // Relative to where half lies, never to the prefix: under --rocm-path half may be taken.
+        let Some(rel) = dir.strip_prefix("{root:half}/") else {
+            failures.push(format!("{name}: -DHALF_INCLUDE_DIR={dir} is not under {{root:half}}: {why}"));
+            continue;
+        };
+        let wanted = format!("{}/{header}", rel.trim_end_matches('/'));
+        let half = stack.recipe("half").unwrap();
+        let provided: Vec<&String> = half.provides.iter().flat_map(|p| &p.files).collect();
+        if !provided.iter().any(|f| **f == wanted) {
+            failures.push(format!("{name}: {dir}/{header} is not a file half provides ({provided:?}): {why}"));
+        }
+        let external = half.external.as_ref().map(|x| x.files.clone()).unwrap_or_default();
+        if !external.contains(&wanted) {
+            failures.push(format!("{name}: half's [external] files {external:?} lack {wanted}, so an installation without it would be taken: {why}"));
+        }
+    }
+    assert!(failures.is_empty(), "{} problem(s):\n{}", failures.len(), failures.join("\n"));
+}
+
+/// roctracer 5.4.3 puts test/ in `all` (CMakeLists.txt:56-59; test/CMakeLists.txt:45-173 builds
+/// and installs 8 HIP programs, host programs and copy.hsaco per target). The recipe's patch gates
+/// it on BUILD_TESTING and the recipe passes `-DBUILD_TESTING=OFF`: configured for real with the
+/// patch's own post-image of that block (and its pre-image as the control), with the recipe's
+/// arguments, test/ is added upstream and not with the recipe.
+#[test]
+fn roctracer_5_4_leaves_its_tests_out_of_the_build() {
+    let stack = stack("rocm-5.4");
+    let r = stack.recipe("roctracer").unwrap();
+    let patch = r
+        .patches
+        .iter()
+        .find(|p| p.name.contains("no-tests"))
+        .unwrap_or_else(|| panic!("roctracer carries no patch leaving test/ out: {:?}", r.patches));
+    let diff = std::fs::read_to_string(crate::support::repo_root().join(&patch.path)).unwrap();
+    let hunk = diff
+        .split("\n@@ ")
+        .find(|h| h.contains("add_subdirectory(test)"))
+        .unwrap_or_else(|| panic!("{}: no hunk gates add_subdirectory(test)", patch.path));
+    let image = |keep: char| -> String {
+        let lines = hunk.lines().skip(1).take_while(|l| !l.starts_with("diff --git"));
+        lines.filter_map(|l| l.strip_prefix(' ').or_else(|| l.strip_prefix(keep))).collect::<Vec<_>>().join("\n")
+    };
+    let cmake_args: Vec<String> = args(&stack, "roctracer").into_iter().filter(|a| !a.contains('{')).collect();
+    let tests_added = |block: &str| -> bool {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src-tree");
+        for d in ["src", "test"] {
+            std::fs::create_dir_all(src.join(d)).unwrap();
+        }
+        std::fs::write(src.join("src/CMakeLists.txt"), "").unwrap();
+        std::fs::write(src.join("test/CMakeLists.txt"), "file(WRITE ${CMAKE_BINARY_DIR}/tests-added \"\")\n").unwrap();
+        // As upstream sets it (CMakeLists.txt:49-51) before the block.
+        let top = format!(
+            "cmake_minimum_required(VERSION 3.18)\nproject(roctracer NONE)\nset(LIBRARY_TYPE SHARED)\n{block}\n"
+        );
+        std::fs::write(src.join("CMakeLists.txt"), top).unwrap();
+        let build = dir.path().join("build");
+        let out = std::process::Command::new("cmake")
+            .arg("-S")
+            .arg(&src)
+            .arg("-B")
+            .arg(&build)
+            .args(&cmake_args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", crate::support::text(&out));
+        build.join("tests-added").exists()
+    };
+    assert!(tests_added(&image('-')), "control: upstream's block adds test/ with {cmake_args:?}");
+    assert!(!tests_added(&image('+')), "the patched block still adds test/ with {cmake_args:?}:\n{}", image('+'));
+}
