@@ -64,7 +64,7 @@ const ROCM_5_4: Shipped = Shipped {
     pytorch_pin: "     pin:     rev 39901f229520a5256505ec24782f716ee7ddc843 (recipe; witness: PyPI torch-2.2.2",
     first_download: "ROCm/rocm-cmake/archive/rocm-5.4.3.tar.gz",
     min_pinned: 30,
-    patched: &["hipamd", "miopen", "rocprim", "roctracer"],
+    patched: &["hipamd", "miopen", "rocprim", "roctracer", "tensile"],
     pytorch_submodule: None,
 };
 const GITHUB: &str = "https://github.com/";

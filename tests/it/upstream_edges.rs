@@ -635,3 +635,158 @@ fn roctracer_5_4_leaves_its_tests_out_of_the_build() {
     assert!(tests_added(&image('-')), "control: upstream's block adds test/ with {cmake_args:?}");
     assert!(!tests_added(&image('+')), "the patched block still adds test/ with {cmake_args:?}:\n{}", image('+'));
 }
+
+/// A msgpack package as a distribution lays it out: the config file's directory and name under
+/// `lib/cmake/`, and the imported target it defines.
+struct MsgpackLayout {
+    what: &'static str,
+    dir: &'static str,
+    config: &'static str,
+    target: &'static str,
+}
+
+/// Read in each package's files (docs/rocm-5.4-audit.md, "msgpack").
+const MSGPACK_LAYOUTS: &[MsgpackLayout] = &[
+    MsgpackLayout {
+        what: "msgpack-cxx 4.1.3 (Debian 12 libmsgpack-cxx-dev)",
+        dir: "msgpackc-cxx",
+        config: "msgpack-config.cmake",
+        target: "msgpackc-cxx",
+    },
+    MsgpackLayout {
+        what: "msgpack-c 4.0.0 (Ubuntu 24.04 libmsgpack-dev)",
+        dir: "msgpack",
+        config: "msgpack-config.cmake",
+        target: "msgpackc",
+    },
+    MsgpackLayout {
+        what: "msgpack-cxx 5.0.0 (msgpack-c cpp-5.0.0 CMakeLists.txt:215-220)",
+        dir: "msgpackc-cxx",
+        config: "msgpackc-cxx-config.cmake",
+        target: "msgpackc-cxx",
+    },
+    MsgpackLayout {
+        what: "msgpack-cxx 6.1.0 (Ubuntu 24.04 libmsgpack-cxx-dev)",
+        dir: "msgpack-cxx",
+        config: "msgpack-cxx-config.cmake",
+        target: "msgpack-cxx",
+    },
+    MsgpackLayout {
+        what: "msgpack-cxx 9.0.0 (Debian unstable libmsgpack-cxx-dev)",
+        dir: "msgpack-cxx",
+        config: "msgpack-cxx-config.cmake",
+        target: "msgpack-cxx",
+    },
+];
+
+/// The C library's 6.x+ config (Debian 13 libmsgpack-c-dev), installed beside msgpack-cxx there:
+/// it holds no C++ header, so finding it instead would be no fix.
+const MSGPACK_C_6: MsgpackLayout = MsgpackLayout {
+    what: "msgpack-c 6.0.1 (Debian 13 libmsgpack-c-dev)",
+    dir: "msgpack-c",
+    config: "msgpack-c-config.cmake",
+    target: "msgpack-c",
+};
+
+/// Tensile's msgpack lookup, from `find_package(msgpack` to the `endif()` that closes its target
+/// chain, out of one image (pre or post) of the series' hunk on Tensile/Source/lib/CMakeLists.txt.
+fn msgpack_lookup(image: &[String]) -> String {
+    let start = image
+        .iter()
+        .position(|l| l.trim_start().starts_with("find_package(msgpack"))
+        .expect("find_package(msgpack in the hunk");
+    let len = image[start..].iter().position(|l| l == "    endif()").expect("the target chain's endif() in the hunk");
+    let lines = image[start..=start + len].iter().filter(|l| !l.contains("target_compile_definitions(TensileHost"));
+    lines.map(|l| format!("{l}\n")).collect()
+}
+
+/// Configures a project running `lookup` with `layouts` installed in one prefix: the include
+/// directory it took from the package's target, or cmake's error.
+fn msgpack_found(lookup: &str, layouts: &[&MsgpackLayout], dir: &std::path::Path) -> Result<String, String> {
+    let prefix = dir.join("usr");
+    for l in layouts {
+        let d = prefix.join("lib/cmake").join(l.dir);
+        std::fs::create_dir_all(&d).unwrap();
+        let body = format!(
+            "add_library({t} INTERFACE IMPORTED)\nset_target_properties({t} PROPERTIES INTERFACE_INCLUDE_DIRECTORIES \"{inc}\")\n",
+            t = l.target,
+            inc = prefix.join("include").join(l.target).display()
+        );
+        std::fs::write(d.join(l.config), body).unwrap();
+    }
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("CMakeLists.txt"),
+        format!("cmake_minimum_required(VERSION 3.16)\nproject(lookup NONE)\n{lookup}message(STATUS \"msgpack_inc=${{msgpack_inc}}\")\n"),
+    )
+    .unwrap();
+    let out = std::process::Command::new("cmake")
+        .arg("-S")
+        .arg(&src)
+        .arg("-B")
+        .arg(dir.join("build"))
+        .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display()))
+        .output()
+        .expect("cmake runs");
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    match text.lines().find_map(|l| l.strip_prefix("-- msgpack_inc=")) {
+        Some(inc) if out.status.success() && !inc.is_empty() => Ok(inc.to_string()),
+        _ => Err(text),
+    }
+}
+
+#[test]
+fn rocm_5_4_tensile_finds_msgpack_cxx_of_every_major_version() {
+    // Tensile rocm-5.4.3 Tensile/Source/lib/CMakeLists.txt:106 find_package(msgpack REQUIRED)
+    // finds only the 4.x name; Debian 13+ and Ubuntu 24.04's libmsgpack-cxx-dev ship 6.x+. The
+    // tensile recipe's series must make rocBLAS's configure find each, and take the include
+    // directory from the target that version defines.
+    let stack = stack("rocm-5.4");
+    let tensile = stack.recipe("tensile").expect("rocm-5.4 recipe tensile");
+    let (mut pre, mut post) = (Vec::new(), Vec::new());
+    for p in &tensile.patches {
+        let text = std::fs::read_to_string(crate::support::repo_root().join(&p.path)).unwrap();
+        let mut in_file = false;
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("diff --git ") {
+                in_file = rest.ends_with(" b/Tensile/Source/lib/CMakeLists.txt");
+            } else if !in_file || line.starts_with("---") || line.starts_with("+++") || line.starts_with("@@") {
+            } else if let Some(l) = line.strip_prefix('+') {
+                post.push(l.to_string());
+            } else if let Some(l) = line.strip_prefix('-') {
+                pre.push(l.to_string());
+            } else if let Some(l) = line.strip_prefix(' ') {
+                pre.push(l.to_string());
+                post.push(l.to_string());
+            }
+        }
+    }
+    assert!(
+        !post.is_empty(),
+        "no patch of tensile's series ({:?}) changes Tensile/Source/lib/CMakeLists.txt",
+        tensile.patches
+    );
+    let (unpatched, patched) = (msgpack_lookup(&pre), msgpack_lookup(&post));
+    let tmp = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    for (i, l) in MSGPACK_LAYOUTS.iter().enumerate() {
+        let c_beside = [l, &MSGPACK_C_6];
+        let cases: Vec<(&str, &[&MsgpackLayout])> =
+            vec![("alone", &c_beside[..1]), ("beside msgpack-c 6", &c_beside[..])];
+        for (j, (how, layouts)) in cases.into_iter().enumerate() {
+            let want = tmp.path().join(format!("p{i}-{j}")).join("usr/include").join(l.target);
+            match msgpack_found(&patched, layouts, &tmp.path().join(format!("p{i}-{j}"))) {
+                Ok(inc) if inc == want.display().to_string() => {}
+                Ok(inc) => failures.push(format!("{} {how}: include dir {inc}, not {}", l.what, want.display())),
+                Err(e) => failures.push(format!("{} {how}: no include dir from a C++ target:\n{e}", l.what)),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "the patched lookup:\n{patched}\n{}", failures.join("\n"));
+    // The series is what makes the difference: upstream's line finds no 5.x or 6.x+ package.
+    for (i, l) in MSGPACK_LAYOUTS.iter().enumerate().skip(2) {
+        let found = msgpack_found(&unpatched, &[l], &tmp.path().join(format!("u{i}")));
+        assert!(found.is_err(), "upstream's lookup found {}: {found:?}", l.what);
+    }
+}
