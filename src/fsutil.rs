@@ -72,6 +72,14 @@ pub enum EntryKind {
     Dir,
 }
 
+/// A relative path that stays inside the tree it is joined to: not empty, no root, no `..`.
+pub fn is_safe_rel(p: &str) -> bool {
+    !p.is_empty()
+        && Path::new(p)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir))
+}
+
 /// What a special file is (a FIFO, a socket, a device node), or `None` for the kinds a tree of
 /// files may hold (regular files, directories, symlinks). Opening a FIFO blocks until a writer
 /// comes, so every reader of an install tree asks this of `lstat` before it opens anything.

@@ -19,7 +19,7 @@ mod props;
 pub use apply::{apply_series, check_series, check_series_with};
 pub use binary::{apply_delta, BinaryHunk, BinaryPatch};
 pub use diff::{diff_trees, TreeDiff};
-pub use parse::{is_safe_rel, parse, FilePatch, Hunk, HunkLine};
+pub use parse::{parse, FilePatch, Hunk, HunkLine};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PatchError {

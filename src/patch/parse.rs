@@ -1,7 +1,5 @@
 //! Parsing unified diffs (plain and `git format-patch`) into file changes.
 
-use std::path::{Component, Path};
-
 use super::binary::{parse_binary, BinaryPatch};
 use super::PatchError;
 
@@ -263,7 +261,7 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Vec<FilePatch>, PatchError> {
     }
     for fp in &out {
         for p in [&fp.old, &fp.new].into_iter().flatten() {
-            if !is_safe_rel(p) {
+            if !crate::fsutil::is_safe_rel(p) {
                 return Err(PatchError::UnsafePath { patch: name.into(), file: p.clone() });
             }
         }
@@ -278,11 +276,6 @@ fn no_newline(hunk: &mut Hunk) {
             b.pop();
         }
     }
-}
-
-/// A relative path that stays inside the tree.
-pub fn is_safe_rel(p: &str) -> bool {
-    !p.is_empty() && Path::new(p).components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
 }
 
 #[cfg(test)]

@@ -483,13 +483,10 @@ fn lower_subdir(file: &FileText<'_>, s: &RawSource, diags: &mut Diagnostics) -> 
     Some(sub.get_ref().clone())
 }
 
-/// Whether `path`, joined to a directory, stays below it: not empty, not absolute, no `..`
-/// component (nor a NUL or a backslash, which could stand for a separator elsewhere).
+/// Whether `path`, joined to a directory, stays below it ([`crate::fsutil::is_safe_rel`]), and
+/// holds no NUL or backslash (which could stand for a separator elsewhere) and not only blanks.
 pub(super) fn stays_inside(path: &str) -> bool {
-    !path.trim().is_empty()
-        && !path.starts_with('/')
-        && !path.contains(['\\', '\0'])
-        && !path.split('/').any(|c| c == "..")
+    !path.trim().is_empty() && !path.contains(['\\', '\0']) && crate::fsutil::is_safe_rel(path)
 }
 
 fn lower_git(file: &FileText<'_>, git: &Spanned<String>, s: &RawSource, diags: &mut Diagnostics) -> SourceSpec {
