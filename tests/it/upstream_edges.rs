@@ -89,7 +89,6 @@ const EDGES_6_2: &[(&str, &str, &str)] = &[
         "clr",
         "MIOpen rocm-6.2.2 CMakeLists.txt:218,429 find_package(hip REQUIRED), find_package(hiprtc REQUIRED)",
     ),
-    ("miopen", "rocrand", "MIOpen rocm-6.2.2 CMakeLists.txt:518 MIOPEN_BUILD_DRIVER -> find_package(rocrand REQUIRED)"),
     ("miopen", "roctracer", "MIOpen rocm-6.2.2 CMakeLists.txt:495 find_library(rocTracer roctx64)"),
     ("miopen", "half", "MIOpen rocm-6.2.2 CMakeLists.txt:442 find_path(HALF_INCLUDE_DIR half/half.hpp)"),
     ("miopen", "rocm-cmake", "MIOpen rocm-6.2.2 CMakeLists.txt:70 find_package(ROCM 0.7.3 REQUIRED)"),
@@ -148,6 +147,16 @@ const ARGS_6_2: &[(&str, &str, &str)] = &[
     ),
     ("rocfft", "-DSQLITE_USE_SYSTEM_PACKAGE=ON", "rocFFT cmake/sqlite.cmake:27: else downloads SQLite at configure"),
     ("miopen", "-DMIOPEN_USE_COMPOSABLEKERNEL=OFF", "gfx10: composable_kernel 6.2 has no gfx101 buffer resource"),
+    (
+        "rocfft",
+        "-DROCFFT_KERNEL_CACHE_ENABLE=OFF",
+        "issue 33: rocFFT rocm-6.2.2 library/src/CMakeLists.txt:484,505-521: the 21,396-kernel AOT cache; run-time compile serves",
+    ),
+    (
+        "miopen",
+        "-DMIOPEN_BUILD_DRIVER=OFF",
+        "issue 33: MIOpen rocm-6.2.2 CMakeLists.txt:185-186,777-779: MIOpenDriver, run by nobody (and :516-521 its rocrand)",
+    ),
 ];
 
 const ABSENT_6_2: &[(&str, &str, &str)] = &[(
@@ -211,6 +220,70 @@ fn pytorch_closure_builds_hipblas_before_hipblaslt_and_rocsparse_before_rocsolve
     assert!(at("rocsparse") < at("rocsolver"), "{order:?}");
     assert!(at("rocblas") < at("rocsparse"), "{order:?}");
     assert!(graph.deps_of("hipblaslt").contains(&"hipblas"), "{:?}", graph.deps_of("hipblaslt"));
+}
+
+/// The configure command the engine runs for a recipe of an embedded stack (placeholders
+/// expanded for gfx1010 in a stand-in prefix).
+fn configure_command(stack: &Stack, recipe: &str) -> String {
+    use rocmforge::engine::systems::{steps, Vars};
+    let r = stack.recipe(recipe).unwrap_or_else(|| panic!("no recipe {recipe}"));
+    let prefix = std::path::PathBuf::from("/opt/rf");
+    let vars = Vars {
+        prefix: prefix.clone(),
+        targets: Some(rocmforge::target::TargetSet::parse("gfx1010").unwrap()),
+        jobs: 16,
+        src: "/w/src".into(),
+        build: "/w/build".into(),
+        stage: "/w/stage".into(),
+        installed: "/w/stage/opt/rf".into(),
+        requested: None,
+        work_dir: "/w".into(),
+        python: None,
+        host_python: None,
+        version: r.version.clone(),
+        wheel_version: r.version.clone(),
+        source_trees: Default::default(),
+        rocm_path: None,
+        rocm: prefix.clone(),
+        rocm_llvm: prefix.join("llvm"),
+        rocm_device_libs: prefix.join("amdgcn/bitcode"),
+        package_roots: Vec::new(),
+        dep_roots: r.build_deps.iter().map(|d| (d.clone(), prefix.clone())).collect(),
+        find_links: None,
+        install_wheels: Vec::new(),
+    };
+    let steps = steps(r, &vars, &Default::default()).unwrap_or_else(|e| panic!("{recipe}: {e}"));
+    steps.into_iter().find(|s| s.name == "configure").unwrap_or_else(|| panic!("{recipe}: no configure step")).command
+}
+
+/// Issue 33's cuts for a gfx101x night: what is no longer built is switched off in the command
+/// the engine runs (not only in the recipe's text), and MIOpen no longer waits for rocRAND
+/// (only MIOpenDriver asked for it), while PyTorch still gets rocRAND before it.
+#[test]
+fn the_gfx101x_night_cuts_reach_the_configure_command_and_miopen_no_longer_waits_for_rocrand() {
+    let cuts = [
+        ("rocm-6.2", "rocfft", "-DROCFFT_KERNEL_CACHE_ENABLE=OFF"),
+        ("rocm-6.2", "miopen", "-DMIOPEN_BUILD_DRIVER=OFF"),
+        ("rocm-5.4", "miopen", "-DMIOPEN_BUILD_DRIVER=OFF"),
+    ];
+    let mut failures = Vec::new();
+    for (name, recipe, option) in cuts {
+        let command = configure_command(&stack(name), recipe);
+        if !command.split(' ').any(|a| a == option) {
+            failures.push(format!("{name}/{recipe}: the configure command lacks {option}: {command}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+    let stack = stack("rocm-6.2");
+    let miopen = BuildGraph::closure(&stack, &["miopen".to_string()]).unwrap();
+    assert!(
+        !miopen.order().contains(&"rocrand"),
+        "miopen's closure still builds rocrand (MIOpenDriver is off, nothing else of MIOpen finds it): {:?}",
+        miopen.order()
+    );
+    let pytorch = BuildGraph::closure(&stack, &["pytorch".to_string()]).unwrap();
+    assert!(pytorch.deps_of("pytorch").contains(&"rocrand"), "{:?}", pytorch.deps_of("pytorch"));
 }
 
 #[test]
@@ -485,6 +558,7 @@ const ARGS_5_4: &[(&str, &str, &str)] = &[
     ("miopen", "-DMIOPEN_USE_COMPOSABLEKERNEL=OFF", "composable_kernel 5.4.3 ck.hpp:32-34 #error on gfx1010"),
     ("miopen", "-DMIOPEN_USE_MLIR=OFF", "MIOpen rocm-5.4.3 CMakeLists.txt:328-345: ON needs rocMLIR, no gfx101x solver"),
     ("miopen", "-DBUILD_TESTING=OFF", "with patch 0003: test/ would git-clone googletest at configure"),
+    ("miopen", "-DMIOPEN_BUILD_DRIVER=OFF", "issue 33: MIOpen rocm-5.4.3 CMakeLists.txt:150,748-750: MIOpenDriver, run by nobody"),
     (
         "roctracer",
         "-DBUILD_TESTING=OFF",
