@@ -284,6 +284,12 @@ fn the_gfx101x_night_cuts_reach_the_configure_command_and_miopen_no_longer_waits
     );
     let pytorch = BuildGraph::closure(&stack, &["pytorch".to_string()]).unwrap();
     assert!(pytorch.deps_of("pytorch").contains(&"rocrand"), "{:?}", pytorch.deps_of("pytorch"));
+
+    // The night's model no longer counts what is not built: rocFFT's 21,396-kernel cache (5.9
+    // core-h) and MIOpenDriver's 31 TUs (~0.2 core-h) (docs/night-estimate.md, "Issue 33's cuts").
+    let core_hours = |r: &str| stack.recipe(r).and_then(|r| r.estimate.as_ref()).unwrap().parallel_core_hours;
+    assert!(core_hours("rocfft") < 1.0, "rocfft still estimates its kernel cache: {} core-h", core_hours("rocfft"));
+    assert!(core_hours("miopen") < 1.25, "miopen still estimates MIOpenDriver: {} core-h", core_hours("miopen"));
 }
 
 #[test]
