@@ -290,6 +290,14 @@ fn the_gfx101x_night_cuts_reach_the_configure_command_and_miopen_no_longer_waits
     let core_hours = |r: &str| stack.recipe(r).and_then(|r| r.estimate.as_ref()).unwrap().parallel_core_hours;
     assert!(core_hours("rocfft") < 1.0, "rocfft still estimates its kernel cache: {} core-h", core_hours("rocfft"));
     assert!(core_hours("miopen") < 1.25, "miopen still estimates MIOpenDriver: {} core-h", core_hours("miopen"));
+
+    // The first-use cost moved to the user is said where `env` and `verify` say what runs.
+    let native = stack.profile(Some("native")).unwrap().unwrap();
+    assert!(
+        native.description.contains("ROCFFT_RTC_CACHE_PATH") && native.description.contains("torch.fft"),
+        "the native profile does not say rocFFT compiles on first use: {}",
+        native.description
+    );
 }
 
 #[test]
