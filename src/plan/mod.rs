@@ -138,6 +138,8 @@ pub struct PlanEntry {
     /// "default" (`night::DEFAULT_ESTIMATE_SECS`).
     pub estimate: Work,
     pub estimate_from: &'static str,
+    /// The part of `estimate` that is its `[[check]]`s' (their `estimate`, per requested target).
+    pub checks_estimate: Work,
     /// What its build downloads and the disk it takes (`[estimate]`; 0 when unknown or when it
     /// builds nothing).
     pub download_mb: f64,
@@ -387,6 +389,15 @@ pub fn resolve(
             }
             (None, None) => (Work::fixed(night::DEFAULT_ESTIMATE_SECS), "default"),
         };
+        // A recorded duration already holds the checks that ran after the install.
+        let checks_estimate = match estimate_from {
+            "recipe" | "default" => checks_work(r, targets.targets().map_or(0, |t| t.iter().count())),
+            _ => Work::default(),
+        };
+        let estimate = Work {
+            serial_secs: estimate.serial_secs + checks_estimate.serial_secs,
+            parallel_secs: estimate.parallel_secs + checks_estimate.parallel_secs,
+        };
         let (download_mb, disk_gb) = match &r.estimate {
             Some(e) if will_build || r.is_source_only() => (e.download_mb, e.disk_gb),
             _ => (0.0, 0.0),
@@ -421,6 +432,7 @@ pub fn resolve(
             work_dir: WorkDir::new(&opts.work_dir, &stack.name, name).root,
             estimate,
             estimate_from,
+            checks_estimate,
             download_mb,
             disk_gb,
             priority_secs: 0.0,
@@ -627,6 +639,19 @@ impl Plan {
                     human_mb(disk * 1024.0)
                 ));
             }
+            let checks = self.recipes.iter().filter(|e| e.checks_estimate != Work::default());
+            let (serial, parallel, count) = checks.fold((0.0, 0.0, 0), |(s, p, c), e| {
+                (s + e.checks_estimate.serial_secs, p + e.checks_estimate.parallel_secs, c + 1)
+            });
+            if count > 0 {
+                s.push_str(&format!(
+                    "checks after install ({count} recipe(s)): {} on {} job{} if run alone, {:.0} core-minutes; in the figures above\n",
+                    night::human(serial + parallel / n.jobs.max(1) as f64),
+                    n.jobs,
+                    if n.jobs == 1 { "" } else { "s" },
+                    parallel / 60.0
+                ));
+            }
             let measured = self.recipes.iter().filter(|e| e.estimate_from == "last build").count();
             s.push_str(&format!(
                 "an estimate: per recipe, its serial minutes plus its compile core-hours over the jobs it gets (capped by its `memory-per-job-gb` in {}){}; more cores shorten the compiles, not the serial parts or the chain (docs/night-estimate.md)\n",
@@ -645,6 +670,14 @@ impl Plan {
         }
         s
     }
+}
+
+/// A recipe's `[[check]]`s in the night's model, for `targets` requested targets.
+fn checks_work(r: &Recipe, targets: usize) -> Work {
+    r.checks.iter().filter_map(|c| c.estimate.as_ref()).fold(Work::default(), |w, e| Work {
+        serial_secs: w.serial_secs + e.serial_seconds,
+        parallel_secs: w.parallel_secs + e.core_seconds_per_target * targets.max(1) as f64,
+    })
 }
 
 /// `850 MB`, `12.4 GB`.

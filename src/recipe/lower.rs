@@ -350,7 +350,8 @@ pub(super) fn runs_nothing(step: &str) -> bool {
 }
 
 /// The recipe's content serialised canonically (keys sorted), immune to comments, whitespace
-/// and key order, to `[estimate]` (a guess of how long it takes changes nothing built), to
+/// and key order, to `[estimate]` and a `[[check]]`'s `estimate` (a guess of how long it takes
+/// changes nothing built), to
 /// `source.witness` (who else states the pin changes nothing built), to the words of
 /// `[[provides]]` (`what`, `consumers`: only its `files` and `query` decide what passes) and to
 /// `[host]` (what the machine must have is checked before a build, not built; the host's tools
@@ -361,6 +362,11 @@ fn canonical(text: &str) -> String {
             if let Some(t) = v.as_table_mut() {
                 t.remove("host");
                 t.remove("estimate");
+            }
+            if let Some(checks) = v.get_mut("check").and_then(|b| b.as_array_mut()) {
+                for c in checks.iter_mut().filter_map(|c| c.as_table_mut()) {
+                    c.remove("estimate");
+                }
             }
             if let Some(provides) = v.get_mut("provides").and_then(|b| b.as_array_mut()) {
                 for p in provides.iter_mut().filter_map(|p| p.as_table_mut()) {

@@ -480,7 +480,7 @@ pub struct Provide {
 /// A check after install (`[[check]]`): shell lines run as a step of the recipe's build, in a
 /// fresh copy of `recipes/<stack>/checks/<files>/`, and files there whose device code must
 /// carry every target.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PostCheck {
     pub name: String,
     /// The files copied into the check's directory: (path relative to it, content).
@@ -488,6 +488,17 @@ pub struct PostCheck {
     pub files: Vec<(String, Vec<u8>)>,
     pub steps: Vec<String>,
     pub device_code: Vec<String>,
+    pub estimate: Option<CheckEstimate>,
+}
+
+/// A check's work in the night's model (`[[check]] estimate`): seconds it takes whatever the jobs
+/// (a configure, one long compile), and core-seconds per requested target spread over the jobs.
+/// It lengthens its recipe: the check runs after the install, before the recipe counts as built.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CheckEstimate {
+    pub serial_seconds: f64,
+    pub core_seconds_per_target: f64,
+    pub source: String,
 }
 
 /// A recipe's work in the night's model (`[estimate]`): wall minutes more jobs do not shorten,

@@ -7,7 +7,7 @@ use toml::Spanned;
 
 use super::raw::{FileText, RawCheck, RawProvide};
 use super::tree::RecipeTree;
-use super::{PostCheck, Provide};
+use super::{CheckEstimate, PostCheck, Provide};
 use crate::diagnostic::Diagnostics;
 
 /// The placeholders a `[[provides]] files` path may hold, expanded once per requested target.
@@ -137,11 +137,37 @@ pub(super) fn lower_checks(
                 diags.push(file.at(d.span(), format!("{e} (relative to the check's directory)")));
             }
         }
+        let estimate = c.estimate.map(|e| {
+            let span = e.span();
+            let e = e.into_inner();
+            for (field, v) in
+                [("serial-seconds", e.serial_seconds), ("core-seconds-per-target", e.core_seconds_per_target)]
+            {
+                if !(0.0..=86_400.0).contains(&v) {
+                    diags.push(file.at(
+                        span.clone(),
+                        format!("check `{name}`: `estimate` `{field}` must be between 0 and 86400, got {v}"),
+                    ));
+                }
+            }
+            if e.source.trim().is_empty() {
+                diags.push(
+                    file.at(span.clone(), format!("check `{name}`: `estimate` `source` is empty"))
+                        .with_help("say where the figures come from (a measured run, a count of compiles)"),
+                );
+            }
+            CheckEstimate {
+                serial_seconds: e.serial_seconds,
+                core_seconds_per_target: e.core_seconds_per_target,
+                source: e.source,
+            }
+        });
         out.push(PostCheck {
             name,
             files,
             steps: c.steps,
             device_code: c.device_code.into_iter().map(Spanned::into_inner).collect(),
+            estimate,
         });
     }
     out

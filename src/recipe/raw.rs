@@ -107,6 +107,17 @@ pub(super) struct RawCheck {
     pub steps: Vec<String>,
     #[serde(default)]
     pub device_code: Vec<Spanned<String>>,
+    pub estimate: Option<Spanned<RawCheckEstimate>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawCheckEstimate {
+    #[serde(default)]
+    pub serial_seconds: f64,
+    #[serde(default)]
+    pub core_seconds_per_target: f64,
+    pub source: String,
 }
 
 #[derive(Deserialize)]

@@ -783,3 +783,46 @@ fn night_is_hours_long(s: &Shipped) {
     assert!(t.contains("an estimate: per recipe, its serial minutes plus its compile core-hours over the jobs it gets (capped by its `memory-per-job-gb` in 64 GiB)"), "{t}");
     assert!(t.contains("downloads ") && t.contains(" GB, disk while building "), "{t}");
 }
+
+#[test]
+fn every_check_after_install_counts_in_the_night_and_together_they_fit_ten_minutes_on_sixteen_jobs() {
+    for s in [&ROCM_6_2, &ROCM_5_4] {
+        let home = tempfile::tempdir().unwrap();
+        let plan_for =
+            |targets: &str| embedded_plan(s, home.path(), &["--target", targets, "-j", "16", "--memory-gb", "64"]);
+        let one = plan_for("gfx1010");
+        let three = plan_for("gfx1010;gfx1011;gfx1012");
+        let (mut wall, mut checked) = (0.0, Vec::new());
+        for e in one["recipes"].as_array().unwrap() {
+            let checks = e["checks"].as_array().cloned().unwrap_or_default();
+            let work = &e["checks_estimate"];
+            let (serial, parallel) = (work["serial_secs"].as_f64().unwrap(), work["parallel_secs"].as_f64().unwrap());
+            // A prebuilt wheel's exec-stack line is not a `[[check]]`; every real check has figures.
+            if checks.iter().any(|c| !c.as_str().unwrap().starts_with("executable stacks")) {
+                assert!(serial + parallel > 0.0, "{}: its checks carry no `estimate`: {checks:?}", e["name"]);
+                checked.push(e["name"].as_str().unwrap().to_string());
+            }
+            wall += serial + parallel / 16.0;
+            // The per-target part grows with the targets asked for.
+            let e3 = three["recipes"].as_array().unwrap().iter().find(|x| x["name"] == e["name"]).unwrap();
+            let p3 = e3["checks_estimate"]["parallel_secs"].as_f64().unwrap();
+            if parallel > 0.0 && e["name"] != "clr" && e["name"] != "hipamd" {
+                assert!(
+                    (p3 - 3.0 * parallel).abs() < 1e-6,
+                    "{}: {p3} for three targets, {parallel} for one",
+                    e["name"]
+                );
+            }
+        }
+        assert!(
+            checked.iter().any(|n| n == "miopen") && checked.iter().any(|n| n == "rocprim"),
+            "{}: {checked:?}",
+            s.stack
+        );
+        assert!(
+            wall > 60.0 && wall <= 600.0,
+            "{}: the checks take {wall} s on 16 jobs; issue 33 allows them 10 minutes together",
+            s.stack
+        );
+    }
+}
