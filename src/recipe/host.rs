@@ -59,13 +59,17 @@ impl Bounded {
 
 /// `[host] versions`: one dependency's versions the recipe builds with, and what a user whose
 /// host is outside them can do (`fix`, the recipe's words: a patch, an option; else the
-/// dependency's install hint is shown).
+/// dependency's install hint is shown). `lifted_by`: the patch that makes the bound
+/// unnecessary; while the recipe's series lists it, the bound is not checked (the loader drops
+/// it), so a patch and a bound written apart cannot both hold at once.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct VersionBound {
     pub dependency: Bounded,
     pub range: VersionReq,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lifted_by: Option<String>,
 }
 
 impl HostNeeds {
@@ -241,6 +245,11 @@ impl fmt::Display for VersionReq {
     }
 }
 
+/// A patch file name as a series lists it: no folder, ends in `.patch`.
+fn is_patch_name(s: &str) -> bool {
+    s.ends_with(".patch") && s.len() > 6 && !s.contains('/') && !s.starts_with('.')
+}
+
 /// A Debian package name (Debian policy 5.6.1): lowercase letters, digits, `+`, `-`, `.`,
 /// starting with a letter or digit, at least two characters.
 fn is_debian_package(s: &str) -> bool {
@@ -328,19 +337,27 @@ fn lower_versions(
             diags.push(file.at(at, format!("`[host] versions`: unknown dependency `{name}`")).with_help(help));
             continue;
         };
-        let (range, fix) = match value.get_ref() {
-            toml::Value::String(r) => (r.as_str(), None),
+        let (range, fix, lifted_by) = match value.get_ref() {
+            toml::Value::String(r) => (r.as_str(), None, None),
             toml::Value::Table(t) => {
-                if let Some(k) = t.keys().find(|k| *k != "range" && *k != "fix") {
+                if let Some(k) = t.keys().find(|k| !["range", "fix", "lifted-by"].contains(&k.as_str())) {
                     diags.push(
                         file.at(at, format!("`[host] versions.{name}`: unknown key `{k}`"))
-                            .with_help("keys of the table: `range`, `fix`"),
+                            .with_help("keys of the table: `range`, `fix`, `lifted-by`"),
                     );
                     continue;
                 }
-                match (t.get("range").and_then(|r| r.as_str()), t.get("fix").map(|f| f.as_str())) {
-                    (Some(r), None) => (r, None),
-                    (Some(r), Some(Some(f))) if !f.trim().is_empty() => (r, Some(f.trim().to_string())),
+                let lifted = t.get("lifted-by").map(|l| l.as_str().filter(|l| is_patch_name(l)));
+                match (t.get("range").and_then(|r| r.as_str()), t.get("fix").map(|f| f.as_str()), lifted) {
+                    (_, _, Some(None)) => {
+                        diags.push(
+                            file.at(at, format!("`[host] versions.{name}`: `lifted-by` names a patch file of this recipe's directory"))
+                                .with_help("a plain file name as `[patches] series` writes it: `lifted-by = \"0005-boost-1.85.patch\"`"),
+                        );
+                        continue;
+                    }
+                    (Some(r), None, l) => (r, None, l.flatten()),
+                    (Some(r), Some(Some(f)), l) if !f.trim().is_empty() => (r, Some(f.trim().to_string()), l.flatten()),
                     _ => {
                         diags.push(
                             file.at(
@@ -366,7 +383,7 @@ fn lower_versions(
             }
         };
         match VersionReq::parse(range) {
-            Ok(range) => out.push(VersionBound { dependency, range, fix }),
+            Ok(range) => out.push(VersionBound { dependency, range, fix, lifted_by: lifted_by.map(str::to_string) }),
             Err(e) => diags.push(
                 file.at(at, format!("`[host] versions.{name} = \"{range}\"`: {e}"))
                     .with_help("clauses separated by commas, all of which must hold: `>=1.71, <1.85`, `!=5.*`"),
@@ -464,6 +481,23 @@ mod tests {
     }
 
     #[test]
+    fn a_bound_its_own_patch_lifts_is_not_checked() {
+        let bound = "[host]\nversions = { boost = { range = \"<1.85\", fix = \"f\", lifted-by = \"0005-boost.patch\" }, gcc = \"<16\" }\n";
+        let patch = [("patches/t/a/0005-boost.patch", "--- a/x\n+++ b/x\n")];
+        let s = load_with(bound, &patch).unwrap();
+        let v = &s.recipes["a"].host.versions;
+        assert_eq!(v[0].lifted_by.as_deref(), Some("0005-boost.patch"));
+        assert_eq!(v.iter().map(|b| b.dependency).collect::<Vec<_>>(), [Bounded::Boost, Bounded::Gcc]);
+        let s = load_with(&format!("[patches]\nseries = [\"0005-boost.patch\"]\n{bound}"), &patch).unwrap();
+        assert_eq!(s.recipes["a"].host.versions.iter().map(|b| b.dependency).collect::<Vec<_>>(), [Bounded::Gcc]);
+        let e = load("[host]\nversions = { boost = { range = \"<1.85\", lifted-by = \"../x.patch\" } }\n").unwrap_err();
+        assert!(
+            e.contains("`lifted-by` names a patch file of this recipe's directory") && e.contains("a.toml:8:"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn package_names() {
         assert!(
             is_debian_package("g++")
@@ -480,7 +514,11 @@ mod tests {
     }
 
     fn load(recipe: &str) -> Result<crate::recipe::Stack, String> {
-        let files = std::collections::BTreeMap::from([
+        load_with(recipe, &[])
+    }
+
+    fn load_with(recipe: &str, extra: &[(&str, &str)]) -> Result<crate::recipe::Stack, String> {
+        let mut files = std::collections::BTreeMap::from([
             (
                 "recipes/t/stack.toml".to_string(),
                 b"[stack]\nname = \"t\"\nrocm-version = \"6.2.4\"\nsummary = \"t\"\ndefault-targets = [\"gfx1010\"]\n"
@@ -494,6 +532,7 @@ mod tests {
                 .into_bytes(),
             ),
         ]);
+        files.extend(extra.iter().map(|(k, v)| (k.to_string(), v.as_bytes().to_vec())));
         let tree = crate::recipe::RecipeTree::from_files(crate::recipe::Origin::Embedded, files);
         crate::recipe::load_stack(&tree, "t").map_err(|d| d.to_string())
     }
