@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::HostRoot;
-use crate::recipe::Bounded;
+use crate::recipe::{version_numbers, Bounded};
 
 /// A version read on the host, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,23 +28,39 @@ pub fn read(root: &HostRoot, dep: Bounded) -> Result<Found, String> {
             // boost/version.hpp: major * 100000 + minor * 100 + patch.
             Some((format!("{}.{}.{}", n / 100000, n / 100 % 1000, n % 100), format!("BOOST_VERSION {n}")))
         }),
-        Bounded::MsgpackCxx => header(root, "msgpack/version_master.hpp", |text| {
-            let part = |k: &str| define(text, k).filter(|v| v.chars().all(|c| c.is_ascii_digit()));
-            let v = format!(
-                "{}.{}.{}",
-                part("MSGPACK_VERSION_MAJOR")?,
-                part("MSGPACK_VERSION_MINOR")?,
-                part("MSGPACK_VERSION_REVISION")?
-            );
-            Some((v, "MSGPACK_VERSION_*".to_string()))
-        }),
+        Bounded::MsgpackCxx => {
+            let read = |text: &str| {
+                let part = |k: &str| define(text, k).filter(|v| v.chars().all(|c| c.is_ascii_digit()));
+                let v = format!(
+                    "{}.{}.{}",
+                    part("MSGPACK_VERSION_MAJOR")?,
+                    part("MSGPACK_VERSION_MINOR")?,
+                    part("MSGPACK_VERSION_REVISION")?
+                );
+                Some((v, "MSGPACK_VERSION_*".to_string()))
+            };
+            header(root, "msgpack/version_master.hpp", read).or_else(|e| {
+                // msgpack-c 3.x and older were C and C++ in one release, whose only version
+                // header is version_master.h (cpp-3.3.0; Ubuntu 22.04's libmsgpack-dev 3.3):
+                // read it where the C++ headers are beside it.
+                let dir = include_dirs(root).into_iter().find(|d| d.join("msgpack.hpp").is_file()).ok_or(e.clone())?;
+                let h = dir.join("msgpack/version_master.h");
+                let text = std::fs::read_to_string(&h).map_err(|_| e.clone())?;
+                match read(&text) {
+                    Some((v, what)) if version_numbers(&v).is_some_and(|n| n[0] <= 3) => {
+                        Ok(Found { version: v, from: format!("{what} in {}", h.display()) })
+                    }
+                    _ => Err(e),
+                }
+            })
+        }
         Bounded::Gcc => {
             let gcc = super::which("gcc").ok_or("no `gcc` on PATH")?;
             let out =
                 super::run::bounded(std::process::Command::new(&gcc).arg("-dumpfullversion"), Duration::from_secs(10))
                     .map_err(|e| format!("`{} -dumpfullversion` {e}", gcc.display()))?;
             let text = String::from_utf8_lossy(&out.1[0]).trim().to_string();
-            match crate::recipe::version_numbers(&text) {
+            match version_numbers(&text) {
                 Some(_) if out.0.success() => {
                     Ok(Found { version: text, from: format!("`{} -dumpfullversion`", gcc.display()) })
                 }
@@ -119,6 +135,23 @@ mod tests {
         // The C library's header is another version, and is not read.
         put("/usr/include/msgpack/version_master.h", "#define MSGPACK_VERSION_MAJOR    4\n");
         assert_eq!(read(&root, Bounded::MsgpackCxx).unwrap().version, "6.1.0");
+        // msgpack-c 3.3 (C and C++ in one, Ubuntu 22.04): only version_master.h, beside msgpack.hpp.
+        let old = tempfile::tempdir().unwrap();
+        let old_root = HostRoot::new(old.path());
+        let put_old = |abs: &str, text: &str| {
+            let p = old_root.path(abs);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        put_old(
+            "/usr/include/msgpack/version_master.h",
+            "#define MSGPACK_VERSION_MAJOR 3\n#define MSGPACK_VERSION_MINOR 3\n#define MSGPACK_VERSION_REVISION 0\n",
+        );
+        assert!(read(&old_root, Bounded::MsgpackCxx).unwrap_err().contains("no msgpack/version_master.hpp in"));
+        put_old("/usr/include/msgpack.hpp", "");
+        let f = read(&old_root, Bounded::MsgpackCxx).unwrap();
+        assert_eq!(f.version, "3.3.0");
+        assert!(f.from.ends_with("usr/include/msgpack/version_master.h"), "{}", f.from);
         put("/usr/include/x86_64-linux-gnu/msgpack/version_master.hpp", "#define MSGPACK_VERSION_MAJOR x\n");
         assert!(read(&root, Bounded::MsgpackCxx).unwrap_err().contains("has no version this rocmforge can read"));
     }

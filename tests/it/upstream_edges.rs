@@ -260,10 +260,16 @@ const HOST_6_2: &[(&str, &str, &str, &str)] = &[
     (
         "hipblaslt",
         "packages",
-        "libmsgpack-dev",
-        "tensilelite CMakeLists.txt:105 find_package(msgpack): the config named `msgpack`",
+        "libmsgpack-cxx-dev | libmsgpack-dev",
+        "tensilelite CMakeLists.txt:105 find_package(msgpack), with patch 0002 any msgpack-cxx config",
     ),
     ("rocblas", "headers", "msgpack.hpp", "Tensile MessagePack.hpp:35 includes <msgpack.hpp>"),
+    (
+        "rocblas",
+        "versions",
+        "msgpack-cxx !=5.*",
+        "Tensile rocm-6.2.4 lib/CMakeLists.txt:101 NAMES msgpack msgpack-cxx msgpack-c: not 5.x's msgpackc-cxx",
+    ),
 ];
 
 #[test]
@@ -284,6 +290,7 @@ fn host_needs_are_declared(audit: &Audit) {
         let have: Vec<String> = match *field {
             "commands" => host.commands.clone(),
             "headers" => host.headers.clone(),
+            "versions" => host.versions.iter().map(|b| format!("{} {}", b.dependency.name(), b.range)).collect(),
             _ => host.packages.iter().map(|p| p.to_string()).collect(),
         };
         if !have.iter().any(|h| h == need) {
