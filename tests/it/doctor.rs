@@ -459,3 +459,34 @@ fn bounds_a_host_meets_pass() {
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("MISSING version    boost >=1.71, <1.85 [none (no boost/version.hpp in [HOST]/root/usr/local/include, [HOST]/root/usr/include/x86_64-linux-gnu, [HOST]/root/usr/include)]  (miopenish, tensileish)"), "{text}");
 }
+
+#[test]
+fn rocm_5_4_miopen_names_a_boost_it_does_not_compile_with() {
+    // The shipped rocm-5.4 stack on a host meeting every need, but with Debian unstable's
+    // Boost 1.92: MIOpen 2.19's src/lock_file.cpp needs Boost < 1.85 (recipes/rocm-5.4/miopen.toml).
+    let home = tempfile::tempdir().unwrap();
+    let h = crate::support::host::meeting_needs_of(&crate::support::repo_root().join("recipes/rocm-5.4"));
+    let doctor = |h: &FakeHost| {
+        crate::support::rocmforge(home.path())
+            .env("ROCMFORGE_HOST_ROOT", h.root())
+            .args(["--stack", "rocm-5.4", "doctor", "miopen", "-j", "2"])
+            .output()
+            .unwrap()
+    };
+    let text = scrubbed(&h, home.path(), &doctor(&h));
+    assert!(
+        text.contains("ok      version    boost <1.85 [1.74.0 (BOOST_VERSION 107400 in [HOST]/root/usr/include/boost/version.hpp)]  (miopen)"),
+        "{text}"
+    );
+    h.file("/usr/include/boost/version.hpp", &boost_header(109200));
+    let out = doctor(&h);
+    let text = scrubbed(&h, home.path(), &out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    for want in [
+        "MISSING version    boost <1.85 [1.92.0 (BOOST_VERSION 109200 in [HOST]/root/usr/include/boost/version.hpp)]  (miopen)",
+        "what to do: miopen: MIOpen 2.19's src/lock_file.cpp does not compile against Boost 1.85 and later",
+        "0005-boost-1.85-filesystem-exception.patch",
+    ] {
+        assert!(text.contains(want), "missing `{want}` in:\n{text}");
+    }
+}
