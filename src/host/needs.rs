@@ -299,7 +299,8 @@ pub fn check(root: &HostRoot, recipes: &[&Recipe], python: Option<(&str, &str)>)
 
 /// One dependency's bounds, of every recipe stating one, against its version on the host: the
 /// recipes whose range it is outside of (else all of them), their ranges together, what was
-/// found where, and what to do (each refusing recipe's `fix`, else how to install another).
+/// found where, and what to do (each refusing recipe's `fix`, else, or when none is found, how
+/// to install one).
 fn check_bound(root: &HostRoot, dep: Bounded, list: &[(&VersionBound, &str)]) -> NeedCheck {
     let found = super::versions::read(root, dep);
     let refusing: Vec<&(&VersionBound, &str)> =
@@ -312,9 +313,11 @@ fn check_bound(root: &HostRoot, dep: Bounded, list: &[(&VersionBound, &str)]) ->
     recipes.dedup();
     let mut fixes: Vec<String> = Vec::new();
     for (b, name) in &shown {
-        let f = match &b.fix {
-            Some(f) => format!("{name}: {f}"),
-            None => install_hint(dep),
+        // A recipe's fix speaks of a version outside its range; with none found, installing
+        // one is what to do.
+        let f = match (&b.fix, &found) {
+            (Some(f), Ok(_)) => format!("{name}: {f}"),
+            _ => install_hint(dep),
         };
         if !fixes.contains(&f) {
             fixes.push(f);

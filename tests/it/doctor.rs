@@ -458,6 +458,9 @@ fn bounds_a_host_meets_pass() {
     let text = scrubbed(&h, home.path(), &out);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("MISSING version    boost >=1.71, <1.85 [none (no boost/version.hpp in [HOST]/root/usr/local/include, [HOST]/root/usr/include/x86_64-linux-gnu, [HOST]/root/usr/include)]  (miopenish, tensileish)"), "{text}");
+    // What to do is to install one, not the recipe's words about a version outside the range.
+    assert!(text.contains("what to do: install a Boost inside the range: Debian/Ubuntu libboost-dev"), "{text}");
+    assert!(!text.contains("its patch 0005"), "{text}");
 }
 
 #[test]
