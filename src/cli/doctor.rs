@@ -196,6 +196,9 @@ fn render(d: &Doctor) -> String {
             k => format!("{} and {} more", n.recipes[..3].join(", "), k - 3),
         };
         s.push_str(&format!("  {mark} {:<10} {}{found}  ({recipes})\n", n.kind, n.name));
+        if let (State::Missing, Some(fix)) = (n.state, &n.fix) {
+            s.push_str(&format!("           what to do: {fix}\n"));
+        }
     }
     if !d.check.fixes.is_empty() {
         s.push_str("install what is missing (apt-get as root):\n");

@@ -9,6 +9,7 @@
 //! - [`glibc`]: the C library's version (2.41 and later refuse executable-stack libraries);
 //! - [`gpu`]: the GPUs the kernel sees (KFD topology, PCI ids of RDNA1 cards);
 //! - [`python`]: the stack's Python, wherever it is (PATH, pyenv, uv);
+//! - [`versions`]: the versions of the dependencies recipes bound (Boost, msgpack-cxx, GCC);
 //! - [`needs`]: a set of recipes' `[host]` needs checked against all of that.
 
 pub mod dpkg;
@@ -18,6 +19,7 @@ pub mod needs;
 pub mod os;
 pub mod python;
 pub mod run;
+pub mod versions;
 
 use std::path::{Path, PathBuf};
 

@@ -1,5 +1,6 @@
 //! Recipes' `[host]` needs checked against a host: every package (dpkg), command (`PATH`),
-//! pkg-config module, header and CMake version they state, plus what their build systems imply
+//! pkg-config module, header, CMake version and bounded dependency version (`versions`:
+//! [`super::versions`]) they state, plus what their build systems imply
 //! (`cmake` and `ninja` for cmake recipes, unless a build venv brings them) and the stack's
 //! Python. `doctor` prints the result; `build` refuses to start while a need is missing and
 //! lists all of them with the command that installs them.
@@ -12,7 +13,7 @@ use serde::Serialize;
 use super::dpkg::Installed;
 use super::os::Os;
 use super::{python, HostRoot};
-use crate::recipe::{BuildSystem, PackageNeed, Recipe, VersionReq};
+use crate::recipe::{Bounded, BuildSystem, PackageNeed, Recipe, VersionBound, VersionReq};
 
 /// Debian packages of the commands builds commonly run, for the install command when a command
 /// itself is what is missing.
@@ -43,15 +44,19 @@ pub enum State {
 /// One need and what the host has for it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NeedCheck {
-    /// `package`, `command`, `pkg-config`, `header`, `cmake`, `python`.
+    /// `package`, `command`, `pkg-config`, `header`, `cmake`, `version`, `python`.
     pub kind: &'static str,
-    /// `libnuma-dev`, `libmsgpack-cxx-dev | libmsgpack-dev`, `perl`, `>=3.25.2, <4`, `3.11`.
+    /// `libnuma-dev`, `libmsgpack-cxx-dev | libmsgpack-dev`, `perl`, `>=3.25.2, <4`,
+    /// `boost >=1.71, <1.85`, `3.11`.
     pub name: String,
     /// The recipes that need it (or the stack, for its Python).
     pub recipes: Vec<String>,
     pub state: State,
     /// What satisfies it, or what was found instead (a too-old CMake).
     pub found: Option<String>,
+    /// What to do when it is missing, beyond the install command (a bound's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
 }
 
 impl NeedCheck {
@@ -59,13 +64,18 @@ impl NeedCheck {
         let what = match self.kind {
             "cmake" => format!("CMake {}", self.name),
             "python" => format!("Python {}", self.name),
+            "version" => self.name.clone(),
             k => format!("{k} {}", self.name),
         };
         let found = match (&self.found, self.state) {
             (Some(f), State::Missing) => format!(": found {f}"),
             _ => String::new(),
         };
-        format!("{what}{found} (for {})", self.recipes.join(", "))
+        let fix = match (&self.fix, self.state) {
+            (Some(f), State::Missing) => format!("\n      what to do: {f}"),
+            _ => String::new(),
+        };
+        format!("{what}{found} (for {}){fix}", self.recipes.join(", "))
     }
 }
 
@@ -126,6 +136,7 @@ pub fn check(root: &HostRoot, recipes: &[&Recipe], python: Option<(&str, &str)>)
     let mut modules: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut headers: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut cmake: Vec<(&VersionReq, &str)> = Vec::new();
+    let mut bounds: BTreeMap<Bounded, Vec<(&VersionBound, &str)>> = BTreeMap::new();
     let add = |m: &mut BTreeMap<String, Vec<String>>, k: &str, r: &str| {
         m.entry(k.to_string()).or_default().push(r.to_string())
     };
@@ -155,6 +166,9 @@ pub fn check(root: &HostRoot, recipes: &[&Recipe], python: Option<(&str, &str)>)
                 cmake.push((range, &r.name));
             }
         }
+        for b in &h.versions {
+            bounds.entry(b.dependency).or_default().push((b, &r.name));
+        }
     }
 
     for list in
@@ -177,7 +191,7 @@ pub fn check(root: &HostRoot, recipes: &[&Recipe], python: Option<(&str, &str)>)
         if state == State::Missing {
             to_install.push(p.clone());
         }
-        needs.push(NeedCheck { kind: "package", name: p.to_string(), recipes: rs.clone(), state, found });
+        needs.push(NeedCheck { kind: "package", name: p.to_string(), recipes: rs.clone(), state, found, fix: None });
     }
     if dpkg.is_none() && !packages.is_empty() {
         notes.push(format!(
@@ -202,6 +216,7 @@ pub fn check(root: &HostRoot, recipes: &[&Recipe], python: Option<(&str, &str)>)
             recipes: rs.clone(),
             state: if found.is_some() { State::Ok } else { State::Missing },
             found: found.map(|p| p.display().to_string()),
+            fix: None,
         });
     }
     let mut fixes = Vec::new();
@@ -229,8 +244,12 @@ pub fn check(root: &HostRoot, recipes: &[&Recipe], python: Option<(&str, &str)>)
                 recipes: rs,
                 state: if ok { State::Ok } else { State::Missing },
                 found: Some(format!("{} at {}", version.as_deref().unwrap_or("an unknown version"), path.display())),
+                fix: None,
             });
         }
+    }
+    for (dep, list) in &bounds {
+        needs.push(check_bound(root, *dep, list));
     }
     for (kind, list, find) in
         [("pkg-config", &modules, find_pc as fn(&HostRoot, &str) -> Option<PathBuf>), ("header", &headers, find_header)]
@@ -243,6 +262,7 @@ pub fn check(root: &HostRoot, recipes: &[&Recipe], python: Option<(&str, &str)>)
                 recipes: rs.clone(),
                 state: if found.is_some() { State::Ok } else { State::Missing },
                 found: found.map(|p| p.display().to_string()),
+                fix: None,
             });
         }
     }
@@ -261,6 +281,7 @@ pub fn check(root: &HostRoot, recipes: &[&Recipe], python: Option<(&str, &str)>)
             recipes: vec![format!("stack {stack}")],
             state: if found.is_some() { State::Ok } else { State::Missing },
             found: found.map(|f| format!("{} ({})", f.path.display(), f.via)),
+            fix: None,
         });
     }
     let refs: Vec<&PackageNeed> = to_install.iter().collect();
@@ -274,6 +295,54 @@ pub fn check(root: &HostRoot, recipes: &[&Recipe], python: Option<(&str, &str)>)
         None => {}
     }
     HostCheck { os, needs, fixes, notes }
+}
+
+/// One dependency's bounds, of every recipe stating one, against its version on the host: the
+/// recipes whose range it is outside of (else all of them), their ranges together, what was
+/// found where, and what to do (each refusing recipe's `fix`, else, or when none is found, how
+/// to install one).
+fn check_bound(root: &HostRoot, dep: Bounded, list: &[(&VersionBound, &str)]) -> NeedCheck {
+    let found = super::versions::read(root, dep);
+    let refusing: Vec<&(&VersionBound, &str)> =
+        list.iter().filter(|(b, _)| !found.as_ref().is_ok_and(|f| b.range.matches(&f.version))).collect();
+    let ok = refusing.is_empty();
+    let shown: Vec<&(&VersionBound, &str)> = if ok { list.iter().collect() } else { refusing };
+    let range = VersionReq::all_of(shown.iter().map(|(b, _)| &b.range)).expect("at least one bound");
+    let mut recipes: Vec<String> = shown.iter().map(|(_, n)| n.to_string()).collect();
+    recipes.sort();
+    recipes.dedup();
+    let mut fixes: Vec<String> = Vec::new();
+    for (b, name) in &shown {
+        // A recipe's fix speaks of a version outside its range; with none found, installing
+        // one is what to do.
+        let f = match (&b.fix, &found) {
+            (Some(f), Ok(_)) => format!("{name}: {f}"),
+            _ => install_hint(dep),
+        };
+        if !fixes.contains(&f) {
+            fixes.push(f);
+        }
+    }
+    NeedCheck {
+        kind: "version",
+        name: format!("{} {range}", dep.name()),
+        recipes,
+        state: if ok { State::Ok } else { State::Missing },
+        found: Some(match &found {
+            Ok(f) => format!("{} ({})", f.version, f.from),
+            Err(e) => format!("none ({e})"),
+        }),
+        fix: (!ok).then(|| fixes.join("; ")),
+    }
+}
+
+/// How to get another version of `dep` when no recipe says more.
+fn install_hint(dep: Bounded) -> String {
+    match dep {
+        Bounded::Boost => "install a Boost inside the range: Debian/Ubuntu libboost-dev and libboost-filesystem-dev (Debian 12: 1.74; Ubuntu 24.04 and Debian 13: 1.83), or one built from boost.org into /usr/local (its headers come first)".into(),
+        Bounded::MsgpackCxx => "install a msgpack-cxx inside the range: Debian/Ubuntu libmsgpack-cxx-dev (Debian 12: 4.1.3; Ubuntu 24.04: 6.1.0; Debian 13: 7.0.0), or one built from msgpack-c's cpp tags into /usr/local".into(),
+        Bounded::Gcc => "put a GCC inside the range first on PATH as `gcc` (and `g++`): Debian/Ubuntu gcc-N and g++-N packages, linked or aliased".into(),
+    }
 }
 
 /// Where pkg-config looks by default on Debian/Ubuntu, plus `PKG_CONFIG_PATH`.
@@ -303,7 +372,7 @@ fn find_header(root: &HostRoot, header: &str) -> Option<PathBuf> {
 }
 
 /// `<dir>/<triplet>` folders (`/usr/lib/x86_64-linux-gnu`).
-fn multiarch(root: &HostRoot, dir: &str) -> Vec<PathBuf> {
+pub(super) fn multiarch(root: &HostRoot, dir: &str) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(root.path(dir))
         .into_iter()
         .flatten()

@@ -23,6 +23,53 @@ pub struct HostNeeds {
     pub headers: Vec<String>,
     /// The CMake versions the project accepts (`>=3.25.2, <4`).
     pub cmake: Option<VersionReq>,
+    /// The versions of other host dependencies it builds with (`[host] versions`).
+    pub versions: Vec<VersionBound>,
+}
+
+/// A host dependency whose version a recipe may bound, each read on the host in one known way
+/// (the `host` module): what the compile or the configure really uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Bounded {
+    /// `BOOST_VERSION` of `boost/version.hpp` in the compiler's include path.
+    Boost,
+    /// `MSGPACK_VERSION_*` of the C++ library's `msgpack/version_master.hpp` (the C library's
+    /// is `version_master.h`, another version).
+    MsgpackCxx,
+    /// `gcc -dumpfullversion`.
+    Gcc,
+}
+
+impl Bounded {
+    pub const ALL: [Bounded; 3] = [Bounded::Boost, Bounded::MsgpackCxx, Bounded::Gcc];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Bounded::Boost => "boost",
+            Bounded::MsgpackCxx => "msgpack-cxx",
+            Bounded::Gcc => "gcc",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Bounded> {
+        Bounded::ALL.into_iter().find(|b| b.name() == name)
+    }
+}
+
+/// `[host] versions`: one dependency's versions the recipe builds with, and what a user whose
+/// host is outside them can do (`fix`, the recipe's words: a patch, an option; else the
+/// dependency's install hint is shown). `lifted_by`: the patch that makes the bound
+/// unnecessary; while the recipe's series lists it, the bound is not checked (the loader drops
+/// it), so a patch and a bound written apart cannot both hold at once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VersionBound {
+    pub dependency: Bounded,
+    pub range: VersionReq,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lifted_by: Option<String>,
 }
 
 impl HostNeeds {
@@ -61,10 +108,13 @@ pub enum Op {
     Le,
     Lt,
     Eq,
+    /// `!=5.*`: not a version whose leading components are these.
+    NotPrefix,
 }
 
-/// A version requirement: comma-separated clauses (`>=3.25.2, <4`), all of which must hold.
-/// Versions compare numerically, component by component, missing ones being 0 (`4` = `4.0.0`).
+/// A version requirement: comma-separated clauses (`>=3.25.2, <4`, `!=5.*`), all of which must
+/// hold. Versions compare numerically, component by component, missing ones being 0 (`4` =
+/// `4.0.0`); `!=5.*` excludes every version starting with 5.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(into = "String")]
 pub struct VersionReq {
@@ -106,10 +156,21 @@ impl VersionReq {
     pub fn parse(text: &str) -> Result<VersionReq, String> {
         let mut clauses = Vec::new();
         for c in text.split(',').map(str::trim) {
+            if let Some(rest) = c.strip_prefix("!=") {
+                let prefix = rest
+                    .trim()
+                    .strip_suffix(".*")
+                    .ok_or_else(|| format!("`{c}`: `!=` takes a version prefix ending in `.*` (`!=5.*`: no 5.x)"))?;
+                let v = version_numbers(prefix)
+                    .filter(|_| prefix.chars().all(|ch| ch.is_ascii_digit() || ch == '.'))
+                    .ok_or_else(|| format!("`{prefix}` is not a version (digits and dots, like `3.25.2`)"))?;
+                clauses.push((Op::NotPrefix, v));
+                continue;
+            }
             let (op, rest) = [(">=", Op::Ge), ("<=", Op::Le), ("==", Op::Eq), (">", Op::Gt), ("<", Op::Lt)]
                 .iter()
                 .find_map(|(p, op)| c.strip_prefix(p).map(|r| (*op, r.trim())))
-                .ok_or_else(|| format!("`{c}` is not a version clause (`>=3.25.2`, `<4`)"))?;
+                .ok_or_else(|| format!("`{c}` is not a version clause (`>=3.25.2`, `<4`, `!=5.*`)"))?;
             let v = version_numbers(rest)
                 .filter(|_| rest.chars().all(|ch| ch.is_ascii_digit() || ch == '.'))
                 .ok_or_else(|| format!("`{rest}` is not a version (digits and dots, like `3.25.2`)"))?;
@@ -129,6 +190,7 @@ impl VersionReq {
                 Op::Le => o.is_le(),
                 Op::Lt => o.is_lt(),
                 Op::Eq => o.is_eq(),
+                Op::NotPrefix => v.len() < want.len() || v[..want.len()] != want[..],
             }
         })
     }
@@ -153,7 +215,9 @@ impl VersionReq {
             .iter()
             .filter(|(op, _)| matches!(op, Op::Lt | Op::Le))
             .min_by(|a, b| compare(&a.1, &b.1).then((a.0 == Op::Le).cmp(&(b.0 == Op::Le))));
-        let exact = clauses.iter().filter(|(op, _)| *op == Op::Eq);
+        let mut exact: Vec<&(Op, Vec<u64>)> =
+            clauses.iter().filter(|(op, _)| matches!(op, Op::Eq | Op::NotPrefix)).collect();
+        exact.dedup();
         let kept = lower.into_iter().chain(exact).chain(upper).cloned().collect();
         Some(VersionReq { clauses: kept })
     }
@@ -165,18 +229,25 @@ impl fmt::Display for VersionReq {
             .clauses
             .iter()
             .map(|(op, v)| {
+                let wild = if *op == Op::NotPrefix { ".*" } else { "" };
                 let op = match op {
                     Op::Ge => ">=",
                     Op::Gt => ">",
                     Op::Le => "<=",
                     Op::Lt => "<",
                     Op::Eq => "==",
+                    Op::NotPrefix => "!=",
                 };
-                format!("{op}{}", v.iter().map(u64::to_string).collect::<Vec<_>>().join("."))
+                format!("{op}{}{wild}", v.iter().map(u64::to_string).collect::<Vec<_>>().join("."))
             })
             .collect();
         f.write_str(&parts.join(", "))
     }
+}
+
+/// A patch file name as a series lists it: no folder, ends in `.patch`.
+fn is_patch_name(s: &str) -> bool {
+    s.ends_with(".patch") && s.len() > 6 && !s.contains('/') && !s.starts_with('.')
 }
 
 /// A Debian package name (Debian policy 5.6.1): lowercase letters, digits, `+`, `-`, `.`,
@@ -243,7 +314,83 @@ pub(super) fn lower_host(
     if let (Some(range), Some(reqs)) = (&cmake, requirements) {
         check_pip_cmake(file, range, reqs, diags);
     }
-    HostNeeds { packages, commands, pkg_config, headers, cmake }
+    let versions = raw.versions.as_ref().map(|v| lower_versions(file, v.get_ref(), diags)).unwrap_or_default();
+    HostNeeds { packages, commands, pkg_config, headers, cmake, versions }
+}
+
+/// `[host] versions`: each key a [`Bounded`] name, each value a range or `{ range, fix }`.
+fn lower_versions(
+    file: &FileText<'_>,
+    table: &std::collections::BTreeMap<String, Spanned<toml::Value>>,
+    diags: &mut Diagnostics,
+) -> Vec<VersionBound> {
+    let known = || Bounded::ALL.iter().map(|b| format!("`{}`", b.name())).collect::<Vec<_>>().join(", ");
+    let mut out = Vec::new();
+    for (name, value) in table {
+        let at = value.span();
+        let Some(dependency) = Bounded::parse(name) else {
+            let help = if name == "cmake" {
+                "the CMake range is its own field: `cmake = \">=3.16, <4\"` in `[host]`".to_string()
+            } else {
+                format!("rocmforge knows how to read the version of {} on a host", known())
+            };
+            diags.push(file.at(at, format!("`[host] versions`: unknown dependency `{name}`")).with_help(help));
+            continue;
+        };
+        let (range, fix, lifted_by) = match value.get_ref() {
+            toml::Value::String(r) => (r.as_str(), None, None),
+            toml::Value::Table(t) => {
+                if let Some(k) = t.keys().find(|k| !["range", "fix", "lifted-by"].contains(&k.as_str())) {
+                    diags.push(
+                        file.at(at, format!("`[host] versions.{name}`: unknown key `{k}`"))
+                            .with_help("keys of the table: `range`, `fix`, `lifted-by`"),
+                    );
+                    continue;
+                }
+                let lifted = t.get("lifted-by").map(|l| l.as_str().filter(|l| is_patch_name(l)));
+                match (t.get("range").and_then(|r| r.as_str()), t.get("fix").map(|f| f.as_str()), lifted) {
+                    (_, _, Some(None)) => {
+                        diags.push(
+                            file.at(at, format!("`[host] versions.{name}`: `lifted-by` names a patch file of this recipe's directory"))
+                                .with_help("a plain file name as `[patches] series` writes it: `lifted-by = \"0005-boost-1.85.patch\"`"),
+                        );
+                        continue;
+                    }
+                    (Some(r), None, l) => (r, None, l.flatten()),
+                    (Some(r), Some(Some(f)), l) if !f.trim().is_empty() => (r, Some(f.trim().to_string()), l.flatten()),
+                    _ => {
+                        diags.push(
+                            file.at(
+                                at,
+                                format!(
+                                    "`[host] versions.{name}`: `range` must be a string and `fix` a non-empty string"
+                                ),
+                            )
+                            .with_help(format!(
+                                "`{name} = {{ range = \">=1.71, <1.85\", fix = \"what to do outside it\" }}`"
+                            )),
+                        );
+                        continue;
+                    }
+                }
+            }
+            _ => {
+                diags.push(
+                    file.at(at, format!("`[host] versions.{name}`: a range (`\">=1.71, <1.85\"`) or `{{ range = \"...\", fix = \"...\" }}`"))
+                        .with_help("`{ range = \">=1.71, <1.85\", fix = \"what to do outside it\" }`"),
+                );
+                continue;
+            }
+        };
+        match VersionReq::parse(range) {
+            Ok(range) => out.push(VersionBound { dependency, range, fix, lifted_by: lifted_by.map(str::to_string) }),
+            Err(e) => diags.push(
+                file.at(at, format!("`[host] versions.{name} = \"{range}\"`: {e}"))
+                    .with_help("clauses separated by commas, all of which must hold: `>=1.71, <1.85`, `!=5.*`"),
+            ),
+        }
+    }
+    out
 }
 
 /// Plain names of one list, each checked by `valid`, once each.
@@ -318,6 +465,39 @@ mod tests {
     }
 
     #[test]
+    fn not_prefix_clauses() {
+        let r = VersionReq::parse("!=5.*").unwrap();
+        assert!(r.matches("4.1.3") && r.matches("6.1.0") && r.matches("50.0") && r.matches("4"));
+        assert!(!r.matches("5") && !r.matches("5.0.0") && !r.matches("5.9"));
+        let r = VersionReq::parse(">=4, !=5.*, <10").unwrap();
+        assert_eq!(r.to_string(), ">=4, !=5.*, <10");
+        assert!(r.matches("9.0.0") && !r.matches("5.0.0") && !r.matches("3.3.0") && !r.matches("10.0"));
+        let r = VersionReq::parse("!=1.85.*").unwrap();
+        assert!(!r.matches("1.85.0") && r.matches("1.86.0") && r.matches("1.8"));
+        assert!(VersionReq::parse("!=5").unwrap_err().contains("`!=` takes a version prefix ending in `.*`"));
+        let both =
+            VersionReq::all_of([&VersionReq::parse("!=5.*, <10").unwrap(), &VersionReq::parse("!=5.*").unwrap()]);
+        assert_eq!(both.unwrap().to_string(), "!=5.*, <10");
+    }
+
+    #[test]
+    fn a_bound_its_own_patch_lifts_is_not_checked() {
+        let bound = "[host]\nversions = { boost = { range = \"<1.85\", fix = \"f\", lifted-by = \"0005-boost.patch\" }, gcc = \"<16\" }\n";
+        let patch = [("patches/t/a/0005-boost.patch", "--- a/x\n+++ b/x\n")];
+        let s = load_with(bound, &patch).unwrap();
+        let v = &s.recipes["a"].host.versions;
+        assert_eq!(v[0].lifted_by.as_deref(), Some("0005-boost.patch"));
+        assert_eq!(v.iter().map(|b| b.dependency).collect::<Vec<_>>(), [Bounded::Boost, Bounded::Gcc]);
+        let s = load_with(&format!("[patches]\nseries = [\"0005-boost.patch\"]\n{bound}"), &patch).unwrap();
+        assert_eq!(s.recipes["a"].host.versions.iter().map(|b| b.dependency).collect::<Vec<_>>(), [Bounded::Gcc]);
+        let e = load("[host]\nversions = { boost = { range = \"<1.85\", lifted-by = \"../x.patch\" } }\n").unwrap_err();
+        assert!(
+            e.contains("`lifted-by` names a patch file of this recipe's directory") && e.contains("a.toml:8:"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn package_names() {
         assert!(
             is_debian_package("g++")
@@ -334,7 +514,11 @@ mod tests {
     }
 
     fn load(recipe: &str) -> Result<crate::recipe::Stack, String> {
-        let files = std::collections::BTreeMap::from([
+        load_with(recipe, &[])
+    }
+
+    fn load_with(recipe: &str, extra: &[(&str, &str)]) -> Result<crate::recipe::Stack, String> {
+        let mut files = std::collections::BTreeMap::from([
             (
                 "recipes/t/stack.toml".to_string(),
                 b"[stack]\nname = \"t\"\nrocm-version = \"6.2.4\"\nsummary = \"t\"\ndefault-targets = [\"gfx1010\"]\n"
@@ -348,6 +532,7 @@ mod tests {
                 .into_bytes(),
             ),
         ]);
+        files.extend(extra.iter().map(|(k, v)| (k.to_string(), v.as_bytes().to_vec())));
         let tree = crate::recipe::RecipeTree::from_files(crate::recipe::Origin::Embedded, files);
         crate::recipe::load_stack(&tree, "t").map_err(|d| d.to_string())
     }
@@ -374,6 +559,30 @@ mod tests {
             "`/usr/bin/perl` is not valid in `[host] commands`",
             "`../x.h` is not valid in `[host] headers`",
             "`cmake = \"3.25\"`: `3.25` is not a version clause",
+        ] {
+            assert!(e.contains(want), "{want}\n{e}");
+        }
+        let s = load("[host]\nversions = { boost = \">=1.71, <1.85\", msgpack-cxx = { range = \"!=5.*\", fix = \"apply patch 0002\" } }\n").unwrap();
+        let v = &s.recipes["a"].host.versions;
+        assert_eq!(v.len(), 2);
+        assert_eq!(
+            (v[0].dependency, v[0].range.to_string(), v[0].fix.as_deref()),
+            (Bounded::Boost, ">=1.71, <1.85".into(), None)
+        );
+        assert_eq!(
+            (v[1].dependency, v[1].range.to_string(), v[1].fix.as_deref()),
+            (Bounded::MsgpackCxx, "!=5.*".into(), Some("apply patch 0002"))
+        );
+        let e = load("[host]\nversions = { bost = \"<1.85\", cmake = \"<4\", gcc = \"1.2\", boost = { range = \"<2\", why = \"x\" }, msgpack-cxx = 5 }\n").unwrap_err();
+        for want in [
+            "`[host] versions`: unknown dependency `bost`",
+            "a.toml:8:21",
+            "`boost`, `msgpack-cxx`, `gcc`",
+            "`[host] versions`: unknown dependency `cmake`",
+            "the CMake range is its own field",
+            "`[host] versions.gcc = \"1.2\"`: `1.2` is not a version clause",
+            "`[host] versions.boost`: unknown key `why`",
+            "`[host] versions.msgpack-cxx`: a range",
         ] {
             assert!(e.contains(want), "{want}\n{e}");
         }

@@ -267,7 +267,9 @@ pub(super) fn lower_recipe<'a>(
         check_prebuilt_wheel(&file, &raw, &source, diags);
     }
     let targets = lower_target_policy(&file, raw.targets, diags);
-    let host = super::host::lower_host(&file, raw.host, raw.build.requirements.as_ref(), diags);
+    let mut host = super::host::lower_host(&file, raw.host, raw.build.requirements.as_ref(), diags);
+    // A bound the series' own patch makes unnecessary is not checked.
+    host.versions.retain(|b| !b.lifted_by.as_ref().is_some_and(|l| patches.iter().any(|p| &p.name == l)));
     let build = lower_build(&file, raw.build, !raw.dependencies.build.is_empty(), diags);
     let provides = super::proofs::lower_provides(&file, raw.provides, diags);
     let checks = super::proofs::lower_checks(tree, &file, stack, raw.check, diags);

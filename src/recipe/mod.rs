@@ -27,7 +27,7 @@ pub mod tree;
 mod validate;
 
 pub use cycles::find_cycles;
-pub use host::{HostNeeds, PackageNeed, VersionReq};
+pub use host::{version_numbers, Bounded, HostNeeds, PackageNeed, VersionBound, VersionReq};
 pub use load::{load_all, load_stack, pick_stack, pick_valid_stack, StackError};
 pub use tree::{Origin, RecipeTree};
 pub use validate::closest as load_closest;

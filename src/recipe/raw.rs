@@ -223,6 +223,8 @@ pub(super) struct RawHost {
     #[serde(default)]
     pub headers: Vec<Spanned<String>>,
     pub cmake: Option<Spanned<String>>,
+    /// `versions = { boost = ">=1.71, <1.85", msgpack-cxx = { range = "!=5.*", fix = "..." } }`.
+    pub versions: Option<Spanned<BTreeMap<String, Spanned<toml::Value>>>>,
 }
 
 /// One file's text plus where it is, for diagnostics.

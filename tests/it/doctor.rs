@@ -313,3 +313,183 @@ fn doctor_checks_the_free_space_where_the_state_and_cache_dirs_live_too() {
     assert!(v["other_disks"][0]["free"].as_u64().unwrap() <= 4 << 20, "{v}");
     assert_eq!(v["disk"]["also"], serde_json::json!(["cache dir"]));
 }
+
+/// A stack whose recipes bound host dependencies' versions (`[host] versions`), its one source
+/// served by `server` (pinned, so nothing is fetched to pin it).
+fn bounded_tree(dir: &Path, server: &crate::support::http::HttpServer) -> std::path::PathBuf {
+    let t = dir.join("bounded-tree");
+    let r = t.join("recipes/bounded");
+    std::fs::create_dir_all(&r).unwrap();
+    std::fs::create_dir_all(t.join("patches")).unwrap();
+    std::fs::write(
+        r.join("stack.toml"),
+        "[stack]\nname = \"bounded\"\nrocm-version = \"6.2.4\"\nsummary = \"bounds\"\ndefault-targets = [\"gfx1030\"]\ndefault = true\ndisk-gb = 1\n",
+    )
+    .unwrap();
+    let bytes = b"not fetched".to_vec();
+    let sha = crate::support::wheel::sha256_hex(&bytes);
+    server.add("miopenish.tar.gz", bytes);
+    std::fs::write(
+        r.join("miopenish.toml"),
+        format!(
+            "[package]\nname = \"miopenish\"\nversion = \"1\"\nsummary = \"m\"\n[source]\nurl = \"{}\"\nsha256 = \"{sha}\"\n\
+             [dependencies]\nbuild = [\"tensileish\"]\n[build]\nsystem = \"cmake\"\n[targets]\ngpu = false\n\
+             [host]\npackages = [\"g++\"]\nversions = {{ boost = {{ range = \">=1.71, <1.85\", fix = \"its patch 0005 makes it build with Boost 1.85 to 1.92: add it to the series\" }}, gcc = \"<16\" }}\n",
+            server.url("miopenish.tar.gz")
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        r.join("tensileish.toml"),
+        "[package]\nname = \"tensileish\"\nversion = \"1\"\nsummary = \"t\"\n[build]\nsystem = \"script\"\nsteps = [\"true\"]\n[targets]\ngpu = false\n\
+         [host]\nversions = { msgpack-cxx = \"!=5.*\", boost = \">=1.66\" }\n",
+    )
+    .unwrap();
+    t
+}
+
+fn boost_header(v: u32) -> String {
+    format!("// Boost version.hpp\n#ifndef BOOST_VERSION_HPP\n#define BOOST_VERSION {v}\n#define BOOST_LIB_VERSION \"x\"\n#endif\n")
+}
+
+fn msgpack_header(major: u32, minor: u32, rev: u32) -> String {
+    format!("#define MSGPACK_VERSION_MAJOR    {major}\n#define MSGPACK_VERSION_MINOR    {minor}\n#define MSGPACK_VERSION_REVISION {rev}\n")
+}
+
+#[test]
+fn doctor_and_build_name_a_dependency_version_outside_a_recipes_bound() {
+    let home = tempfile::tempdir().unwrap();
+    let server = crate::support::http::HttpServer::start();
+    let t = bounded_tree(home.path(), &server);
+    // A rolling host: Boost 1.92, a msgpack-cxx 5.0.0 built by hand, GCC 16.
+    let h = FakeHost::new();
+    h.os("ID=debian\nVERSION_ID=\"13\"\nPRETTY_NAME=\"Debian GNU/Linux forky/sid\"\n")
+        .meminfo(16, 12)
+        .users(true, true)
+        .dpkg(&["g++", "cmake", "ninja-build"])
+        .file("/usr/include/boost/version.hpp", &boost_header(109200))
+        .file("/usr/local/include/msgpack/version_master.hpp", &msgpack_header(5, 0, 0))
+        // The C library's header beside it says 6: not the one read.
+        .file("/usr/include/msgpack/version_master.h", &msgpack_header(6, 0, 1));
+    build_tools(&h);
+    h.tool("gcc", "16.1.0");
+    let out = h.rocmforge(home.path()).args(["--recipes", t.to_str().unwrap(), "doctor", "-j", "2"]).output().unwrap();
+    let text = scrubbed(&h, home.path(), &out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    for want in [
+        "MISSING version    boost >=1.71, <1.85 [1.92.0 (BOOST_VERSION 109200 in [HOST]/root/usr/include/boost/version.hpp)]  (miopenish)",
+        "what to do: miopenish: its patch 0005 makes it build with Boost 1.85 to 1.92: add it to the series",
+        "MISSING version    msgpack-cxx !=5.* [5.0.0 (MSGPACK_VERSION_* in [HOST]/root/usr/local/include/msgpack/version_master.hpp)]  (tensileish)",
+        "what to do: install a msgpack-cxx inside the range: Debian/Ubuntu libmsgpack-cxx-dev",
+        "MISSING version    gcc <16 [16.1.0 (`[HOST]/bin/gcc -dumpfullversion`)]  (miopenish)",
+        "what to do: put a GCC inside the range first on PATH",
+        "3 missing",
+    ] {
+        assert!(text.contains(want), "missing `{want}` in:\n{text}");
+    }
+    // tensileish's own Boost bound (>=1.66) holds: only miopenish's is named.
+    assert!(!text.contains("boost >=1.71, <1.85 [1.92.0 (BOOST_VERSION 109200 in [HOST]/root/usr/include/boost/version.hpp)]  (miopenish, tensileish)"), "{text}");
+    let out = h
+        .rocmforge(home.path())
+        .args(["--recipes", t.to_str().unwrap(), "doctor", "-j", "2", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let boost = v["check"]["needs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["kind"] == "version" && n["name"].as_str().unwrap().starts_with("boost"))
+        .unwrap()
+        .clone();
+    assert_eq!(boost["state"], "missing", "{boost}");
+    assert_eq!(boost["recipes"], serde_json::json!(["miopenish"]), "{boost}");
+
+    // build: refused with the same words, before anything is fetched.
+    let out = h
+        .rocmforge(home.path())
+        .args(["--recipes", t.to_str().unwrap(), "build", "miopenish", "--target", "gfx1010"])
+        .output()
+        .unwrap();
+    let err = h.scrub(&String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    for want in [
+        "this host lacks what the recipes to build need; nothing was fetched or built",
+        "boost >=1.71, <1.85: found 1.92.0 (BOOST_VERSION 109200 in [HOST]/root/usr/include/boost/version.hpp) (for miopenish)",
+        "what to do: miopenish: its patch 0005",
+        "msgpack-cxx !=5.*: found 5.0.0",
+        "gcc <16: found 16.1.0",
+    ] {
+        assert!(err.contains(want), "missing `{want}` in:\n{err}");
+    }
+    assert_eq!(server.with(|s| s.requests.len()), 0, "fetched before the host check");
+    assert!(!home.path().join("cache/rocmforge/work/miopenish").exists(), "nothing may be prepared");
+}
+
+#[test]
+fn bounds_a_host_meets_pass() {
+    let home = tempfile::tempdir().unwrap();
+    let server = crate::support::http::HttpServer::start();
+    let t = bounded_tree(home.path(), &server);
+    // Ubuntu 24.04's Boost 1.83 and msgpack-cxx 6.1.0 (multiarch folder), GCC 13.
+    let h = FakeHost::new();
+    h.os("PRETTY_NAME=\"Ubuntu 24.04.1 LTS\"\nID=ubuntu\nID_LIKE=debian\nVERSION_ID=\"24.04\"\n")
+        .meminfo(16, 12)
+        .users(true, true)
+        .dpkg(&["g++", "cmake", "ninja-build"])
+        .file("/usr/include/boost/version.hpp", &boost_header(108300))
+        .file("/usr/include/x86_64-linux-gnu/msgpack/version_master.hpp", &msgpack_header(6, 1, 0));
+    build_tools(&h);
+    h.tool("gcc", "13.3.0");
+    let out = h.rocmforge(home.path()).args(["--recipes", t.to_str().unwrap(), "doctor", "-j", "2"]).output().unwrap();
+    let text = scrubbed(&h, home.path(), &out);
+    assert!(out.status.success(), "{text}");
+    for want in [
+        "ok      version    boost >=1.71, <1.85 [1.83.0 (BOOST_VERSION 108300 in [HOST]/root/usr/include/boost/version.hpp)]  (miopenish, tensileish)",
+        "ok      version    msgpack-cxx !=5.* [6.1.0 (MSGPACK_VERSION_* in [HOST]/root/usr/include/x86_64-linux-gnu/msgpack/version_master.hpp)]  (tensileish)",
+        "ok      version    gcc <16 [13.3.0",
+    ] {
+        assert!(text.contains(want), "missing `{want}` in:\n{text}");
+    }
+    assert!(!text.contains("what to do"), "{text}");
+    // No Boost at all: the bound is not met, and says where it looked.
+    std::fs::remove_file(h.root().join("usr/include/boost/version.hpp")).unwrap();
+    let out = h.rocmforge(home.path()).args(["--recipes", t.to_str().unwrap(), "doctor", "-j", "2"]).output().unwrap();
+    let text = scrubbed(&h, home.path(), &out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("MISSING version    boost >=1.71, <1.85 [none (no boost/version.hpp in [HOST]/root/usr/local/include, [HOST]/root/usr/include/x86_64-linux-gnu, [HOST]/root/usr/include)]  (miopenish, tensileish)"), "{text}");
+    // What to do is to install one, not the recipe's words about a version outside the range.
+    assert!(text.contains("what to do: install a Boost inside the range: Debian/Ubuntu libboost-dev"), "{text}");
+    assert!(!text.contains("its patch 0005"), "{text}");
+}
+
+#[test]
+fn rocm_5_4_miopen_names_a_boost_it_does_not_compile_with() {
+    // The shipped rocm-5.4 stack on a host meeting every need, but with Debian unstable's
+    // Boost 1.92: MIOpen 2.19's src/lock_file.cpp needs Boost < 1.85 (recipes/rocm-5.4/miopen.toml).
+    let home = tempfile::tempdir().unwrap();
+    let h = crate::support::host::meeting_needs_of(&crate::support::repo_root().join("recipes/rocm-5.4"));
+    let doctor = |h: &FakeHost| {
+        crate::support::rocmforge(home.path())
+            .env("ROCMFORGE_HOST_ROOT", h.root())
+            .args(["--stack", "rocm-5.4", "doctor", "miopen", "-j", "2"])
+            .output()
+            .unwrap()
+    };
+    let text = scrubbed(&h, home.path(), &doctor(&h));
+    assert!(
+        text.contains("ok      version    boost <1.85 [1.74.0 (BOOST_VERSION 107400 in [HOST]/root/usr/include/boost/version.hpp)]  (miopen)"),
+        "{text}"
+    );
+    h.file("/usr/include/boost/version.hpp", &boost_header(109200));
+    let out = doctor(&h);
+    let text = scrubbed(&h, home.path(), &out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    for want in [
+        "MISSING version    boost <1.85 [1.92.0 (BOOST_VERSION 109200 in [HOST]/root/usr/include/boost/version.hpp)]  (miopen)",
+        "what to do: miopen: MIOpen 2.19's src/lock_file.cpp does not compile against Boost 1.85 and later",
+        "0005-boost-1.85-filesystem-exception.patch",
+    ] {
+        assert!(text.contains(want), "missing `{want}` in:\n{text}");
+    }
+}

@@ -347,10 +347,16 @@ const HOST_6_2: &[(&str, &str, &str, &str)] = &[
     (
         "hipblaslt",
         "packages",
-        "libmsgpack-dev",
-        "tensilelite CMakeLists.txt:105 find_package(msgpack): the config named `msgpack`",
+        "libmsgpack-cxx-dev | libmsgpack-dev",
+        "tensilelite CMakeLists.txt:105 find_package(msgpack), with patch 0002 any msgpack-cxx config",
     ),
     ("rocblas", "headers", "msgpack.hpp", "Tensile MessagePack.hpp:35 includes <msgpack.hpp>"),
+    (
+        "rocblas",
+        "versions",
+        "msgpack-cxx !=5.*",
+        "Tensile rocm-6.2.4 lib/CMakeLists.txt:101 NAMES msgpack msgpack-cxx msgpack-c: not 5.x's msgpackc-cxx",
+    ),
 ];
 
 #[test]
@@ -371,6 +377,7 @@ fn host_needs_are_declared(audit: &Audit) {
         let have: Vec<String> = match *field {
             "commands" => host.commands.clone(),
             "headers" => host.headers.clone(),
+            "versions" => host.versions.iter().map(|b| format!("{} {}", b.dependency.name(), b.range)).collect(),
             _ => host.packages.iter().map(|p| p.to_string()).collect(),
         };
         if !have.iter().any(|h| h == need) {
@@ -832,13 +839,42 @@ fn rocm_5_4_tensile_finds_msgpack_cxx_of_every_major_version() {
     // directory from the target that version defines.
     let stack = stack("rocm-5.4");
     let tensile = stack.recipe("tensile").expect("rocm-5.4 recipe tensile");
+    let texts: Vec<String> = tensile
+        .patches
+        .iter()
+        .map(|p| std::fs::read_to_string(crate::support::repo_root().join(&p.path)).unwrap())
+        .collect();
+    let (pre, post) = hunk_images(&texts, "Tensile/Source/lib/CMakeLists.txt");
+    assert!(
+        !post.is_empty(),
+        "no patch of tensile's series ({:?}) changes Tensile/Source/lib/CMakeLists.txt",
+        tensile.patches
+    );
+    assert_msgpack_lookup_finds_every_major(&pre, &post);
+}
+
+#[test]
+fn rocm_6_2_tensilelite_finds_msgpack_cxx_of_every_major_version() {
+    // hipBLASLt rocm-6.2.2 (and the release/rocm-rel-6.2 head, one blob)
+    // tensilelite/Tensile/Source/lib/CMakeLists.txt:105 find_package(msgpack REQUIRED): Tensile
+    // 5.4.3's lookup, 4.x names only. Patch 0002 of the hipblaslt recipe's directory is the same
+    // fix; the recipe's series lists it after 0001 (issue 30).
+    let path =
+        crate::support::repo_root().join("patches/rocm-6.2/hipblaslt/0002-tensilelite-msgpack-cxx-any-major.patch");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let (pre, post) = hunk_images(&[text], "tensilelite/Tensile/Source/lib/CMakeLists.txt");
+    assert!(!post.is_empty(), "{} changes no tensilelite/Tensile/Source/lib/CMakeLists.txt", path.display());
+    assert_msgpack_lookup_finds_every_major(&pre, &post);
+}
+
+/// The pre- and post-image lines of every hunk the patch `texts` make on `file`.
+fn hunk_images(texts: &[String], file: &str) -> (Vec<String>, Vec<String>) {
     let (mut pre, mut post) = (Vec::new(), Vec::new());
-    for p in &tensile.patches {
-        let text = std::fs::read_to_string(crate::support::repo_root().join(&p.path)).unwrap();
+    for text in texts {
         let mut in_file = false;
         for line in text.lines() {
             if let Some(rest) = line.strip_prefix("diff --git ") {
-                in_file = rest.ends_with(" b/Tensile/Source/lib/CMakeLists.txt");
+                in_file = rest.ends_with(&format!(" b/{file}"));
             } else if !in_file || line.starts_with("---") || line.starts_with("+++") || line.starts_with("@@") {
             } else if let Some(l) = line.strip_prefix('+') {
                 post.push(l.to_string());
@@ -850,12 +886,14 @@ fn rocm_5_4_tensile_finds_msgpack_cxx_of_every_major_version() {
             }
         }
     }
-    assert!(
-        !post.is_empty(),
-        "no patch of tensile's series ({:?}) changes Tensile/Source/lib/CMakeLists.txt",
-        tensile.patches
-    );
-    let (unpatched, patched) = (msgpack_lookup(&pre), msgpack_lookup(&post));
+    (pre, post)
+}
+
+/// The patched lookup (`post`) must find every msgpack layout, alone and beside a msgpack-c 6
+/// config, and take the include dir of its C++ target; upstream's (`pre`) must fail for 5.x
+/// and 6.x+.
+fn assert_msgpack_lookup_finds_every_major(pre: &[String], post: &[String]) {
+    let (unpatched, patched) = (msgpack_lookup(pre), msgpack_lookup(post));
     let tmp = tempfile::tempdir().unwrap();
     let mut failures = Vec::new();
     for (i, l) in MSGPACK_LAYOUTS.iter().enumerate() {
@@ -872,7 +910,7 @@ fn rocm_5_4_tensile_finds_msgpack_cxx_of_every_major_version() {
         }
     }
     assert!(failures.is_empty(), "the patched lookup:\n{patched}\n{}", failures.join("\n"));
-    // The series is what makes the difference: upstream's line finds no 5.x or 6.x+ package.
+    // The patch is what makes the difference: upstream's line finds no 5.x or 6.x+ package.
     for (i, l) in MSGPACK_LAYOUTS.iter().enumerate().skip(2) {
         let found = msgpack_found(&unpatched, &[l], &tmp.path().join(format!("u{i}")));
         assert!(found.is_err(), "upstream's lookup found {}: {found:?}", l.what);

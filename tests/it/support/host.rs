@@ -140,10 +140,10 @@ pub fn real_uv() -> PathBuf {
 
 /// A host root (Debian 12) on which every `[host]` need of the recipes in `dir` is met: each
 /// package (the first of alternatives) in dpkg's status, each pkg-config module and header in
-/// place. Commands are not faked: they stay on the real `PATH`. For tests that take a real stack
+/// place, each bounded version (`versions`) as Debian 12's headers say it. Commands are not faked: they stay on the real `PATH`. For tests that take a real stack
 /// past `build`'s host check on a machine without its build dependencies.
 pub fn meeting_needs_of(dir: &Path) -> FakeHost {
-    let (mut packages, mut modules, mut headers) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut packages, mut modules, mut headers, mut bounded) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
@@ -161,6 +161,7 @@ pub fn meeting_needs_of(dir: &Path) -> FakeHost {
         packages.extend(list("packages").iter().map(|p| p.split('|').next().unwrap().trim().to_string()));
         modules.extend(list("pkg-config"));
         headers.extend(list("headers"));
+        bounded.extend(host.get("versions").and_then(|v| v.as_table()).into_iter().flat_map(|t| t.keys().cloned()));
     }
     assert!(!packages.is_empty(), "no [host] packages in {}", dir.display());
     let h = FakeHost::new();
@@ -171,6 +172,17 @@ pub fn meeting_needs_of(dir: &Path) -> FakeHost {
     }
     for hd in headers {
         h.file(&format!("/usr/include/{hd}"), "/* stand-in */\n");
+    }
+    // Bounded versions as Debian 12 has them.
+    for b in bounded {
+        match b.as_str() {
+            "boost" => h.file("/usr/include/boost/version.hpp", "#define BOOST_VERSION 107400\n"),
+            "msgpack-cxx" => h.file(
+                "/usr/include/msgpack/version_master.hpp",
+                "#define MSGPACK_VERSION_MAJOR 4\n#define MSGPACK_VERSION_MINOR 1\n#define MSGPACK_VERSION_REVISION 3\n",
+            ),
+            other => panic!("meeting_needs_of: no stand-in for [host] versions.{other} (add Debian 12's here)"),
+        };
     }
     h
 }
