@@ -273,9 +273,15 @@ pub fn resolve(
         let r = &stack.recipes[name];
         let targets = if r.is_source_only() { TargetDecision::SourceOnly } else { r.targets.decide(&opts.targets) };
         let decision = match (&host.rocm, &targets) {
-            (Some(rocm), TargetDecision::Build { .. } | TargetDecision::HostOnly | TargetDecision::SourceOnly) => {
-                rocm.decide(r, &stack.rocm_version, targets.targets(), &opts.installation)
-            }
+            // A stand-in is the recipe built otherwise: an installation stands for it only as for
+            // any build (unpatched, same version), and says why not.
+            (
+                Some(rocm),
+                TargetDecision::Build { .. }
+                | TargetDecision::HostOnly
+                | TargetDecision::SourceOnly
+                | TargetDecision::StandIn { .. },
+            ) => rocm.decide(r, &stack.rocm_version, targets.targets(), &opts.installation),
             _ => None,
         };
         let external = match &decision {
