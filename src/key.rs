@@ -47,7 +47,8 @@
 //!    package's) and the sha256 of the `[external]` files taken (a CMake package folder: every
 //!    file in it), not where or when they were installed (`installation`). Dependents' CMake
 //!    files do record that path: machines sharing such artifacts install ROCm at one path.
-//! 4. After the recipe's own target decision (supported subset, substitute, host only); empty
+//! 4. After the recipe's own target decision (supported subset, substitute, host only), with
+//!    `stand-in` after them for a recipe built as its `[stand-in]` says (`plan`); empty
 //!    for host-only recipes, so they do not rebuild when only the GPU targets change.
 //! 5. The one path in the key, kept because it must be: ROCm's CMake package files, pkg-config
 //!    files, hipcc's and HIP's configuration, RPATHs and installed Python packages embed the

@@ -18,7 +18,9 @@ use crate::recipe::{BuildSystem, Recipe, SourceSpec};
 impl Engine<'_> {
     /// Carries out the plan's status for one recipe.
     pub(super) fn run_recipe(&self, d: &PlanEntry, jobs: usize, prefix: &Prefix) -> Result<Outcome, BuildError> {
-        let r = &self.stack.recipes[&d.name];
+        // What is built: a stand-in's args, checks and estimate (`Recipe::as_built`).
+        let built = self.stack.recipes[&d.name].as_built(&d.targets);
+        let r = &*built;
         self.progress.recipe_started(&d.name, matches!(d.status, Status::Cached | Status::Remote(_)));
         let result = match &d.status {
             Status::SourceOnly => Ok(Outcome::SourceOnly),

@@ -237,6 +237,17 @@ impl Host {
     }
 }
 
+/// The targets as the key holds them: those really built for, and `stand-in` after them when
+/// the recipe is built as its `[stand-in]` says, so the two builds of one recipe never share a
+/// key. (Without a stand-in, exactly the targets: the keys of every other build are unchanged.)
+fn targets_in_key(decision: &TargetDecision) -> Vec<String> {
+    let mut t = key::targets_of(decision.targets());
+    if matches!(decision, TargetDecision::StandIn { .. }) {
+        t.push("stand-in".into());
+    }
+    t
+}
+
 /// Resolves the build of `graph`: keys from the recipes, patches and host; statuses from the
 /// store (is the key there?) and the history (what changed since the last build?).
 pub fn resolve(
@@ -264,9 +275,15 @@ pub fn resolve(
         let r = &stack.recipes[name];
         let targets = if r.is_source_only() { TargetDecision::SourceOnly } else { r.targets.decide(&opts.targets) };
         let decision = match (&host.rocm, &targets) {
-            (Some(rocm), TargetDecision::Build { .. } | TargetDecision::HostOnly | TargetDecision::SourceOnly) => {
-                rocm.decide(r, &stack.rocm_version, targets.targets(), &opts.installation)
-            }
+            // A stand-in is the recipe built otherwise: an installation stands for it only as for
+            // any build (unpatched, same version), and says why not.
+            (
+                Some(rocm),
+                TargetDecision::Build { .. }
+                | TargetDecision::HostOnly
+                | TargetDecision::SourceOnly
+                | TargetDecision::StandIn { .. },
+            ) => rocm.decide(r, &stack.rocm_version, targets.targets(), &opts.installation),
             _ => None,
         };
         let external = match &decision {
@@ -288,7 +305,7 @@ pub fn resolve(
             recipe_content: crate::digest::sha256_hex(r.canonical.as_bytes()),
             source: source.to_string(),
             patches: if external.is_some() { Vec::new() } else { crate::source::patch_digests(tree, r) },
-            targets: key::targets_of(targets.targets()),
+            targets: targets_in_key(&targets),
             prefix: opts.prefix.display().to_string(),
             env: if host_facts { host.env.clone() } else { BTreeMap::new() },
             toolchain: match (host_facts, r.build.system) {
@@ -329,6 +346,8 @@ pub fn resolve(
     }
     let mut accept_versions: BTreeSet<String> = BTreeSet::new();
     for (name, r, targets, decision, inputs, key) in keyed {
+        // What is built: a stand-in's args, checks and estimate.
+        let r = &*r.as_built(&targets);
         let status = if let Some(Decision::Take { reason, .. }) = &decision {
             Status::External(reason.clone())
         } else if let Some(Decision::Refuse { reason, accept }) = &decision {

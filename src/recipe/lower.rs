@@ -274,6 +274,7 @@ pub(super) fn lower_recipe<'a>(
     let provides = super::proofs::lower_provides(&file, raw.provides, diags);
     let checks = super::proofs::lower_checks(tree, &file, stack, raw.check, diags);
     let estimate = raw.estimate.map(|e| lower_estimate(&file, e, diags));
+    let stand_in = lower_stand_in(tree, &file, stack, &targets, raw.stand_in, &checks, diags);
 
     let deps = raw.dependencies.build.iter().map(name_and_span).chain(source_deps.iter().cloned()).collect();
     let mut source_dep_names: Vec<String> = Vec::new();
@@ -283,7 +284,11 @@ pub(super) fn lower_recipe<'a>(
         }
     }
     let build_dep_names: Vec<String> = raw.dependencies.build.iter().map(|d| d.get_ref().clone()).collect();
-    check_texts(&file, &build, &checks, &source_dep_names, &build_dep_names, diags);
+    let stand_in_texts = stand_in.as_ref().map(|s| (s.args.clone(), s.checks.clone())).unwrap_or_default();
+    let mut texts_build = build.clone();
+    texts_build.args.extend(stand_in_texts.0);
+    let all_checks: Vec<super::PostCheck> = checks.iter().cloned().chain(stand_in_texts.1).collect();
+    check_texts(&file, &texts_build, &all_checks, &source_dep_names, &build_dep_names, diags);
     let recipe = Recipe {
         name,
         version: raw.package.version.into_inner(),
@@ -300,10 +305,11 @@ pub(super) fn lower_recipe<'a>(
         cmake_packages: raw.package.cmake_packages,
         pin_from: (!source.is_unlocked() && source.pin().is_some()).then_some(PinFrom::Recipe),
         witness: raw.source.as_ref().and_then(|s| s.get_ref().witness.clone()),
-        canonical: canonical(file.text) + &super::proofs::files_digest(&checks),
+        canonical: canonical(file.text) + &super::proofs::files_digest(&all_checks),
         provides,
         checks,
         estimate,
+        stand_in,
     };
     Lowered { recipe, name_span: raw.package.name.span(), deps, file }
 }
@@ -352,8 +358,8 @@ pub(super) fn runs_nothing(step: &str) -> bool {
 }
 
 /// The recipe's content serialised canonically (keys sorted), immune to comments, whitespace
-/// and key order, to `[estimate]` and a `[[check]]`'s `estimate` (a guess of how long it takes
-/// changes nothing built), to
+/// and key order, to `[estimate]`, `[stand-in] estimate` and a check's `estimate` (a guess of how
+/// long it takes changes nothing built), to
 /// `source.witness` (who else states the pin changes nothing built), to the words of
 /// `[[provides]]` (`what`, `consumers`: only its `files` and `query` decide what passes) and to
 /// `[host]` (what the machine must have is checked before a build, not built; the host's tools
@@ -364,6 +370,9 @@ fn canonical(text: &str) -> String {
             if let Some(t) = v.as_table_mut() {
                 t.remove("host");
                 t.remove("estimate");
+                if let Some(s) = t.get_mut("stand-in").and_then(|s| s.as_table_mut()) {
+                    s.remove("estimate");
+                }
             }
             if let Some(checks) = v.get_mut("check").and_then(|b| b.as_array_mut()) {
                 for c in checks.iter_mut().filter_map(|c| c.as_table_mut()) {
@@ -685,6 +694,55 @@ fn lower_targets(file: &FileText<'_>, list: &[Spanned<String>], diags: &mut Diag
         }
     }
     TargetSet::from_targets(out)
+}
+
+/// `[stand-in]`: present exactly when `when-unsupported = "stand-in"` (a table no decision
+/// reads, or a mode without its table, is a mistake); its checks are lowered as `[[check]]`s and
+/// named apart from them.
+fn lower_stand_in(
+    tree: &RecipeTree,
+    file: &FileText<'_>,
+    stack: &str,
+    targets: &TargetPolicy,
+    raw: Option<Spanned<super::raw::RawStandIn>>,
+    checks: &[super::PostCheck],
+    diags: &mut Diagnostics,
+) -> Option<super::StandIn> {
+    let wants = targets.when_unsupported == WhenUnsupported::StandIn;
+    let Some(raw) = raw else {
+        if wants {
+            diags.push(
+                file.whole("`when-unsupported = \"stand-in\"` needs a `[stand-in]` table")
+                    .with_help("add `[stand-in]` with the `args` that build the library without device code"),
+            );
+        }
+        return None;
+    };
+    let span = raw.span();
+    let raw = raw.into_inner();
+    if !wants {
+        diags.push(
+            file.at(span.clone(), "`[stand-in]` is declared, but `[targets] when-unsupported` is not \"stand-in\"")
+                .with_help("set `when-unsupported = \"stand-in\"` in `[targets]`, or remove `[stand-in]`"),
+        );
+    }
+    if raw.args.is_empty() && raw.check.is_empty() {
+        diags.push(
+            file.at(
+                span,
+                "`[stand-in]` adds no `args` and no `check`: the stand-in would be the real build, unchecked",
+            ),
+        );
+    }
+    let own = super::proofs::lower_checks(tree, file, stack, raw.check, diags);
+    for c in &own {
+        if checks.iter().any(|o| o.name == c.name) {
+            diags
+                .push(file.whole(format!("check `{}` is declared in `[[check]]` and in `[[stand-in.check]]`", c.name)));
+        }
+    }
+    let estimate = raw.estimate.map(|e| lower_estimate(file, e, diags));
+    Some(super::StandIn { args: raw.args, checks: own, estimate })
 }
 
 /// `[targets]`: known targets, and a substitute list when `when-unsupported` asks for one.

@@ -197,6 +197,9 @@ pub struct Recipe {
     /// `[estimate]`: its work in the night's model, until a build here was timed. Not part of
     /// the cache key.
     pub estimate: Option<Estimate>,
+    /// `[stand-in]`: how it is built when `when-unsupported = "stand-in"` applies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stand_in: Option<StandIn>,
     /// The recipe's parsed content, serialised canonically (keys sorted): the cache key's input,
     /// immune to comments, whitespace and key order.
     #[serde(skip)]
@@ -211,6 +214,23 @@ impl Recipe {
 
     pub fn is_source_only(&self) -> bool {
         self.build.system == BuildSystem::SourceOnly
+    }
+
+    /// The recipe as it is built for `decision`: for a stand-in, with its `[stand-in]` args
+    /// appended, its checks after the recipe's own, its estimate, and no device code declared.
+    pub fn as_built(&self, decision: &TargetDecision) -> std::borrow::Cow<'_, Recipe> {
+        match (decision, &self.stand_in) {
+            (TargetDecision::StandIn { .. }, Some(s)) => {
+                let mut r = self.clone();
+                r.build.args.extend(s.args.iter().cloned());
+                r.checks.extend(s.checks.iter().cloned());
+                r.estimate = s.estimate.clone();
+                r.targets.device_code.clear();
+                r.targets.must_contain.clear();
+                std::borrow::Cow::Owned(r)
+            }
+            _ => std::borrow::Cow::Borrowed(self),
+        }
     }
 
     /// Does building it run the stack's Python: a venv made from it (python-wheel, or
@@ -375,6 +395,9 @@ pub enum WhenUnsupported {
     Error,
     Skip,
     Substitute,
+    /// Built for the requested targets as the recipe's `[stand-in]` says: a library without
+    /// device code of its own (hipBLASLt without Tensile), so dependents configure and link.
+    StandIn,
 }
 
 /// Which GPU targets a component can be built for, and what happens when none requested is.
@@ -405,6 +428,9 @@ pub enum TargetDecision {
     Build { targets: TargetSet, dropped: TargetSet },
     /// None requested is supported: built for other targets so dependents can link.
     Substitute { targets: TargetSet, reason: String },
+    /// None requested is supported: built for them as the recipe's `[stand-in]` says (its args,
+    /// checks and estimate), a library without the device code it has none of for them.
+    StandIn { targets: TargetSet, reason: String },
     /// None requested is supported: not built.
     Skip { reason: String },
     /// None requested is supported and the recipe has no fallback.
@@ -435,6 +461,7 @@ impl TargetPolicy {
             WhenUnsupported::Error => TargetDecision::Unsupported { reason },
             WhenUnsupported::Skip => TargetDecision::Skip { reason },
             WhenUnsupported::Substitute => TargetDecision::Substitute { targets: self.substitute.clone(), reason },
+            WhenUnsupported::StandIn => TargetDecision::StandIn { targets: requested.clone(), reason },
         }
     }
 }
@@ -443,7 +470,9 @@ impl TargetDecision {
     /// The targets compiled for, if any.
     pub fn targets(&self) -> Option<&TargetSet> {
         match self {
-            TargetDecision::Build { targets, .. } | TargetDecision::Substitute { targets, .. } => Some(targets),
+            TargetDecision::Build { targets, .. }
+            | TargetDecision::Substitute { targets, .. }
+            | TargetDecision::StandIn { targets, .. } => Some(targets),
             _ => None,
         }
     }
@@ -457,6 +486,9 @@ impl TargetDecision {
                 format!("{} (not {}: unsupported)", targets.comma_list(), dropped.comma_list())
             }
             TargetDecision::Substitute { targets, reason } => format!("{} instead ({reason})", targets.comma_list()),
+            TargetDecision::StandIn { targets, reason } => {
+                format!("{}, as a stand-in without kernels (`[stand-in]`: {reason})", targets.comma_list())
+            }
             TargetDecision::Skip { reason } => format!("skipped ({reason})"),
             TargetDecision::Unsupported { reason } => format!("UNSUPPORTED ({reason})"),
         }
@@ -501,6 +533,16 @@ pub struct CheckEstimate {
     pub source: String,
 }
 
+/// `[stand-in]`: what the build of a stand-in adds to (args, checks) or replaces in (estimate)
+/// the recipe; its device-code declarations (`[targets] device-code`, `must-contain`) do not
+/// apply to it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StandIn {
+    pub args: Vec<String>,
+    pub checks: Vec<PostCheck>,
+    pub estimate: Option<Estimate>,
+}
+
 /// A recipe's work in the night's model (`[estimate]`): wall minutes more jobs do not shorten,
 /// and core-hours of compiling spread over its jobs; what it downloads and the disk it takes.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -522,6 +564,71 @@ pub struct ExternalSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn stand_in_stack(recipe: &str) -> Result<Stack, String> {
+        let files = BTreeMap::from([
+            (
+                "recipes/t/stack.toml".to_string(),
+                b"[stack]\nname = \"t\"\nrocm-version = \"6.2.4\"\nsummary = \"t\"\ndefault-targets = [\"gfx1010\"]\n"
+                    .to_vec(),
+            ),
+            ("recipes/checks/probe/check.sh".to_string(), b"true\n".to_vec()),
+            (
+                "recipes/t/a.toml".to_string(),
+                format!(
+                    "[package]\nname = \"a\"\nversion = \"1\"\nsummary = \"a\"\n[build]\nsystem = \"cmake\"\nargs = [\"-DX=1\"]\n{recipe}"
+                )
+                .into_bytes(),
+            ),
+        ]);
+        load_stack(&RecipeTree::from_files(Origin::Embedded, files), "t").map_err(|d| d.to_string())
+    }
+
+    const STAND_IN: &str =
+        "[targets]\nsupported = [\"gfx90a\"]\nwhen-unsupported = \"stand-in\"\ndevice-code = [\"lib/x/*.co\"]\n\
+        [estimate]\nserial-minutes = 10.0\nparallel-core-hours = 12.0\n\
+        [stand-in]\nargs = [\"-DWITH_KERNELS=OFF\"]\n\
+        [[stand-in.check]]\nname = \"probe\"\nfiles = \"probe\"\nsteps = [\"sh check.sh\"]\n\
+        [stand-in.estimate]\nserial-minutes = 4.0\nparallel-core-hours = 0.1\n";
+
+    #[test]
+    fn a_stand_in_is_built_with_its_args_checks_and_estimate_and_no_device_code() {
+        let s = stand_in_stack(STAND_IN).unwrap();
+        let r = &s.recipes["a"];
+        let gfx10 = TargetSet::parse("gfx1010").unwrap();
+        let decision = r.targets.decide(&gfx10);
+        assert!(matches!(&decision, TargetDecision::StandIn { targets, .. } if *targets == gfx10), "{decision:?}");
+        let built = r.as_built(&decision);
+        assert_eq!(built.build.args, ["-DX=1", "-DWITH_KERNELS=OFF"]);
+        assert_eq!(built.checks.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["probe"]);
+        assert_eq!(built.estimate.as_ref().map(|e| e.parallel_core_hours), Some(0.1));
+        assert!(built.targets.device_code.is_empty());
+        // A target with kernels: the recipe as written.
+        let real = r.targets.decide(&TargetSet::parse("gfx1010,gfx90a").unwrap());
+        assert!(matches!(real, TargetDecision::Build { .. }), "{real:?}");
+        let built = r.as_built(&real);
+        assert_eq!((built.build.args.len(), built.checks.len()), (1, 0));
+        assert_eq!(built.estimate.as_ref().map(|e| e.parallel_core_hours), Some(12.0));
+        assert_eq!(built.targets.device_code, ["lib/x/*.co"]);
+        // The stand-in's estimate is no cache input; its args are.
+        let other_estimate =
+            stand_in_stack(&STAND_IN.replace("parallel-core-hours = 0.1", "parallel-core-hours = 0.3")).unwrap();
+        assert_eq!(other_estimate.recipes["a"].canonical, r.canonical);
+        let other_args = stand_in_stack(&STAND_IN.replace("WITH_KERNELS=OFF", "WITH_KERNELS=NO")).unwrap();
+        assert_ne!(other_args.recipes["a"].canonical, r.canonical);
+    }
+
+    #[test]
+    fn the_stand_in_mode_and_its_table_come_together() {
+        let e = stand_in_stack("[targets]\nsupported = [\"gfx90a\"]\nwhen-unsupported = \"stand-in\"\n").unwrap_err();
+        assert!(e.contains("`when-unsupported = \"stand-in\"` needs a `[stand-in]` table"), "{e}");
+        let e = stand_in_stack("[targets]\nsupported = [\"gfx90a\"]\n[stand-in]\nargs = [\"-DX=0\"]\n").unwrap_err();
+        assert!(e.contains("`[stand-in]` is declared, but `[targets] when-unsupported` is not \"stand-in\""), "{e}");
+        let e = stand_in_stack("[targets]\nwhen-unsupported = \"stand-in\"\n[stand-in]\n").unwrap_err();
+        assert!(e.contains("`[stand-in]` adds no `args` and no `check`"), "{e}");
+        let e = stand_in_stack(&STAND_IN.replace("sh check.sh", "sh {nope}")).unwrap_err();
+        assert!(e.contains("nope"), "a stand-in check's steps are checked like the others: {e}");
+    }
 
     #[test]
     fn override_versions_name_targets() {

@@ -86,6 +86,23 @@ pub(super) struct RawRecipe {
     pub check: Vec<Spanned<RawCheck>>,
     /// `[estimate]`: how long it builds and what it takes, for `plan`.
     pub estimate: Option<Spanned<RawEstimate>>,
+    /// `[stand-in]`: what changes when `when-unsupported = "stand-in"` applies.
+    #[serde(rename = "stand-in")]
+    pub stand_in: Option<Spanned<RawStandIn>>,
+}
+
+/// `[stand-in]`: the build of a library without device code, for targets it has no kernels for.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawStandIn {
+    /// Appended to `[build] args`.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Run after install, after the recipe's own `[[check]]`s.
+    #[serde(default)]
+    pub check: Vec<Spanned<RawCheck>>,
+    /// Replaces `[estimate]`.
+    pub estimate: Option<Spanned<RawEstimate>>,
 }
 
 #[derive(Deserialize)]

@@ -11,6 +11,7 @@ mod engine;
 mod env;
 mod example;
 mod fallback;
+mod hipblaslt_standin;
 mod foundation;
 mod index;
 mod inspect;
