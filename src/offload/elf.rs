@@ -82,8 +82,8 @@ const MACH: &[(u32, &str)] = &[
 pub(super) enum ElfContent {
     /// An AMDGPU code object for this target id.
     CodeObject(String),
-    /// A host file; the device code found in it (maybe none).
-    Host(Vec<DeviceCode>),
+    /// A host file; the device code found in it (maybe none), and its kpack marker.
+    Host { code: Vec<DeviceCode>, marker: Option<super::kpack::Marker> },
 }
 
 /// The target id (`gfx1010`, `gfx1010:xnack-`, `gfx90a:sramecc+:xnack-`) of an AMDGPU code
@@ -112,9 +112,17 @@ fn read_elf<H: FileHeader<Endian = Endianness>>(bytes: &[u8]) -> Result<ElfConte
         return amdgpu_target(header.e_flags(endian), ident.os_abi, ident.abi_version).map(ElfContent::CodeObject);
     }
     let mut found = Vec::new();
+    let mut marker = None;
     for section in file.sections() {
         let Ok(name) = section.name() else { continue };
-        if name == ".hip_fatbin" {
+        if name == super::kpack::MARKER_SECTION {
+            let data = section.data().map_err(|e| OffloadError::Malformed(format!("section {name}: {e}")))?;
+            marker = Some(super::kpack::read_marker(data)?);
+        } else if name == super::kpack::MANIFEST_SECTION {
+            return Err(OffloadError::Malformed(format!(
+                "its device code was moved out by rocm-kpack, and section {name} (the manifest form, pointing at a `.kpack/*.kpm` manifest) says where; this rocmforge reads only the `.rocm_kpack_ref` form: read the `.kpack` archives themselves (`rocmforge inspect <dir>/.kpack`)"
+            )));
+        } else if name == ".hip_fatbin" {
             let data = section.data().map_err(|e| OffloadError::Malformed(format!("section .hip_fatbin: {e}")))?;
             // An empty or zero-filled section (`.bss`-like in some links) holds nothing.
             let Some(start) = data.iter().position(|b| *b != 0) else { continue };
@@ -133,7 +141,7 @@ fn read_elf<H: FileHeader<Endian = Endianness>>(bytes: &[u8]) -> Result<ElfConte
             }
         }
     }
-    Ok(ElfContent::Host(found))
+    Ok(ElfContent::Host { code: found, marker })
 }
 
 /// The target id an AMDGPU code object's header names: the processor from `EF_AMDGPU_MACH`,
