@@ -492,6 +492,23 @@ fn marked_library(dir: &Path, name: &str, section: &str, content: &[u8]) -> Path
     lib
 }
 
+/// The library with its section header table copied to the end at an offset that is not a
+/// multiple of 8 (`e_shoff` pointing there), as rocm-kpack's ELF surgery leaves the libraries it
+/// transforms (its own transform of a hipcc library put it at 20789); the loader never reads it.
+fn section_headers_at_an_odd_offset(lib: &[u8]) -> Vec<u8> {
+    let shoff = u64::from_le_bytes(lib[0x28..0x30].try_into().unwrap()) as usize;
+    let (entsize, num) =
+        (u16::from_le_bytes([lib[0x3a], lib[0x3b]]) as usize, u16::from_le_bytes([lib[0x3c], lib[0x3d]]) as usize);
+    let mut out = lib.to_vec();
+    while out.len() % 8 != 5 {
+        out.push(0);
+    }
+    let at = out.len() as u64;
+    out.extend_from_slice(&lib[shoff..shoff + entsize * num]);
+    out[0x28..0x30].copy_from_slice(&at.to_le_bytes());
+    out
+}
+
 /// `{kernel_name, kpack_search_paths}`, as rocm-kpack's `add_kpack_ref_section` packs it.
 fn marker(kernel_name: &str, paths: &[&str]) -> Vec<u8> {
     let mut out = vec![];
@@ -582,6 +599,16 @@ fn inspect_follows_a_kpack_marker_to_the_archives_and_names_a_damaged_one() {
         stdout.contains("libtorch_hip.so: gfx1010 gfx1030 (kpack archives, via .rocm_kpack_ref: ")
             && stdout.contains("torch_gfx1010.kpack"),
         "{stdout}"
+    );
+    // As rocm-kpack's transform leaves it: the section header table at an odd offset.
+    let odd = tree.join("torch/lib/libodd.so");
+    std::fs::write(&odd, section_headers_at_an_odd_offset(&std::fs::read(&lib).unwrap())).unwrap();
+    let out = rocmforge(home.path()).arg("inspect").arg(&odd).output().unwrap();
+    assert!(
+        out.status.success()
+            && String::from_utf8_lossy(&out.stdout).contains("libodd.so: gfx1010 gfx1030 (kpack archives"),
+        "{}",
+        text(&out)
     );
     // Without the archives, it says where the code went.
     let lone = marked_library(
