@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::support::{hipcc, rocmforge, text, Example, HIP_KERNEL as KERNEL};
+use crate::support::{hipcc, kpack, rocmforge, text, Example, HIP_KERNEL as KERNEL};
 
 /// The hipcc outputs every test here reads, compiled once per test run.
 struct Fixtures {
@@ -361,137 +361,6 @@ fn inspect_names_the_host_libraries_that_need_an_executable_stack() {
     assert_eq!(json["files"][0]["stack"], "executable", "{json:#}");
 }
 
-/// A MessagePack value for the kpack writer below (the subset rocm-kpack's tables use).
-enum Mp {
-    U(u64),
-    S(String),
-    A(Vec<Mp>),
-    M(Vec<(String, Mp)>),
-}
-
-fn s(v: &str) -> Mp {
-    Mp::S(v.to_string())
-}
-
-/// MessagePack, as the msgpack package writes it (smallest form of each value).
-fn pack(v: &Mp, out: &mut Vec<u8>) {
-    let len = |n: usize, small: u8, tags: [u8; 2], out: &mut Vec<u8>| {
-        if n < 16 {
-            out.push(small | n as u8);
-        } else if n < 1 << 16 {
-            out.push(tags[0]);
-            out.extend((n as u16).to_be_bytes());
-        } else {
-            out.push(tags[1]);
-            out.extend((n as u32).to_be_bytes());
-        }
-    };
-    match v {
-        Mp::U(n) if *n < 128 => out.push(*n as u8),
-        Mp::U(n) => {
-            out.push(0xcf);
-            out.extend(n.to_be_bytes());
-        }
-        Mp::S(t) => {
-            assert!(t.len() < 256);
-            if t.len() < 32 {
-                out.push(0xa0 | t.len() as u8);
-            } else {
-                out.extend([0xd9, t.len() as u8]);
-            }
-            out.extend(t.as_bytes());
-        }
-        Mp::A(items) => {
-            len(items.len(), 0x90, [0xdc, 0xdd], out);
-            items.iter().for_each(|i| pack(i, out));
-        }
-        Mp::M(pairs) => {
-            len(pairs.len(), 0x80, [0xde, 0xdf], out);
-            for (k, v) in pairs {
-                pack(&s(k), out);
-                pack(v, out);
-            }
-        }
-    }
-}
-
-/// A `.kpack` archive as rocm-kpack's `PackedKernelArchive.write` lays it out: the `KPAK`
-/// header (version 1, the table's offset), padding to 64, the kernels (`zstd`: a u32 count, then
-/// a u32 size and a zstd frame each; else each as it is, listed in `blobs`), then the table.
-/// `kernels`: (table key, architecture, code object).
-fn kpack_archive(arches: &[&str], kernels: &[(&str, &str, &[u8])], zstd: bool) -> Vec<u8> {
-    let mut out = b"KPAK".to_vec();
-    out.extend(1u32.to_le_bytes());
-    out.extend(0u64.to_le_bytes());
-    out.resize(64, 0);
-    let start = out.len() as u64;
-    let mut scheme = vec![];
-    if zstd {
-        let mut blob = (kernels.len() as u32).to_le_bytes().to_vec();
-        for (_, _, code) in kernels {
-            let frame = zstd::encode_all(*code, 3).unwrap();
-            blob.extend((frame.len() as u32).to_le_bytes());
-            blob.extend(frame);
-        }
-        scheme.push(("compression_scheme".into(), s("zstd-per-kernel")));
-        scheme.push(("zstd_offset".into(), Mp::U(start)));
-        scheme.push(("zstd_size".into(), Mp::U(blob.len() as u64)));
-        out.extend(blob);
-    } else {
-        let mut blobs = vec![];
-        for (_, _, code) in kernels {
-            blobs.push(Mp::M(vec![
-                ("offset".into(), Mp::U(out.len() as u64)),
-                ("size".into(), Mp::U(code.len() as u64)),
-            ]));
-            out.extend(*code);
-        }
-        scheme.push(("compression_scheme".into(), s("none")));
-        scheme.push(("blobs".into(), Mp::A(blobs)));
-    }
-    let mut toc: Vec<(String, Mp)> = vec![];
-    for (i, (key, arch, code)) in kernels.iter().enumerate() {
-        let entry = Mp::M(vec![
-            ("type".into(), s("hsaco")),
-            ("ordinal".into(), Mp::U(i as u64)),
-            ("original_size".into(), Mp::U(code.len() as u64)),
-        ]);
-        match toc.iter_mut().find(|(k, _)| k == key) {
-            Some((_, Mp::M(m))) => m.push((arch.to_string(), entry)),
-            _ => toc.push((key.to_string(), Mp::M(vec![(arch.to_string(), entry)]))),
-        }
-    }
-    let mut table = vec![
-        ("format_version".into(), Mp::U(1)),
-        ("group_name".into(), s("torch")),
-        ("gfx_arch_family".into(), s("gfx101X")),
-        ("gfx_arches".into(), Mp::A(arches.iter().map(|a| s(a)).collect())),
-        ("toc".into(), Mp::M(toc)),
-    ];
-    table.extend(scheme);
-    let toc_offset = out.len() as u64;
-    pack(&Mp::M(table), &mut out);
-    out[8..16].copy_from_slice(&toc_offset.to_le_bytes());
-    out
-}
-
-/// A host library (clang-15, C) whose section `section` holds `content`, as rocm-kpack's
-/// transform leaves one: no `.hip_fatbin` code, a marker saying where the code went.
-fn marked_library(dir: &Path, name: &str, section: &str, content: &[u8]) -> PathBuf {
-    let bytes: Vec<String> = content.iter().map(|b| format!("{b:#04x}")).collect();
-    let c = format!(
-        "__attribute__((section(\"{section}\"), used)) static const unsigned char marker[] = {{{}}};\nint host_only(void) {{ return 1; }}\n",
-        bytes.join(",")
-    );
-    std::fs::create_dir_all(dir).unwrap();
-    let src = dir.join(format!("{name}.c"));
-    std::fs::write(&src, c).unwrap();
-    let lib = dir.join(name);
-    run(Command::new("clang-15").args(["-shared", "-fPIC", "-o"]).arg(&lib).arg(&src));
-    std::fs::remove_file(src).unwrap();
-    lib
-}
-
 /// The library with its section header table copied to the end at an offset that is not a
 /// multiple of 8 (`e_shoff` pointing there), as rocm-kpack's ELF surgery leaves the libraries it
 /// transforms (its own transform of a hipcc library put it at 20789); the loader never reads it.
@@ -509,44 +378,6 @@ fn section_headers_at_an_odd_offset(lib: &[u8]) -> Vec<u8> {
     out
 }
 
-/// `{kernel_name, kpack_search_paths}`, as rocm-kpack's `add_kpack_ref_section` packs it.
-fn marker(kernel_name: &str, paths: &[&str]) -> Vec<u8> {
-    let mut out = vec![];
-    pack(
-        &Mp::M(vec![
-            ("kpack_search_paths".into(), Mp::A(paths.iter().map(|p| s(p)).collect())),
-            ("kernel_name".into(), s(kernel_name)),
-        ]),
-        &mut out,
-    );
-    out
-}
-
-/// Code objects of the test kernel for gfx1010 and gfx1030 (hipcc), made once.
-fn code_objects() -> &'static (Vec<u8>, Vec<u8>) {
-    static C: OnceLock<(Vec<u8>, Vec<u8>)> = OnceLock::new();
-    C.get_or_init(|| {
-        let dir = fixtures().path("kpack-co");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("k.hip"), KERNEL).unwrap();
-        for t in ["gfx1010", "gfx1030"] {
-            hipcc(
-                &dir,
-                &[
-                    "--cuda-device-only",
-                    "--no-gpu-bundle-output",
-                    &format!("--offload-arch={t}"),
-                    "-c",
-                    "k.hip",
-                    "-o",
-                    &format!("{t}.co"),
-                ],
-            );
-        }
-        (std::fs::read(dir.join("gfx1010.co")).unwrap(), std::fs::read(dir.join("gfx1030.co")).unwrap())
-    })
-}
-
 /// AMD's multi-arch form: a torch tree whose `libtorch_hip.so` (built by clang with a real
 /// `.rocm_kpack_ref` section) points at `../.kpack/torch_@GFXARCH@.kpack`, and two archives
 /// written here as rocm-kpack writes them (one zstd-per-kernel, one uncompressed) holding its
@@ -558,17 +389,17 @@ fn code_objects() -> &'static (Vec<u8>, Vec<u8>) {
 #[test]
 fn inspect_follows_a_kpack_marker_to_the_archives_and_names_a_damaged_one() {
     let home = tempfile::tempdir().unwrap();
-    let (gfx1010, gfx1030) = code_objects();
+    let (gfx1010, gfx1030) = kpack::code_objects();
     let tree = home.path().join("site-packages");
-    let lib = marked_library(
+    let lib = kpack::marked_library(
         &tree.join("torch/lib"),
         "libtorch_hip.so",
         ".rocm_kpack_ref",
-        &marker("torch/lib/libtorch_hip.so", &["../.kpack/torch_@GFXARCH@.kpack"]),
+        &kpack::marker("torch/lib/libtorch_hip.so", &["../.kpack/torch_@GFXARCH@.kpack"]),
     );
     std::fs::create_dir_all(tree.join("torch/.kpack")).unwrap();
-    let a1010 = kpack_archive(&["gfx1010"], &[("torch/lib/libtorch_hip.so#0", "gfx1010", gfx1010)], true);
-    let a1030 = kpack_archive(
+    let a1010 = kpack::kpack_archive(&["gfx1010"], &[("torch/lib/libtorch_hip.so#0", "gfx1010", gfx1010)], true);
+    let a1030 = kpack::kpack_archive(
         &["gfx1030"],
         &[("torch/lib/libtorch_hip.so#0", "gfx1030", gfx1030), ("torch/lib/libother.so#0", "gfx1030", gfx1030)],
         false,
@@ -611,11 +442,11 @@ fn inspect_follows_a_kpack_marker_to_the_archives_and_names_a_damaged_one() {
         text(&out)
     );
     // Without the archives, it says where the code went.
-    let lone = marked_library(
+    let lone = kpack::marked_library(
         &home.path().join("lone"),
         "libx.so",
         ".rocm_kpack_ref",
-        &marker("lib/libx.so", &["../.kpack/x.kpack"]),
+        &kpack::marker("lib/libx.so", &["../.kpack/x.kpack"]),
     );
     let out = rocmforge(home.path()).arg("inspect").arg(&lone).output().unwrap();
     assert!(
@@ -630,12 +461,15 @@ fn inspect_follows_a_kpack_marker_to_the_archives_and_names_a_damaged_one() {
     let damaged = home.path().join("damaged");
     std::fs::create_dir_all(&damaged).unwrap();
     std::fs::write(damaged.join("cut.kpack"), &a1010[..a1010.len() - 5]).unwrap();
-    std::fs::write(damaged.join("liar.kpack"), kpack_archive(&["gfx1030"], &[("x#0", "gfx1030", gfx1010)], true))
-        .unwrap();
+    std::fs::write(
+        damaged.join("liar.kpack"),
+        kpack::kpack_archive(&["gfx1030"], &[("x#0", "gfx1030", gfx1010)], true),
+    )
+    .unwrap();
     let mut frame_gone = a1010.clone();
     frame_gone[64 + 8..64 + 12].copy_from_slice(b"XXXX");
     std::fs::write(damaged.join("frame.kpack"), frame_gone).unwrap();
-    marked_library(&damaged, "libm.so", ".rocm_kpack_manifest", b".kpack/torch.kpm");
+    kpack::marked_library(&damaged, "libm.so", ".rocm_kpack_manifest", b".kpack/torch.kpm");
     let out = rocmforge(home.path()).arg("inspect").arg(&damaged).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
