@@ -7,8 +7,8 @@
 //!
 //! The targets come from `torch._C._cuda_getArchFlags()` when the torch has it: the list the
 //! build was compiled for (`torch.cuda.get_arch_list()` is empty without a visible device).
-//! Otherwise from the device code of the libraries in torch's own directory (`libtorch_hip.so`
-//! and the rest). A torch without HIP (a CPU or CUDA build) has no GPU code for an AMD card:
+//! Otherwise from the device code of torch's own libraries (`libtorch_hip.so` and the rest, in
+//! its directory or wherever a distribution put them). A torch without HIP (a CPU or CUDA build) has no GPU code for an AMD card:
 //! that is said, and nothing is read.
 
 use std::collections::BTreeMap;
@@ -203,8 +203,15 @@ pub fn override_target(value: &str) -> Option<String> {
     }
 }
 
-/// Whether the device code of library `path` is read: the libraries of torch's own directory
-/// and ROCm's (by name), where a HIP torch's device code lives.
+/// Whether `path` is one of torch's own libraries: in its directory, or named as they are
+/// (`libtorch_hip.so`, `libc10_hip.so`: a distribution may put them in its library directory).
+fn is_torchs(path: &Path, torch_dir: Option<&Path>) -> bool {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    torch_dir.is_some_and(|d| path.starts_with(d)) || name.starts_with("libtorch") || name.starts_with("libc10")
+}
+
+/// Whether the device code of library `path` is read: torch's own libraries and ROCm's (by
+/// name), where a HIP torch's device code lives.
 fn worth_reading(path: &Path, torch_dir: Option<&Path>) -> bool {
     const ROCM: &[&str] = &[
         "libamdhip64",
@@ -227,7 +234,7 @@ fn worth_reading(path: &Path, torch_dir: Option<&Path>) -> bool {
         "libhiprtc",
     ];
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    torch_dir.is_some_and(|d| path.starts_with(d)) || ROCM.iter().any(|r| name.starts_with(&format!("{r}.")))
+    is_torchs(path, torch_dir) || ROCM.iter().any(|r| name.starts_with(&format!("{r}.")))
 }
 
 /// Reads what the torch carries and says whether the card (`card`: its gfx name, when one was
@@ -265,12 +272,12 @@ pub fn assess(printed: Printed, card: Option<&str>) -> TorchFound {
         (None, Some(_)) => {
             let mut a: Vec<String> = code
                 .iter()
-                .filter(|c| torch_dir.as_deref().is_some_and(|d| c.library.starts_with(d)))
+                .filter(|c| is_torchs(&c.library, torch_dir.as_deref()))
                 .flat_map(|c| c.targets.clone())
                 .collect();
             a.sort_by_key(|t| (t.len(), t.clone()));
             a.dedup();
-            (a, "the device code of the libraries in torch's directory (no torch._C._cuda_getArchFlags())".into())
+            (a, "the device code of torch's own libraries (no torch._C._cuda_getArchFlags())".into())
         }
     };
     let verdict = verdict(&printed, &archs, card);
@@ -337,6 +344,25 @@ mod tests {
             hip: hip.map(str::to_string),
             gfx_override: ov.map(str::to_string),
             ..Printed::default()
+        }
+    }
+
+    /// A distribution may put torch's libraries in its library directory (Debian's and Ubuntu's
+    /// python3-torch-rocm); they are read as torch's, and ROCm's by name; others are not.
+    #[test]
+    fn torchs_and_rocms_libraries_are_read_wherever_they_lie() {
+        let torch = Path::new("/usr/lib/python3/dist-packages/torch");
+        for lib in [
+            "/usr/lib/python3/dist-packages/torch/lib/libtorch_hip.so",
+            "/usr/lib/x86_64-linux-gnu/libtorch_hip.so.2.9",
+            "/usr/lib/x86_64-linux-gnu/libc10_hip.so",
+            "/opt/rocm/lib/libMIOpen.so.1",
+            "/usr/lib/x86_64-linux-gnu/libamdhip64.so.6",
+        ] {
+            assert!(worth_reading(Path::new(lib), Some(torch)), "{lib}");
+        }
+        for lib in ["/usr/lib/x86_64-linux-gnu/libssl.so.3", "/usr/lib/x86_64-linux-gnu/libamdhip64x.so"] {
+            assert!(!worth_reading(Path::new(lib), Some(torch)), "{lib}");
         }
     }
 

@@ -644,7 +644,7 @@ fn verify_python_without_a_stack_reports_the_torch_it_finds_and_runs_the_cases()
     for line in [
         format!("torch found: 2.9.1+rocm7.1.0 ({})", torch_dir.display()),
         "HIP found: 7.1.25424".into(),
-        "built for: gfx1010 gfx1030 (from the device code of the libraries in torch's directory".into(),
+        "built for: gfx1010 gfx1030 (from the device code of torch's own libraries".into(),
         "the card: it carries gfx1010 code: the card runs its own; HSA_OVERRIDE_GFX_VERSION=10.3.0 in the environment runs the card as gfx1030 instead of its own gfx1010 code, which it carries".into(),
         "GPU code loaded: libtorch_hip.so: gfx1010 gfx1030 (kpack)".into(),
         format!("MIOpen: 3.2.0 (miopenGetVersion, {})", torch_dir.join("lib/libMIOpen.so.1").display()),
@@ -671,7 +671,7 @@ fn verify_python_without_a_stack_reports_the_torch_it_finds_and_runs_the_cases()
     let out = v.command(None, &python, &["--case", "conv-3-64-s32-k3-b1", "--markdown"], &[]);
     let md = String::from_utf8_lossy(&out.stdout);
     for row in [
-        "| built for | gfx1010 gfx1030 (from the device code",
+        "| built for | gfx1010 gfx1030 (from the device code of torch's own libraries",
         "| the card | it carries gfx1010 code: the card runs its own |",
         "| MIOpen | 3.2.0 (miopenGetVersion,",
         "| stack | none (a torch rocmforge did not install) |",
