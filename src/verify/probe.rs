@@ -246,9 +246,14 @@ pub fn assess(printed: Printed, card: Option<&str>) -> TorchFound {
     if printed.hip.is_some() {
         let paths: Vec<PathBuf> =
             printed.libraries.iter().filter(|p| worth_reading(p, torch_dir.as_deref())).cloned().collect();
-        let report = crate::ops::inspect::inspect(&paths);
-        unreadable = report.errors;
-        for f in report.files {
+        let mut files = Vec::new();
+        for p in &paths {
+            let found = crate::offload::inspect_path(p);
+            files.extend(found.files);
+            unreadable.extend(found.errors.iter().map(|e| e.to_string()));
+        }
+        unreadable.extend(crate::offload::follow_markers(&mut files).iter().map(|e| e.to_string()));
+        for f in files {
             if !f.code.is_empty() {
                 let targets: Vec<String> = f.processors().into_iter().map(str::to_string).collect();
                 let kpack = f.kpack.map(|k| k.archives).unwrap_or_default();
