@@ -3,7 +3,8 @@
 //! ran them as a gfx1030 with `HSA_OVERRIDE_GFX_VERSION=10.3.0`, and without it got
 //! `hipErrorNoBinaryForGpu`. So the wheels decide, not the stack's author: when a prebuilt
 //! wheel is built (fetched), the GPU targets its libraries carry are read in memory
-//! ([`crate::offload`]'s reader) and recorded beside it in the artifact ([`RECORD_DIR`]). A
+//! ([`crate::offload`]'s reader; AMD's multi-arch wheels keep it in `.kpack` archives of their
+//! device wheels, which a host library's marker names: [`crate::offload::kpack`]) and recorded beside it in the artifact ([`RECORD_DIR`]). A
 //! requested target they carry runs natively; one they do not is run as a target they do carry
 //! by a profile whose `HSA_OVERRIDE_GFX_VERSION` names it (same gfx major: gfx101x as gfx1030),
 //! and that profile is the one `env` and `verify` activate for the card; with neither, the
@@ -29,12 +30,24 @@ pub struct WheelCode {
     pub targets: Vec<String>,
 }
 
-/// Reads the GPU targets of every library and code object in `wheels`, in memory.
+/// Reads the GPU targets of every library, code object and `.kpack` archive in `wheels`, in
+/// memory. A host library whose device code AMD's multi-arch packaging moved into `.kpack`
+/// archives (a `.rocm_kpack_ref` marker) is given the targets of the archives its marker names
+/// in any of the wheels, where they lie once installed (a device wheel's archives).
 pub fn read(wheels: &[PathBuf]) -> Result<Vec<WheelCode>, crate::offload::OffloadError> {
-    let mut out = Vec::new();
+    let mut files = Vec::new();
     for w in wheels {
+        files.push(crate::offload::inspect_wheel(w, &crate::offload::is_code_member)?);
+    }
+    let mut all: Vec<crate::offload::Inspected> = files.concat();
+    if let Some(e) = crate::offload::follow_markers(&mut all).into_iter().next() {
+        return Err(e);
+    }
+    let mut out = Vec::new();
+    let mut all = all.into_iter();
+    for (w, n) in wheels.iter().zip(files.iter().map(Vec::len)) {
         let mut targets = BTreeSet::new();
-        for i in crate::offload::inspect_wheel(w, &crate::offload::is_code_member)? {
+        for i in all.by_ref().take(n) {
             targets.extend(i.processors().into_iter().map(str::to_string));
         }
         if !targets.is_empty() {

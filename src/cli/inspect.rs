@@ -41,9 +41,24 @@ fn render(r: &InspectReport) -> String {
     let mut without = 0;
     let mut exec_stack = 0;
     for f in &r.files {
-        if f.code.is_empty() {
+        if let Some(k) = f.kpack.as_ref().filter(|k| k.archives.is_empty()) {
+            without += 1;
+            out.push_str(&format!(
+                "{}: device code moved out into kpack archives (.rocm_kpack_ref: kernels `{}`, search paths {}), none of them found here\n",
+                f.path,
+                k.marker.kernel_name,
+                k.marker.search_paths.join(", ")
+            ));
+        } else if f.code.is_empty() {
             without += 1;
             out.push_str(&format!("{}: no GPU code\n", f.path));
+        } else if let Some(k) = &f.kpack {
+            out.push_str(&format!(
+                "{}: {} (kpack archives, via .rocm_kpack_ref: {})\n",
+                f.path,
+                f.targets.join(" "),
+                k.archives.join(", ")
+            ));
         } else {
             let mut kinds: Vec<String> = f.code.iter().map(|c| c.container.describe()).collect();
             kinds.dedup();

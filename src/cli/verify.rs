@@ -10,7 +10,11 @@ use crate::verify::run::{CaseResult, Outcome};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The Python that runs the cases (default: the stack's venv, filled by `build`).
+    /// The Python that runs the cases (default: the stack's venv, filled by `build`). Without
+    /// `--stack`: a torch rocmforge did not install (AMD's wheels in a venv, a distribution's
+    /// python3-torch-rocm, your own build): it says which torch and HIP it found, the targets that
+    /// torch was built for, whether the card's is among them, the GPU code its libraries carry and
+    /// MIOpen's version, then runs the cases in your environment, with no stack or profile.
     #[arg(long, value_name = "PY")]
     pub python: Option<PathBuf>,
     /// Seconds each case may run before it counts as a hang (the first call compiles MIOpen
@@ -83,9 +87,31 @@ fn versions(report: &VerifyReport) -> (String, String) {
     }
 }
 
+/// What `verify --python` without a stack found about the torch, as (label, text) rows.
+fn torch_rows(h: &VerifyHeader) -> Vec<(&'static str, String)> {
+    let Some(t) = &h.torch_found else { return Vec::new() };
+    let python = format!(
+        "{}{}",
+        h.python.display(),
+        t.printed.python_version.as_deref().map(|v| format!(" (Python {v})")).unwrap_or_default()
+    );
+    vec![
+        ("python", python),
+        ("torch found", t.torch_line()),
+        ("HIP found", t.hip_line()),
+        ("built for", t.archs_line()),
+        ("the card", t.verdict.clone()),
+        ("GPU code loaded", t.code_line()),
+        ("MIOpen", t.miopen_line()),
+    ]
+}
+
 fn header_lines(h: &VerifyHeader) {
     if h.cpu_mode() {
         println!("{CPU_MODE}");
+    }
+    for (k, v) in torch_rows(h) {
+        println!("{k}: {v}");
     }
     println!("card: {}", h.card);
     println!("driver: {}", h.driver);
@@ -101,6 +127,9 @@ fn markdown(report: &VerifyReport, timeout: f64) -> String {
     let (torch, hip) = versions(report);
     let device = if h.cpu_mode() { format!("**{CPU_MODE}**") } else { "GPU".into() };
     let mut out = format!("### rocmforge verify: {}\n\n| | |\n|---|---|\n", h.stack);
+    for (k, v) in torch_rows(h) {
+        out.push_str(&format!("| {k} | {} |\n", cell(&v)));
+    }
     for (k, v) in [
         ("stack", h.stack.as_str()),
         ("torch", &torch),
@@ -137,16 +166,42 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     if !(args.timeout > 0.0 && args.timeout.is_finite()) {
         return Err(Failure::usage(anyhow::anyhow!("--timeout must be a positive number of seconds")));
     }
-    let tree = ctx.tree()?;
-    let stack = ctx.stack(&tree)?;
+    // `--python` without `--stack`: a torch rocmforge did not install; no stack is loaded.
+    let any_torch = args.python.is_some() && ctx.cli_stack.is_none();
     let cfg = ctx.config()?;
-    let req = VerifyRequest {
-        python: args.python,
-        timeout: Duration::from_secs_f64(args.timeout),
-        profile: args.profile,
-        targets: ctx.targets(&stack, args.target.as_deref())?,
-        prefix: ctx.prefix(&cfg, &stack, None),
-        cases: args.cases,
+    let (stack, req) = if any_torch {
+        if args.profile.is_some() {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "--profile names a profile of a stack: give --stack NAME too (--python alone checks a torch rocmforge did not install, with no stack and no profile)"
+            )));
+        }
+        let targets = match args.target.as_deref() {
+            Some(t) => {
+                crate::target::TargetSet::parse(t).map_err(|e| Failure::usage(anyhow::anyhow!("--target {t}: {e}")))?
+            }
+            None => Default::default(),
+        };
+        let req = VerifyRequest {
+            python: args.python,
+            timeout: Duration::from_secs_f64(args.timeout),
+            profile: None,
+            targets,
+            prefix: PathBuf::new(),
+            cases: args.cases,
+        };
+        (None, req)
+    } else {
+        let tree = ctx.tree()?;
+        let stack = ctx.stack(&tree)?;
+        let req = VerifyRequest {
+            python: args.python,
+            timeout: Duration::from_secs_f64(args.timeout),
+            profile: args.profile,
+            targets: ctx.targets(&stack, args.target.as_deref())?,
+            prefix: ctx.prefix(&cfg, &stack, None),
+            cases: args.cases,
+        };
+        (Some(stack), req)
     };
     let table = !args.json && !args.markdown;
     let on_start = |h: &VerifyHeader| {
@@ -163,7 +218,7 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
             println!("{:<26} {:<40} {:>10} {:>10}  result", "case", "what", "first", "cached");
         }
     };
-    let report = verify(&cfg, &stack, &req, on_start, |r| {
+    let report = verify(&cfg, stack.as_ref(), &req, on_start, |r| {
         if table {
             println!("{}", row(r));
         }
@@ -183,6 +238,12 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
         if report.header.cpu_mode() {
             println!("{CPU_MODE}");
         }
+    }
+    if report.unexpected > 0 && report.header.torch_found.is_some() {
+        return Err(Failure::failed(anyhow::anyhow!(
+            "{} case(s) failed or hung (no stack: none is a known failure)",
+            report.unexpected
+        )));
     }
     if report.unexpected > 0 {
         return Err(Failure::failed(anyhow::anyhow!(

@@ -82,8 +82,8 @@ const MACH: &[(u32, &str)] = &[
 pub(super) enum ElfContent {
     /// An AMDGPU code object for this target id.
     CodeObject(String),
-    /// A host file; the device code found in it (maybe none).
-    Host(Vec<DeviceCode>),
+    /// A host file; the device code found in it (maybe none), and its kpack marker.
+    Host { code: Vec<DeviceCode>, marker: Option<super::kpack::Marker> },
 }
 
 /// The target id (`gfx1010`, `gfx1010:xnack-`, `gfx90a:sramecc+:xnack-`) of an AMDGPU code
@@ -104,19 +104,54 @@ pub(super) fn read(bytes: &[u8]) -> Result<ElfContent, OffloadError> {
 }
 
 fn read_elf<H: FileHeader<Endian = Endianness>>(bytes: &[u8]) -> Result<ElfContent, OffloadError> {
-    let file = ElfFile::<H>::parse(bytes).map_err(|e| OffloadError::Malformed(format!("bad ELF file: {e}")))?;
+    let file = match ElfFile::<H>::parse(bytes) {
+        Ok(f) => f,
+        Err(e) => {
+            // rocm-kpack's transform leaves the section header table at an offset that is not a
+            // multiple of 8, which `object` refuses (it reads in place); glibc never reads it,
+            // so such a library loads. Read its sections field by field instead.
+            return match unaligned_sections(bytes) {
+                Some(sections) => host_sections(sections.into_iter()),
+                None => Err(OffloadError::Malformed(format!("bad ELF file: {e}"))),
+            };
+        }
+    };
     let header = file.elf_header();
     let endian = file.endian();
     if header.e_machine(endian) == EM_AMDGPU {
         let ident = header.e_ident();
         return amdgpu_target(header.e_flags(endian), ident.os_abi, ident.abi_version).map(ElfContent::CodeObject);
     }
-    let mut found = Vec::new();
+    let mut sections = Vec::new();
     for section in file.sections() {
         let Ok(name) = section.name() else { continue };
-        if name == ".hip_fatbin" {
-            let data = section.data().map_err(|e| OffloadError::Malformed(format!("section .hip_fatbin: {e}")))?;
-            // An empty or zero-filled section (`.bss`-like in some links) holds nothing.
+        if is_device_section(name) {
+            let data = section.data().map_err(|e| OffloadError::Malformed(format!("section {name}: {e}")))?;
+            sections.push((name.to_string(), data, section.size()));
+        }
+    }
+    host_sections(sections.into_iter())
+}
+
+fn is_device_section(name: &str) -> bool {
+    [super::kpack::MARKER_SECTION, super::kpack::MANIFEST_SECTION, ".hip_fatbin"].contains(&name)
+        || name.starts_with("__CLANG_OFFLOAD_BUNDLE__")
+}
+
+/// The device code of a host file from its sections that can hold some (name, data, size).
+fn host_sections<'a>(sections: impl Iterator<Item = (String, &'a [u8], u64)>) -> Result<ElfContent, OffloadError> {
+    let mut found = Vec::new();
+    let mut marker = None;
+    for (name, data, size) in sections {
+        if name == super::kpack::MARKER_SECTION {
+            marker = Some(super::kpack::read_marker(data)?);
+        } else if name == super::kpack::MANIFEST_SECTION {
+            return Err(OffloadError::Malformed(format!(
+                "its device code was moved out by rocm-kpack, and section {name} (the manifest form, pointing at a `.kpack/*.kpm` manifest) says where; this rocmforge reads only the `.rocm_kpack_ref` form: read the `.kpack` archives themselves (`rocmforge inspect <dir>/.kpack`)"
+            )));
+        } else if name == ".hip_fatbin" {
+            // An empty or zero-filled section (`.bss`-like in some links, or zero-paged by
+            // rocm-kpack) holds nothing.
             let Some(start) = data.iter().position(|b| *b != 0) else { continue };
             let data = &data[start..];
             found.extend(
@@ -124,16 +159,54 @@ fn read_elf<H: FileHeader<Endian = Endianness>>(bytes: &[u8]) -> Result<ElfConte
             );
         } else if let Some(id) = name.strip_prefix("__CLANG_OFFLOAD_BUNDLE__") {
             if let Some(target) = bundle::target_of_entry(id) {
-                found.push(DeviceCode {
-                    target,
-                    entry: Some(id.to_string()),
-                    container: Container::RdcSection,
-                    size: section.size(),
-                });
+                found.push(DeviceCode { target, entry: Some(id.to_string()), container: Container::RdcSection, size });
             }
         }
     }
-    Ok(ElfContent::Host(found))
+    Ok(ElfContent::Host { code: found, marker })
+}
+
+/// The sections that can hold device code of a 64-bit little-endian host ELF file, read field
+/// by field (any alignment); `None` when the header or the tables do not fit in the file. A
+/// `SHT_NOBITS` section has no data.
+fn unaligned_sections(b: &[u8]) -> Option<Vec<(String, &[u8], u64)>> {
+    let u16_at = |o: usize| b.get(o..o + 2).map(|x| u16::from_le_bytes([x[0], x[1]]));
+    let u32_at = |o: usize| b.get(o..o + 4).map(|x| u32::from_le_bytes(x.try_into().expect("4 bytes")));
+    let u64_at = |o: usize| b.get(o..o + 8).map(|x| u64::from_le_bytes(x.try_into().expect("8 bytes")));
+    if b.get(4..6)? != [ELFCLASS64, ELFDATA2LSB] || u16_at(18)? == EM_AMDGPU {
+        return None;
+    }
+    let (shoff, shentsize, shnum, shstrndx) = (
+        usize::try_from(u64_at(0x28)?).ok()?,
+        usize::from(u16_at(0x3a)?),
+        usize::from(u16_at(0x3c)?),
+        usize::from(u16_at(0x3e)?),
+    );
+    if shentsize < 64 {
+        return None;
+    }
+    let header = |i: usize| -> Option<(u32, u32, usize, u64)> {
+        let at = shoff.checked_add(i.checked_mul(shentsize)?)?;
+        Some((u32_at(at)?, u32_at(at + 4)?, usize::try_from(u64_at(at + 0x18)?).ok()?, u64_at(at + 0x20)?))
+    };
+    let data = |kind: u32, off: usize, size: u64| -> Option<&[u8]> {
+        if kind == 8 {
+            return Some(&[]);
+        }
+        b.get(off..off.checked_add(usize::try_from(size).ok()?)?)
+    };
+    let (_, strkind, stroff, strsize) = header(shstrndx)?;
+    let names = data(strkind, stroff, strsize)?;
+    let mut out = Vec::new();
+    for i in 0..shnum {
+        let (name, kind, off, size) = header(i)?;
+        let name = names.get(name as usize..)?;
+        let name = String::from_utf8_lossy(&name[..name.iter().position(|c| *c == 0)?]).into_owned();
+        if is_device_section(&name) {
+            out.push((name, data(kind, off, size)?, size));
+        }
+    }
+    Some(out)
 }
 
 /// The target id an AMDGPU code object's header names: the processor from `EF_AMDGPU_MACH`,

@@ -6,6 +6,9 @@
 //!   `.hip_fatbin` section holds offload bundles; and whether a host library or executable
 //!   asks for an executable stack, which glibc 2.41 and later refuse to load;
 //! - `bundle`: clang offload bundles, plain and compressed (zlib, zstd);
+//! - `kpack`: AMD's multi-arch form, where a host library's device code was moved into `.kpack`
+//!   archives and a `.rocm_kpack_ref` marker says where they are ([`follow_markers`] finds them
+//!   among the files read, or on disk beside a library);
 //! - `coverage`: whether a recipe's installed files carry what it declares (device code for
 //!   every target built, a string a patch put in);
 //! - this file: files, directories and wheels (a `.whl` is read as a zip in memory, never
@@ -14,6 +17,7 @@
 pub mod bundle;
 pub mod coverage;
 pub mod elf;
+pub mod kpack;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -51,6 +55,9 @@ pub enum Container {
     CompressedBundle { version: u16, method: &'static str },
     /// A `__CLANG_OFFLOAD_BUNDLE__<id>` section of a `-fgpu-rdc` object (device bitcode).
     RdcSection,
+    /// A kernel of a `.kpack` archive (`none` or `zstd-per-kernel`); on a host library, one its
+    /// `.rocm_kpack_ref` marker led to.
+    Kpack { scheme: &'static str },
 }
 
 impl Container {
@@ -62,6 +69,7 @@ impl Container {
                 format!("compressed offload bundle (v{version}, {method})")
             }
             Container::RdcSection => "device bitcode section".into(),
+            Container::Kpack { scheme } => format!("kpack archive ({scheme})"),
         }
     }
 }
@@ -88,6 +96,8 @@ pub enum FileKind {
     Elf,
     /// A bare offload bundle (`.hipfb`).
     Bundle,
+    /// A `.kpack` archive.
+    Kpack,
 }
 
 /// One file (or wheel member) read.
@@ -104,6 +114,19 @@ pub struct Inspected {
     /// bundles).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stack: Option<elf::Stack>,
+    /// A host library whose device code was moved into `.kpack` archives: its marker, and the
+    /// archives found holding its kernels (their code is in `code`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kpack: Option<KpackLink>,
+}
+
+/// Where a host library's `.rocm_kpack_ref` marker led.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KpackLink {
+    #[serde(flatten)]
+    pub marker: kpack::Marker,
+    /// The archives found that hold its kernels (paths as shown).
+    pub archives: Vec<String>,
 }
 
 impl Inspected {
@@ -111,7 +134,14 @@ impl Inspected {
         let mut targets: Vec<String> = code.iter().map(|c| c.target.clone()).collect();
         targets.sort_by_key(|t| target_order(t));
         targets.dedup();
-        Inspected { path, kind, targets, code, stack: None }
+        Inspected { path, kind, targets, code, stack: None, kpack: None }
+    }
+
+    fn add_code(&mut self, more: Vec<DeviceCode>) {
+        let mut code = std::mem::take(&mut self.code);
+        code.extend(more);
+        let (stack, kpack) = (self.stack, self.kpack.take());
+        *self = Inspected { stack, kpack, ..Inspected::new(std::mem::take(&mut self.path), self.kind, code) };
     }
 
     /// The processors (`gfx1010`) of its targets, feature suffixes dropped.
@@ -139,6 +169,8 @@ pub fn sniff(head: &[u8]) -> Option<FileKind> {
         Some(FileKind::Elf)
     } else if bundle::is_bundle(head) {
         Some(FileKind::Bundle)
+    } else if kpack::is_kpack(head) {
+        Some(FileKind::Kpack)
     } else {
         None
     }
@@ -150,19 +182,21 @@ pub fn inspect_bytes(path: &str, bytes: &[u8]) -> Result<Option<Inspected>, Offl
     let (kind, code) = match sniff(bytes) {
         None => return Ok(None),
         Some(FileKind::Bundle) => (FileKind::Bundle, bundle::read_all(bytes).map_err(|e| e.in_file(path))?),
+        Some(FileKind::Kpack) => (FileKind::Kpack, kpack::read(bytes).map_err(|e| e.in_file(path))?.code()),
         Some(_) => match elf::read(bytes).map_err(|e| e.in_file(path))? {
             elf::ElfContent::CodeObject(target) => (
                 FileKind::CodeObject,
                 vec![DeviceCode { target, entry: None, container: Container::CodeObject, size: bytes.len() as u64 }],
             ),
-            elf::ElfContent::Host(code) => (FileKind::Elf, code),
+            elf::ElfContent::Host { code, marker } => {
+                let mut found = Inspected::new(path.to_string(), FileKind::Elf, code);
+                found.stack = elf::host_stack(bytes);
+                found.kpack = marker.map(|marker| KpackLink { marker, archives: Vec::new() });
+                return Ok(Some(found));
+            }
         },
     };
-    let mut found = Inspected::new(path.to_string(), kind, code);
-    if kind == FileKind::Elf {
-        found.stack = elf::host_stack(bytes);
-    }
-    Ok(Some(found))
+    Ok(Some(Inspected::new(path.to_string(), kind, code)))
 }
 
 /// Whether a wheel member's name is one that can carry device code: shared libraries
@@ -171,7 +205,7 @@ pub fn is_code_member(name: &str) -> bool {
     let file = name.rsplit('/').next().unwrap_or(name);
     file.ends_with(".so")
         || file.contains(".so.")
-        || [".o", ".co", ".hsaco", ".hipfb"].iter().any(|ext| file.ends_with(ext))
+        || [".o", ".co", ".hsaco", ".hipfb", ".kpack"].iter().any(|ext| file.ends_with(ext))
 }
 
 /// The names of a wheel's members, in archive order.
@@ -304,6 +338,102 @@ fn inspect_one(path: &Path, named: bool, found: &mut Found) {
             },
         },
     }
+}
+
+/// Where a file read lies in its tree, for resolving a marker's relative paths: a wheel
+/// member's path inside the wheel (as installed), else the path as shown.
+fn place(shown: &str) -> &str {
+    shown.split_once(".whl!").map(|(_, m)| m).unwrap_or(shown)
+}
+
+/// Follows the `.rocm_kpack_ref` marker of every host library in `files`: the archives its
+/// search paths name, among `files` (by their place: a wheel's member as installed, so one
+/// wheel's marker finds another wheel's archives) or, for a library on disk, on disk beside it
+/// (read then, not added to `files`). Their kernels filed under the library's name become the
+/// library's code. An archive on disk that cannot be read is an error; one not found is not (a
+/// device package for another architecture is simply not installed).
+pub fn follow_markers(files: &mut [Inspected]) -> Vec<OffloadError> {
+    let mut errors = Vec::new();
+    let mut from_disk: Vec<Inspected> = Vec::new();
+    let archives: Vec<(String, usize)> = files
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.kind == FileKind::Kpack)
+        .map(|(i, f)| (kpack::normalize(place(&f.path)), i))
+        .collect();
+    for i in 0..files.len() {
+        let Some(link) = files[i].kpack.clone() else { continue };
+        let here = place(&files[i].path);
+        let dir = here.rsplit_once('/').map(|(d, _)| d).unwrap_or(".");
+        let on_disk = !files[i].path.contains(".whl!");
+        let mut found: Vec<(String, Vec<DeviceCode>)> = Vec::new();
+        for sp in &link.marker.search_paths {
+            let pattern = kpack::normalize(&if sp.starts_with('/') { sp.clone() } else { format!("{dir}/{sp}") });
+            let mut hits: Vec<&Inspected> =
+                archives.iter().filter(|(p, _)| kpack::names(&pattern, p)).map(|(_, j)| &files[*j]).collect();
+            if hits.is_empty() && on_disk {
+                for p in disk_matches(&pattern) {
+                    let shown = p.display().to_string();
+                    if !from_disk.iter().any(|f| f.path == shown) {
+                        match std::fs::read(&p) {
+                            Err(source) => errors.push(OffloadError::Io { path: p.clone(), source }),
+                            Ok(bytes) => match inspect_bytes(&shown, &bytes) {
+                                Ok(Some(a)) if a.kind == FileKind::Kpack => from_disk.push(a),
+                                Ok(_) => errors.push(OffloadError::File {
+                                    path: shown,
+                                    message: "named by a .rocm_kpack_ref marker, but not a kpack archive".into(),
+                                }),
+                                Err(e) => errors.push(e),
+                            },
+                        }
+                    }
+                }
+                hits = from_disk.iter().filter(|f| kpack::names(&pattern, &kpack::normalize(&f.path))).collect();
+            }
+            for a in hits {
+                let code: Vec<DeviceCode> = a
+                    .code
+                    .iter()
+                    .filter(|c| c.entry.as_deref().is_some_and(|e| kpack::is_kernel_of(e, &link.marker.kernel_name)))
+                    .map(|c| DeviceCode {
+                        entry: Some(format!("{}!{}", a.path, c.entry.as_deref().unwrap_or(""))),
+                        ..c.clone()
+                    })
+                    .collect();
+                if !code.is_empty() && !found.iter().any(|(p, _)| *p == a.path) {
+                    found.push((a.path.clone(), code));
+                }
+            }
+        }
+        let f = &mut files[i];
+        let mut more = Vec::new();
+        for (path, code) in found {
+            f.kpack.as_mut().expect("a marker").archives.push(path);
+            more.extend(code);
+        }
+        if !more.is_empty() {
+            f.add_code(more);
+        }
+    }
+    errors
+}
+
+/// The files on disk a normalised search path names (`@GFXARCH@`: each architecture there).
+fn disk_matches(pattern: &str) -> Vec<PathBuf> {
+    if !pattern.contains(kpack::ARCH_PLACEHOLDER) {
+        let p = PathBuf::from(pattern);
+        return if p.is_file() { vec![p] } else { Vec::new() };
+    }
+    let (dir, _) = pattern.rsplit_once('/').unwrap_or((".", pattern));
+    let mut out: Vec<PathBuf> = std::fs::read_dir(if dir.is_empty() { "/" } else { dir })
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && kpack::names(pattern, &kpack::normalize(&p.display().to_string())))
+        .collect();
+    out.sort();
+    out
 }
 
 fn read_head(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {

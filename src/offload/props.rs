@@ -145,6 +145,99 @@ pub(crate) fn compressed_bundle(plain: &[u8], version: u16, zstd: bool) -> Vec<u
     out
 }
 
+/// MessagePack of a string, an unsigned number, a list or a map of strings to values.
+fn mp_str(s: &str) -> Vec<u8> {
+    let mut o = vec![0xd9, s.len() as u8];
+    o.extend(s.as_bytes());
+    o
+}
+
+fn mp_u(n: u64) -> Vec<u8> {
+    let mut o = vec![0xcf];
+    o.extend(n.to_be_bytes());
+    o
+}
+
+fn mp_array(items: Vec<Vec<u8>>) -> Vec<u8> {
+    let mut o = vec![0xdc];
+    o.extend((items.len() as u16).to_be_bytes());
+    items.into_iter().for_each(|i| o.extend(i));
+    o
+}
+
+fn mp_map(pairs: Vec<(&str, Vec<u8>)>) -> Vec<u8> {
+    let mut o = vec![0xde];
+    o.extend((pairs.len() as u16).to_be_bytes());
+    for (k, v) in pairs {
+        o.extend(mp_str(k));
+        o.extend(v);
+    }
+    o
+}
+
+/// A `.kpack` archive (rocm-kpack's layout) holding one code object per target, filed under
+/// `lib/x.so#0`, zstd-compressed or stored.
+pub(crate) fn kpack_archive(targets: &[(String, Vec<u8>)], zstd: bool) -> Vec<u8> {
+    let mut out = b"KPAK".to_vec();
+    out.extend(1u32.to_le_bytes());
+    out.extend(0u64.to_le_bytes());
+    out.resize(64, 0);
+    let start = out.len() as u64;
+    let mut scheme = Vec::new();
+    if zstd {
+        let mut blob = (targets.len() as u32).to_le_bytes().to_vec();
+        for (_, code) in targets {
+            let frame = zstd::encode_all(code.as_slice(), 1).unwrap();
+            blob.extend((frame.len() as u32).to_le_bytes());
+            blob.extend(frame);
+        }
+        scheme.push(("compression_scheme", mp_str("zstd-per-kernel")));
+        scheme.push(("zstd_offset", mp_u(start)));
+        scheme.push(("zstd_size", mp_u(blob.len() as u64)));
+        out.extend(blob);
+    } else {
+        let mut blobs = Vec::new();
+        for (_, code) in targets {
+            blobs.push(mp_map(vec![("offset", mp_u(out.len() as u64)), ("size", mp_u(code.len() as u64))]));
+            out.extend(code);
+        }
+        scheme.push(("compression_scheme", mp_str("none")));
+        scheme.push(("blobs", mp_array(blobs)));
+    }
+    let per_arch: Vec<(&str, Vec<u8>)> = targets
+        .iter()
+        .enumerate()
+        .map(|(i, (t, _))| (super::processor(t), mp_map(vec![("type", mp_str("hsaco")), ("ordinal", mp_u(i as u64))])))
+        .collect();
+    let mut table = vec![
+        ("gfx_arches", mp_array(targets.iter().map(|(t, _)| mp_str(super::processor(t))).collect())),
+        ("toc", mp_map(vec![("lib/x.so#0", mp_map(per_arch))])),
+    ];
+    table.extend(scheme);
+    let toc = out.len() as u64;
+    out.extend(mp_map(table));
+    out[8..16].copy_from_slice(&toc.to_le_bytes());
+    out
+}
+
+/// Code objects (ELF headers with the target's flags) for distinct processors.
+fn code_objects(t: &[String]) -> Vec<(String, Vec<u8>)> {
+    let mut seen = std::collections::BTreeSet::new();
+    t.iter()
+        .filter(|t| seen.insert(super::processor(t).to_string()))
+        .map(|t| {
+            let (mach, xnack) = match super::processor(t) {
+                "gfx803" => (0x02a, 0),
+                "gfx906" => (0x02f, 0),
+                "gfx90a" => (0x03f, 0x200),
+                "gfx1010" => (0x033, if t.ends_with("xnack-") { 0x200 } else { 0x100 }),
+                _ => (0x036, 0x100),
+            };
+            (t.clone(), elf(224, mach | xnack, 64, 2, &[(".text", b"\0\0\0\0")]))
+        })
+        .collect()
+}
+
 fn targets() -> impl Strategy<Value = Vec<String>> {
     let one = prop::sample::select(vec!["gfx803", "gfx906", "gfx90a:xnack-", "gfx1010", "gfx1010:xnack-", "gfx1030"]);
     proptest::collection::btree_set(one, 1..4).prop_map(|s| s.into_iter().map(str::to_string).collect())
@@ -174,11 +267,12 @@ fn damage(bytes: Vec<u8>, edits: Vec<(usize, u8)>, cut: Option<usize>) -> Vec<u8
 
 proptest! {
     #[test]
-    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600), lead in 0u8..4) {
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600), lead in 0u8..5) {
         let mut b = match lead {
             0 => Vec::new(),
             1 => bundle::MAGIC.to_vec(),
             2 => bundle::COMPRESSED_MAGIC.to_vec(),
+            3 => b"KPAK\x01\x00\x00\x00".to_vec(),
             _ => b"\x7fELF\x02\x01\x01".to_vec(),
         };
         b.extend(bytes);
@@ -204,6 +298,27 @@ proptest! {
             _ => elf(224, 0x233, 64, 2, &[(".text", b"\0\0\0\0")]),
         };
         let _ = inspect_bytes("x", &damage(b, edits, cut));
+    }
+
+    /// `.kpack` archives and `.rocm_kpack_ref` markers, damaged: an error or a result, never a
+    /// panic; whole, the archive gives back the targets of its code objects.
+    #[test]
+    fn kpack_archives_and_markers_give_back_their_targets_and_damage_never_panics(
+        t in targets(),
+        zstd in any::<bool>(),
+        edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..6),
+        cut in proptest::option::of(any::<usize>()),
+    ) {
+        let code = code_objects(&t);
+        let archive = kpack_archive(&code, zstd);
+        let got = inspect_bytes("x.kpack", &archive).unwrap().unwrap();
+        let mut want: Vec<String> = code.iter().map(|(t, _)| t.clone()).collect();
+        want.sort_by_key(|s| (super::processor(s).len(), s.clone()));
+        prop_assert_eq!(got.targets, want);
+        let _ = inspect_bytes("x.kpack", &damage(archive, edits.clone(), cut));
+        let marker = mp_map(vec![("kernel_name", mp_str("lib/x.so")), ("kpack_search_paths", mp_array(vec![mp_str("../.kpack/x_@GFXARCH@.kpack")]))]);
+        let lib = elf(62, 0, 0, 0, &[(".text", b"\xc3"), (".rocm_kpack_ref", &damage(marker, edits, cut))]);
+        let _ = inspect_bytes("lib.so", &lib);
     }
 
     #[test]

@@ -28,5 +28,8 @@ pub fn inspect(paths: &[PathBuf]) -> InspectReport {
         report.skipped += found.skipped;
         report.errors.extend(found.errors.iter().map(|e| e.to_string()));
     }
+    // Host libraries whose device code went into `.kpack` archives: among the files read, or
+    // beside them on disk.
+    report.errors.extend(offload::follow_markers(&mut report.files).iter().map(|e| e.to_string()));
     report
 }

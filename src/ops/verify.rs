@@ -50,6 +50,19 @@ pub struct VerifyHeader {
     pub driver: String,
     /// MIOpen's kernel cache, shared by the cases (and kept between runs).
     pub miopen_cache: PathBuf,
+    /// Without a stack: the torch the Python imports, what it was built for and carries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torch_found: Option<crate::verify::probe::TorchFound>,
+}
+
+/// The header's `stack` without one.
+pub const NO_STACK: &str = "none (a torch rocmforge did not install)";
+
+fn check_cases(req: &VerifyRequest, ids: &[&str]) -> Result<(), UsageError> {
+    match req.cases.iter().find(|c| !ids.contains(&c.as_str())) {
+        Some(c) => Err(UsageError(format!("no case `{c}` in the verify matrix (`rocmforge verify --list`)"))),
+        None => Ok(()),
+    }
 }
 
 impl VerifyHeader {
@@ -73,33 +86,25 @@ pub struct VerifyReport {
     pub saved: Option<PathBuf>,
 }
 
+/// Where the reports of `verify --python` without a stack go: `<state-dir>/verify/<this>/`.
+pub const ANY_TORCH: &str = "any-torch";
+
 /// Runs the matrix; `on_start` hears what it runs under, `on_case` each result as it comes.
 /// Fails before any case for a bad request (unknown case or profile, a profile listing a case
 /// the matrix does not have, no Python, a CPU-mode variable of another value than `cpu`).
+///
+/// Without a stack (`verify --python PY` alone: a torch rocmforge did not install) no activation
+/// or profile is applied: the cases run in the caller's environment, after the torch has been
+/// looked at ([`crate::verify::probe`]).
 pub fn verify(
     cfg: &Config,
-    stack: &Stack,
+    stack: Option<&Stack>,
     req: &VerifyRequest,
     on_start: impl FnOnce(&VerifyHeader),
     mut on_case: impl FnMut(&CaseResult),
 ) -> Result<VerifyReport, anyhow::Error> {
-    // The profile the activation below applies: on a binary stack the wheels' GPU code picks it.
-    let code = crate::gpu_code::load(&req.prefix);
-    let choice = crate::gpu_code::choose(stack, req.profile.as_deref(), &code, &req.targets).map_err(UsageError)?;
-    let (profile, profile_why) = (choice.profile, choice.why());
     let matrix = crate::verify::matrix();
     let ids: Vec<&str> = matrix.iter().map(|c| c.id.as_str()).collect();
-    if let Some(p) = profile {
-        for (what, list) in [("known hang", &p.known_hangs), ("known failure", &p.known_failures)] {
-            if let Some(h) = list.iter().find(|h| !ids.contains(&h.as_str())) {
-                return Err(UsageError(format!(
-                    "{}: profile `{}` lists {what} `{h}`, which is no case of the verify matrix (`rocmforge verify --list`)",
-                    stack.file, p.name
-                ))
-                .into());
-            }
-        }
-    }
     // CPU mode comes from the caller's environment only (the recipe loader refuses it in a
     // profile's `env`).
     let cpu_mode = match std::env::var(DEVICE_VAR) {
@@ -112,56 +117,97 @@ pub fn verify(
             .into())
         }
     };
-    if let Some(c) = req.cases.iter().find(|c| !ids.contains(&c.as_str())) {
-        return Err(UsageError(format!("no case `{c}` in the verify matrix (`rocmforge verify --list`)")).into());
-    }
-    let venv = crate::venv::dir(&cfg.state_dir, &stack.name);
-    let python = match &req.python {
-        Some(p) => p.clone(),
-        None => {
-            let p = crate::venv::python(&venv);
-            if !p.is_file() {
-                return Err(UsageError(format!(
-                    "stack `{}` has no venv at {} yet: build it (`rocmforge build`, which fills the venv with the stack's wheels), or pass --python",
-                    stack.name,
-                    venv.display()
-                ))
-                .into());
-            }
-            p
-        }
-    };
-    // The same activation `rocmforge env` prints, with the profile chosen above.
     let host = HostRoot::from_env();
     let gpus = gpu::detect(&host);
-    let activation = super::env::activation(
-        cfg,
-        stack,
-        &super::env::EnvRequest {
-            targets: req.targets.clone(),
-            prefix: req.prefix.clone(),
-            profile: req.profile.clone(),
-        },
-        &choice,
-        &gpus,
-    );
-    let mut env: BTreeMap<String, String> = std::env::vars().collect();
-    // A native build must run its own code, whatever the caller's environment says.
-    if stack.is_native() {
-        env.remove(GFX_OVERRIDE_VAR);
-    }
-    let mut env = crate::activate::apply(&activation, env);
+    let (profile, profile_why, python, env, mut root) = match stack {
+        Some(stack) => {
+            // The profile the activation below applies: on a binary stack the wheels' GPU code
+            // picks it.
+            let code = crate::gpu_code::load(&req.prefix);
+            let choice =
+                crate::gpu_code::choose(stack, req.profile.as_deref(), &code, &req.targets).map_err(UsageError)?;
+            let profile = choice.profile;
+            if let Some(p) = profile {
+                for (what, list) in [("known hang", &p.known_hangs), ("known failure", &p.known_failures)] {
+                    if let Some(h) = list.iter().find(|h| !ids.contains(&h.as_str())) {
+                        return Err(UsageError(format!(
+                            "{}: profile `{}` lists {what} `{h}`, which is no case of the verify matrix (`rocmforge verify --list`)",
+                            stack.file, p.name
+                        ))
+                        .into());
+                    }
+                }
+            }
+            check_cases(req, &ids)?;
+            let venv = crate::venv::dir(&cfg.state_dir, &stack.name);
+            let python = match &req.python {
+                Some(p) => p.clone(),
+                None => {
+                    let p = crate::venv::python(&venv);
+                    if !p.is_file() {
+                        return Err(UsageError(format!(
+                            "stack `{}` has no venv at {} yet: build it (`rocmforge build`, which fills the venv with the stack's wheels), or pass --python",
+                            stack.name,
+                            venv.display()
+                        ))
+                        .into());
+                    }
+                    p
+                }
+            };
+            // The same activation `rocmforge env` prints, with the profile chosen above.
+            let activation = super::env::activation(
+                cfg,
+                stack,
+                &super::env::EnvRequest {
+                    targets: req.targets.clone(),
+                    prefix: req.prefix.clone(),
+                    profile: req.profile.clone(),
+                },
+                &choice,
+                &gpus,
+            );
+            let mut env: BTreeMap<String, String> = std::env::vars().collect();
+            // A native build must run its own code, whatever the caller's environment says.
+            if stack.is_native() {
+                env.remove(GFX_OVERRIDE_VAR);
+            }
+            let env = crate::activate::apply(&activation, env);
+            (profile, choice.why(), python, env, cfg.state_dir.join("verify").join(&stack.name))
+        }
+        None => {
+            check_cases(req, &ids)?;
+            let Some(python) = req.python.clone() else {
+                return Err(UsageError(
+                    "without a stack, verify needs --python PY: the Python whose torch it checks".into(),
+                )
+                .into());
+            };
+            let env: BTreeMap<String, String> = std::env::vars().collect();
+            (None, None, python, env, cfg.state_dir.join("verify").join(ANY_TORCH))
+        }
+    };
+    let mut env = env;
     env.remove(DEVICE_VAR);
     if cpu_mode {
         env.insert(DEVICE_VAR.into(), "cpu".into());
-    }
-    let mut root = cfg.state_dir.join("verify").join(&stack.name);
-    if cpu_mode {
         root.push("cpu");
     }
     let miopen = root.join("miopen");
     env.entry("MIOPEN_USER_DB_PATH".into()).or_insert_with(|| miopen.join("db").display().to_string());
     env.entry("MIOPEN_CUSTOM_CACHE_DIR".into()).or_insert_with(|| miopen.join("cache").display().to_string());
+    // A torch rocmforge did not install: what it is and carries, before the cases.
+    let torch_found = stack.is_none().then(|| {
+        let card = gpus
+            .iter()
+            .find(|g| g.is_rdna1())
+            .or(gpus.first())
+            .map(|g| g.gfx.clone())
+            .or_else(|| req.targets.names().first().map(|t| t.to_string()));
+        let printed = crate::verify::probe::run(&python, &env, &root.join("probe"), req.timeout)
+            .unwrap_or_else(|e| crate::verify::probe::Printed { error: Some(e), ..Default::default() });
+        crate::verify::probe::assess(printed, card.as_deref())
+    });
     let started = crate::report::utc(std::time::SystemTime::now());
     let runner = Runner {
         python: python.clone(),
@@ -176,7 +222,7 @@ pub fn verify(
         .prepare()
         .map_err(|e| anyhow::anyhow!("cannot write the case script into {}: {e}", runner.dir.display()))?;
     let header = VerifyHeader {
-        stack: stack.name.clone(),
+        stack: stack.map(|s| s.name.clone()).unwrap_or_else(|| NO_STACK.to_string()),
         profile: profile.map(|p| p.name.clone()),
         profile_why,
         python,
@@ -187,6 +233,7 @@ pub fn verify(
         gpus,
         driver: gpu::driver(&host),
         miopen_cache: miopen,
+        torch_found,
     };
     on_start(&header);
     let mut results = Vec::new();

@@ -40,6 +40,7 @@
 //! device side on the CPU, which proves the case programs and nothing about a GPU. The cases,
 //! the tolerances and a recorded CPU-mode run: docs/verify.md.
 
+pub mod probe;
 pub mod run;
 
 use serde::Serialize;

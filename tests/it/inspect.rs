@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::support::{hipcc, rocmforge, Example, HIP_KERNEL as KERNEL};
+use crate::support::{hipcc, kpack, rocmforge, text, Example, HIP_KERNEL as KERNEL};
 
 /// The hipcc outputs every test here reads, compiled once per test run.
 struct Fixtures {
@@ -359,4 +359,156 @@ fn inspect_names_the_host_libraries_that_need_an_executable_stack() {
     zip.finish().unwrap();
     let json = inspect_json(home.path(), &[wheel]);
     assert_eq!(json["files"][0]["stack"], "executable", "{json:#}");
+}
+
+/// The library with its section header table copied to the end at an offset that is not a
+/// multiple of 8 (`e_shoff` pointing there), as rocm-kpack's ELF surgery leaves the libraries it
+/// transforms (its own transform of a hipcc library put it at 20789); the loader never reads it.
+fn section_headers_at_an_odd_offset(lib: &[u8]) -> Vec<u8> {
+    let shoff = u64::from_le_bytes(lib[0x28..0x30].try_into().unwrap()) as usize;
+    let (entsize, num) =
+        (u16::from_le_bytes([lib[0x3a], lib[0x3b]]) as usize, u16::from_le_bytes([lib[0x3c], lib[0x3d]]) as usize);
+    let mut out = lib.to_vec();
+    while out.len() % 8 != 5 {
+        out.push(0);
+    }
+    let at = out.len() as u64;
+    out.extend_from_slice(&lib[shoff..shoff + entsize * num]);
+    out[0x28..0x30].copy_from_slice(&at.to_le_bytes());
+    out
+}
+
+/// AMD's multi-arch form: a torch tree whose `libtorch_hip.so` (built by clang with a real
+/// `.rocm_kpack_ref` section) points at `../.kpack/torch_@GFXARCH@.kpack`, and two archives
+/// written here as rocm-kpack writes them (one zstd-per-kernel, one uncompressed) holding its
+/// kernel for gfx1010 and gfx1030, real hipcc code objects. `inspect` reads the archives' targets
+/// from the code objects, gives the library the targets of the archives its marker names (in the
+/// directory, or beside the library when given alone), and names a damaged archive and the
+/// manifest form it does not read; a torch wheel and a device wheel read together (as `build`
+/// reads a stack's wheels) give the torch wheel the device wheel's gfx1010.
+#[test]
+fn inspect_follows_a_kpack_marker_to_the_archives_and_names_a_damaged_one() {
+    let home = tempfile::tempdir().unwrap();
+    let (gfx1010, gfx1030) = kpack::code_objects();
+    let tree = home.path().join("site-packages");
+    let lib = kpack::marked_library(
+        &tree.join("torch/lib"),
+        "libtorch_hip.so",
+        ".rocm_kpack_ref",
+        &kpack::marker("torch/lib/libtorch_hip.so", &["../.kpack/torch_@GFXARCH@.kpack"]),
+    );
+    std::fs::create_dir_all(tree.join("torch/.kpack")).unwrap();
+    let a1010 = kpack::kpack_archive(&["gfx1010"], &[("torch/lib/libtorch_hip.so#0", "gfx1010", gfx1010)], true);
+    let a1030 = kpack::kpack_archive(
+        &["gfx1030"],
+        &[("torch/lib/libtorch_hip.so#0", "gfx1030", gfx1030), ("torch/lib/libother.so#0", "gfx1030", gfx1030)],
+        false,
+    );
+    std::fs::write(tree.join("torch/.kpack/torch_gfx1010.kpack"), &a1010).unwrap();
+    std::fs::write(tree.join("torch/.kpack/torch_gfx1030.kpack"), &a1030).unwrap();
+
+    let report = inspect_json(home.path(), std::slice::from_ref(&tree));
+    let files = report["files"].as_array().unwrap();
+    let file = |end: &str| {
+        files.iter().find(|f| f["path"].as_str().unwrap().ends_with(end)).unwrap_or_else(|| panic!("{end}: {report}"))
+    };
+    assert_eq!(strings(&file("torch_gfx1010.kpack")["targets"]), ["gfx1010"]);
+    assert_eq!(file("torch_gfx1010.kpack")["code"][0]["container"]["scheme"], "zstd-per-kernel");
+    assert_eq!(strings(&file("torch_gfx1030.kpack")["targets"]), ["gfx1030"]);
+    let host = file("libtorch_hip.so");
+    assert_eq!(strings(&host["targets"]), ["gfx1010", "gfx1030"], "{host}");
+    assert_eq!(host["kpack"]["kernel_name"], "torch/lib/libtorch_hip.so");
+    assert_eq!(host["kpack"]["archives"].as_array().unwrap().len(), 2, "{host}");
+    // Only its own kernels: libother.so's is not counted as the library's.
+    assert_eq!(host["code"].as_array().unwrap().len(), 2, "{host}");
+
+    // The library alone: its archives are found on disk beside it.
+    let out = rocmforge(home.path()).arg("inspect").arg(&lib).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        stdout.contains("libtorch_hip.so: gfx1010 gfx1030 (kpack archives, via .rocm_kpack_ref: ")
+            && stdout.contains("torch_gfx1010.kpack"),
+        "{stdout}"
+    );
+    // As rocm-kpack's transform leaves it: the section header table at an odd offset.
+    let odd = tree.join("torch/lib/libodd.so");
+    std::fs::write(&odd, section_headers_at_an_odd_offset(&std::fs::read(&lib).unwrap())).unwrap();
+    let out = rocmforge(home.path()).arg("inspect").arg(&odd).output().unwrap();
+    assert!(
+        out.status.success()
+            && String::from_utf8_lossy(&out.stdout).contains("libodd.so: gfx1010 gfx1030 (kpack archives"),
+        "{}",
+        text(&out)
+    );
+    // Without the archives, it says where the code went.
+    let lone = kpack::marked_library(
+        &home.path().join("lone"),
+        "libx.so",
+        ".rocm_kpack_ref",
+        &kpack::marker("lib/libx.so", &["../.kpack/x.kpack"]),
+    );
+    let out = rocmforge(home.path()).arg("inspect").arg(&lone).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(
+            "libx.so: device code moved out into kpack archives (.rocm_kpack_ref: kernels `lib/libx.so`, search paths ../.kpack/x.kpack), none of them found here"
+        ),
+        "{}",
+        text(&out)
+    );
+
+    // Damage: a table cut short, a kernel filed under another architecture, the manifest form.
+    let damaged = home.path().join("damaged");
+    std::fs::create_dir_all(&damaged).unwrap();
+    std::fs::write(damaged.join("cut.kpack"), &a1010[..a1010.len() - 5]).unwrap();
+    std::fs::write(
+        damaged.join("liar.kpack"),
+        kpack::kpack_archive(&["gfx1030"], &[("x#0", "gfx1030", gfx1010)], true),
+    )
+    .unwrap();
+    let mut frame_gone = a1010.clone();
+    frame_gone[64 + 8..64 + 12].copy_from_slice(b"XXXX");
+    std::fs::write(damaged.join("frame.kpack"), frame_gone).unwrap();
+    kpack::marked_library(&damaged, "libm.so", ".rocm_kpack_manifest", b".kpack/torch.kpm");
+    let out = rocmforge(home.path()).arg("inspect").arg(&damaged).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for msg in [
+        "cut.kpack`: kpack archive (rocm-kpack's KPAK format, version 1): table of contents at offset",
+        "MessagePack ends early",
+        "liar.kpack`: kpack archive (rocm-kpack's KPAK format, version 1): kernel `x#0` for gfx1030: its code object is for gfx1010, not gfx1030",
+        "frame.kpack`: kpack archive (rocm-kpack's KPAK format, version 1): kernel `torch/lib/libtorch_hip.so#0` for gfx1010: cannot decompress its zstd frame",
+        "libm.so`: its device code was moved out by rocm-kpack, and section .rocm_kpack_manifest (the manifest form",
+    ] {
+        assert!(err.contains(msg), "{msg}\n{err}");
+    }
+
+    // Wheels: the torch wheel holds the marked library, the device wheel the archive; read
+    // together, as a stack's build reads them, the torch wheel carries gfx1010.
+    let wheels = home.path().join("wheels");
+    std::fs::create_dir_all(&wheels).unwrap();
+    let (tname, twheel) = crate::support::wheel::make_with(
+        "torch",
+        "2.9.1+rocm7.14",
+        "cp312-cp312-linux_x86_64",
+        "torch",
+        "x",
+        &[("torch/lib/libtorch_hip.so".into(), std::fs::read(&lib).unwrap())],
+    );
+    let (dname, dwheel) = crate::support::wheel::make_with(
+        "amd-torch-device-gfx1010",
+        "2.9.1+rocm7.14",
+        "py3-none-linux_x86_64",
+        "amd_torch_device_gfx1010",
+        "x",
+        &[("torch/.kpack/torch_gfx1010.kpack".into(), a1010.clone())],
+    );
+    std::fs::write(wheels.join(&tname), twheel).unwrap();
+    std::fs::write(wheels.join(&dname), dwheel).unwrap();
+    let code = rocmforge::gpu_code::read(&[wheels.join(&tname), wheels.join(&dname)]).unwrap();
+    let got: Vec<(&str, Vec<&str>)> =
+        code.iter().map(|c| (c.wheel.as_str(), c.targets.iter().map(String::as_str).collect())).collect();
+    assert_eq!(got, [(tname.as_str(), vec!["gfx1010"]), (dname.as_str(), vec!["gfx1010"])]);
+    // The torch wheel alone: its library's code is elsewhere, so no targets are recorded for it.
+    assert!(rocmforge::gpu_code::read(&[wheels.join(&tname)]).unwrap().is_empty());
 }

@@ -130,12 +130,20 @@ impl Verify {
     }
 
     fn run_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        self.command(Some("verifystack"), &self.python, args, env)
+    }
+
+    /// `verify --python PY` on a stack, or without one (`stack` None: a torch rocmforge did not
+    /// install).
+    fn command(&self, stack: Option<&str>, python: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         let mut c = rocmforge(self.home.path());
-        c.arg("--recipes")
-            .arg(&self.tree)
-            .arg("verify")
+        c.arg("--recipes").arg(&self.tree);
+        if let Some(s) = stack {
+            c.args(["--stack", s]);
+        }
+        c.arg("verify")
             .arg("--python")
-            .arg(&self.python)
+            .arg(python)
             .args(args)
             .env("RF_VERIFY_CONTROL", &self.control)
             .env("RF_VERIFY_ENVS", &self.envs)
@@ -484,7 +492,7 @@ fn the_case_script_runs_under_a_real_python_and_its_error_is_shown() {
     let out = rocmforge(v.home.path())
         .arg("--recipes")
         .arg(&v.tree)
-        .args(["verify", "--timeout", "60", "--case", "matmul-1024", "--python"])
+        .args(["--stack", "verifystack", "verify", "--timeout", "60", "--case", "matmul-1024", "--python"])
         .arg(&python3)
         .env("PYTHONNOUSERSITE", "1")
         .timeout(Duration::from_secs(120))
@@ -545,4 +553,163 @@ fn list_shows_the_training_cases() {
     assert_eq!(what("cumsum-int64-repeat"), "cumsum int64 3000017, 8 times (exact)");
     assert_eq!(what("nonzero-repeat"), "nonzero int64 3000017, 8 times (exact)");
     assert_eq!(what("torch-compile"), "torch.compile mlp fwd+bwd 64->128->10 b32");
+}
+
+/// A torch package of someone else's, written here: `torch/__init__.py` states its version, HIP
+/// and (when `flags` is given) `torch._C._cuda_getArchFlags()`, and loads its libraries as a
+/// ROCm torch does at import: `lib/libtorch_hip.so` (clang-15, whose `.rocm_kpack_ref` marker
+/// points at `../.kpack/torch_@GFXARCH@.kpack`, two archives holding its kernel for gfx1010 and
+/// gfx1030, hipcc code objects) and `lib/libMIOpen.so.1`, whose `miopenGetVersion` says 3.2.0.
+fn someone_elses_torch(site: &Path, version: &str, hip: Option<&str>, flags: Option<&str>) {
+    use crate::support::kpack;
+    let torch = site.join("torch");
+    let py = |v: Option<&str>| v.map(|v| format!("{v:?}")).unwrap_or_else(|| "None".into());
+    std::fs::create_dir_all(&torch).unwrap();
+    std::fs::write(
+        torch.join("__init__.py"),
+        format!(
+            "import ctypes, os, types\n__version__ = {version:?}\nversion = types.SimpleNamespace(hip={}, cuda=None)\n_C = types.SimpleNamespace()\nif {} is not None:\n    _C._cuda_getArchFlags = lambda: {}\nfor _lib in ('lib/libMIOpen.so.1', 'lib/libtorch_hip.so'):\n    _p = os.path.join(os.path.dirname(__file__), _lib)\n    if os.path.exists(_p):\n        ctypes.CDLL(_p)\n",
+            py(hip),
+            py(flags),
+            py(flags)
+        ),
+    )
+    .unwrap();
+    if hip.is_none() {
+        return;
+    }
+    let (gfx1010, gfx1030) = kpack::code_objects();
+    kpack::marked_library(
+        &torch.join("lib"),
+        "libtorch_hip.so",
+        ".rocm_kpack_ref",
+        &kpack::marker("torch/lib/libtorch_hip.so", &["../.kpack/torch_@GFXARCH@.kpack"]),
+    );
+    kpack::c_library(
+        &torch.join("lib"),
+        "libMIOpen.so.1",
+        "#include <stddef.h>\nint miopenGetVersion(size_t *a, size_t *b, size_t *c) { *a = 3; *b = 2; *c = 0; return 0; }\n",
+    );
+    std::fs::create_dir_all(torch.join(".kpack")).unwrap();
+    for (arch, code) in [("gfx1010", gfx1010), ("gfx1030", gfx1030)] {
+        std::fs::write(
+            torch.join(format!(".kpack/torch_{arch}.kpack")),
+            kpack::kpack_archive(&[arch], &[("torch/lib/libtorch_hip.so#0", arch, code)], arch == "gfx1010"),
+        )
+        .unwrap();
+    }
+}
+
+/// `verify --python PY` without a stack, for a torch rocmforge did not install: a real python3
+/// imports the torch above (`probe.py`), and the stand-in runs the cases. It says which torch and
+/// HIP it found, the targets the torch was built for (read from its libraries' code, through the
+/// kpack marker, or from `_cuda_getArchFlags()`), whether the card (an RX 5700 XT, gfx1010) is
+/// among them and what `HSA_OVERRIDE_GFX_VERSION` in the environment changes, the GPU code loaded
+/// and MIOpen's version; the cases run in the caller's environment (no stack's profile), and the
+/// table, `--markdown` and the report carry it. A torch without HIP says so and runs the CPU cases.
+#[test]
+fn verify_python_without_a_stack_reports_the_torch_it_finds_and_runs_the_cases() {
+    let v = Verify::new();
+    v.control(&[("lstm", "raise")]);
+    let python3 = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join("python3"))
+        .find(|p| p.is_file())
+        .expect("python3 on PATH");
+    let site = v.home.path().join("site");
+    someone_elses_torch(&site, "2.9.1+rocm7.1.0", Some("7.1.25424"), None);
+    // The Python: probe.py runs in a real python3 with that torch; the cases in the stand-in.
+    let python = v.home.path().join("someone-elses-python");
+    std::fs::write(
+        &python,
+        STAND_IN.replacen(
+            "#!/bin/bash\n",
+            &format!("#!/bin/bash\ncase \"$1\" in */probe.py) PYTHONPATH={site:?} exec {python3:?} \"$@\" ;; esac\n"),
+            1,
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let override_ = [("HSA_OVERRIDE_GFX_VERSION", "10.3.0")];
+    let cases = ["--case", "conv-3-64-s32-k3-b1", "--case", "lstm"];
+    let out = v.command(None, &python, &cases, &override_);
+    assert_eq!(out.status.code(), Some(1), "lstm raised: {}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("1 case(s) failed or hung (no stack: none is a known failure)"),
+        "{}",
+        text(&out)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let torch_dir = site.join("torch").canonicalize().unwrap();
+    for line in [
+        format!("torch found: 2.9.1+rocm7.1.0 ({})", torch_dir.display()),
+        "HIP found: 7.1.25424".into(),
+        "built for: gfx1010 gfx1030 (from the device code of torch's own libraries".into(),
+        "the card: it carries gfx1010 code: the card runs its own; HSA_OVERRIDE_GFX_VERSION=10.3.0 in the environment runs the card as gfx1030 instead of its own gfx1010 code, which it carries".into(),
+        "GPU code loaded: libtorch_hip.so: gfx1010 gfx1030 (kpack)".into(),
+        format!("MIOpen: 3.2.0 (miopenGetVersion, {})", torch_dir.join("lib/libMIOpen.so.1").display()),
+        "card: gfx1010 (Navi 10 (RX 5600/5700, W5700)): KFD node 1".into(),
+    ] {
+        assert!(stdout.lines().any(|l| l.starts_with(&line)), "no line `{line}`:\n{}", text(&out));
+    }
+    assert!(
+        stdout.contains("conv-3-64-s32-k3-b1") && stdout.contains("error: exit status 1: RuntimeError"),
+        "{stdout}"
+    );
+    // The caller's environment, not a stack's profile (which would set MIOPEN_DEBUG_CONV_GEMM=1
+    // and, on a native stack, drop the override).
+    let env = v.case_env("conv-3-64-s32-k3-b1");
+    assert!(env.lines().any(|l| l == "HSA_OVERRIDE_GFX_VERSION=10.3.0"), "{env}");
+    assert!(env.lines().any(|l| l == "MIOPEN_DEBUG_CONV_GEMM=0"), "{env}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(v.state().join("state/rocmforge/verify/any-torch/latest.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["stack"], "none (a torch rocmforge did not install)");
+    assert_eq!(report["torch_found"]["archs"], serde_json::json!(["gfx1010", "gfx1030"]));
+    assert_eq!(report["torch_found"]["miopen"], "3.2.0");
+
+    let out = v.command(None, &python, &["--case", "conv-3-64-s32-k3-b1", "--markdown"], &[]);
+    let md = String::from_utf8_lossy(&out.stdout);
+    for row in [
+        "| built for | gfx1010 gfx1030 (from the device code of torch's own libraries",
+        "| the card | it carries gfx1010 code: the card runs its own |",
+        "| MIOpen | 3.2.0 (miopenGetVersion,",
+        "| stack | none (a torch rocmforge did not install) |",
+    ] {
+        assert!(md.contains(row), "no `{row}`:\n{md}");
+    }
+
+    // The build's own list, when the torch has it; without the override the card has no code.
+    someone_elses_torch(&site, "2.9.1+rocm7.1.0", Some("7.1.25424"), Some("gfx900 gfx906 gfx1030"));
+    let out = v.command(None, &python, &["--case", "conv-3-64-s32-k3-b1"], &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "built for: gfx900 gfx906 gfx1030 (from torch._C._cuda_getArchFlags(): gfx900 gfx906 gfx1030)",
+        "the card: it carries no gfx1010 code, and no HSA_OVERRIDE_GFX_VERSION is set: expect hipErrorNoBinaryForGpu; it carries gfx1030 of the same generation, which HSA_OVERRIDE_GFX_VERSION=10.3.0 would run the card as",
+    ] {
+        assert!(stdout.lines().any(|l| l == line), "no line `{line}`:\n{}", text(&out));
+    }
+
+    // A torch without HIP, in CPU mode: said, and the cases run on the CPU.
+    std::fs::remove_dir_all(&site).unwrap();
+    someone_elses_torch(&site, "2.15.0+cpu", None, None);
+    let out = v.command(None, &python, &["--case", "conv-3-64-s32-k3-b1"], &[("ROCMFORGE_VERIFY_DEVICE", "cpu")]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "HIP found: none: a CPU-only build (torch.version.hip is None)",
+        "the card: this torch has no HIP: it cannot use an AMD card (in CPU mode the cases run on the CPU)",
+        "GPU code loaded: not read (no HIP)",
+    ] {
+        assert!(stdout.lines().any(|l| l == line), "no line `{line}`:\n{}", text(&out));
+    }
+    assert!(v.case_env("conv-3-64-s32-k3-b1").lines().any(|l| l == "ROCMFORGE_VERIFY_DEVICE=cpu"));
+    assert!(v.state().join("state/rocmforge/verify/any-torch/cpu/latest.json").is_file());
+
+    // A profile is a stack's.
+    let out = v.command(None, &python, &["--profile", "gemm-only"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--profile names a profile of a stack: give --stack NAME too")
+    );
 }

@@ -10,6 +10,7 @@ pub mod archive;
 pub mod git;
 pub mod host;
 pub mod http;
+pub mod kpack;
 pub mod wheel;
 pub mod nginx;
 
