@@ -55,6 +55,7 @@ pub(super) struct RawStack {
     #[serde(default)]
     pub default: bool,
     pub python: Option<String>,
+    pub glibc: Option<Spanned<String>>,
     #[serde(default)]
     pub venv_constraints: Vec<Spanned<String>>,
     pub default_profile: Option<Spanned<String>>,
@@ -144,6 +145,8 @@ pub(super) struct RawSource {
     pub from: Option<Spanned<String>>,
     pub subdir: Option<Spanned<String>>,
     pub index: Option<Spanned<String>>,
+    pub project: Option<Spanned<String>>,
+    pub version: Option<Spanned<String>>,
     pub witness: Option<String>,
 }
 
