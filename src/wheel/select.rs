@@ -3,7 +3,9 @@
 //! stack's glibc floor, the most specific first, as pip ranks tags (`packaging.tags`): the
 //! interpreter and ABI (`cp312-cp312`, then `abi3`, then `none`, then `py3`), then the platform
 //! (the newest `manylinux_2_N` at or below the floor, down to `manylinux1`, then
-//! `linux_x86_64`, then `any`). Two files of the best rank are an ambiguity, never a guess.
+//! `linux_x86_64`, then `any`). A wildcard (`==2.9.*`) takes the newest release it matches, as
+//! pip does; two files of that release with the best rank (two local labels, or two builds)
+//! are an ambiguity, never a guess.
 //!
 //! Pure: `lock` ([`crate::source::index_page::resolve_wheel`]) reads the page and records the
 //! file this picks.
@@ -47,6 +49,26 @@ impl VersionSpec {
             VersionSpec::Prefix(p) => v.epoch == "0" && v.release.len() >= p.len() && v.release[..p.len()] == p[..],
         }
     }
+}
+
+/// Epoch, release, phase, its number, dev number: [`public_key`].
+type PublicKey = (u64, Vec<u64>, u8, u64, u64);
+
+/// The order of public versions, for a wildcard's newest release: the release numbers (trailing
+/// zeros do not count), then a dev release before a pre-release before the final before a post.
+fn public_key(v: &Version) -> PublicKey {
+    let num = |s: &str| s.parse::<u64>().unwrap_or(u64::MAX);
+    let mut release: Vec<u64> = v.release.iter().map(|r| num(r)).collect();
+    while release.len() > 1 && release.last() == Some(&0) {
+        release.pop();
+    }
+    let (phase, n) = match (&v.pre, &v.post, &v.dev) {
+        (None, None, Some(d)) => (0, num(d)),
+        (Some((k, n)), _, _) => (1 + ["a", "b", "rc"].iter().position(|x| x == k).unwrap_or(0) as u8, num(n)),
+        (None, Some(p), _) => (5, num(p)),
+        (None, None, None) => (4, 0),
+    };
+    (num(&v.epoch), release, phase, n, v.dev.as_deref().map(num).unwrap_or(u64::MAX))
 }
 
 /// `(3, 12)` of `3.12`.
@@ -136,7 +158,7 @@ pub fn pick(
 ) -> Result<usize, PickError> {
     let project = super::normalize_name(project);
     let mut of_version = Vec::new();
-    let mut ranked: Vec<(usize, (u32, u32))> = Vec::new();
+    let mut ranked: Vec<(usize, PublicKey, (u32, u32))> = Vec::new();
     for (i, f) in files.iter().enumerate() {
         let Ok(name) = WheelName::parse(f) else { continue };
         let Some(v) = Version::parse(&name.version) else { continue };
@@ -145,13 +167,15 @@ pub fn pick(
         }
         of_version.push(f.clone());
         if let Some(r) = rank(&name, py, glibc) {
-            ranked.push((i, r));
+            ranked.push((i, public_key(&v), r));
         }
     }
-    let Some(best) = ranked.iter().map(|(_, r)| *r).max() else {
+    let Some(newest) = ranked.iter().map(|(_, v, _)| v.clone()).max() else {
         return Err(if of_version.is_empty() { PickError::NoVersion } else { PickError::NoTags { of_version } });
     };
-    let top: Vec<usize> = ranked.iter().filter(|(_, r)| *r == best).map(|(i, _)| *i).collect();
+    ranked.retain(|(_, v, _)| *v == newest);
+    let best = ranked.iter().map(|(_, _, r)| *r).max().unwrap_or_default();
+    let top: Vec<usize> = ranked.iter().filter(|(_, _, r)| *r == best).map(|(i, _, _)| *i).collect();
     match top.as_slice() {
         [one] => Ok(*one),
         _ => Err(PickError::Ambiguous { candidates: top.iter().map(|i| files[*i].clone()).collect() }),
@@ -195,6 +219,14 @@ mod tests {
             Err(PickError::NoVersion)
         );
         assert_eq!(pick(&f, "torch", &VersionSpec::parse("==2.10.*").unwrap(), (3, 12), (2, 28)), Ok(6));
+        // A wildcard takes the newest release it matches (2.10.0 is newer than 2.9.1).
+        assert_eq!(pick(&f, "torch", &VersionSpec::parse("==2.*").unwrap(), (3, 12), (2, 28)), Ok(6));
+        let pre: Vec<String> =
+            ["t-3.7.0rc1-py3-none-any.whl", "t-3.7.0-py3-none-any.whl", "t-3.7.0.post1-py3-none-any.whl"]
+                .map(String::from)
+                .to_vec();
+        assert_eq!(pick(&pre[..2], "t", &VersionSpec::parse("3.7.*").unwrap(), (3, 12), (2, 28)), Ok(1));
+        assert_eq!(pick(&pre, "t", &VersionSpec::parse("3.7.*").unwrap(), (3, 12), (2, 28)), Ok(2));
         assert_eq!(
             pick(&f, "torch", &VersionSpec::parse("==2.9.1+rocm7.9.0").unwrap(), (3, 12), (2, 28)),
             Err(PickError::NoVersion),
