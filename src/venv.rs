@@ -83,7 +83,16 @@ pub fn stack_wheels(prefix: &Path, index: &Path) -> Result<Vec<PathBuf>, VenvErr
 
 /// The record of what the venv was last filled with (wheel paths and constraints).
 fn record_path(state_dir: &Path, stack: &str) -> PathBuf {
-    dir(state_dir, stack).with_extension("filled")
+    beside(&dir(state_dir, stack), "filled")
+}
+
+/// `<venvs>/<stack>.<what>`: a file beside the venv. Not `with_extension`, which would take a
+/// stack's `.14-binary` for an extension and give `rocm-7.13-binary` and `rocm-7.14-binary` one
+/// file.
+fn beside(venv: &Path, what: &str) -> PathBuf {
+    let mut name = venv.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".{what}"));
+    venv.with_file_name(name)
 }
 
 fn record_text(stack: &Stack, wheels: &[PathBuf]) -> String {
@@ -116,7 +125,7 @@ pub fn fill(state_dir: &Path, stack: &Stack, wheels: &[PathBuf]) -> Result<Optio
     let venv = dir(state_dir, &stack.name);
     let host = crate::host::python::find_python(&version);
     let uv = crate::host::which("uv").filter(|_| std::env::var_os("ROCMFORGE_VENV_NO_UV").is_none());
-    let constraints = venv.with_extension("constraints.txt");
+    let constraints = beside(&venv, "constraints.txt");
     if let Some(parent) = venv.parent() {
         std::fs::create_dir_all(parent).map_err(|source| VenvError::Io {
             what: "create",
@@ -195,4 +204,17 @@ fn run(venv: &Path, cmd: &mut Command) -> Result<(), VenvError> {
     let lines: Vec<&str> = output.lines().collect();
     let tail = lines[lines.len().saturating_sub(30)..].join("\n");
     Err(VenvError::Command { dir: venv.to_path_buf(), command: shown, status: out.status.to_string(), output: tail })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_files_beside_a_venv_keep_a_dotted_stack_name_whole() {
+        let state = Path::new("/s");
+        assert_eq!(record_path(state, "rocm-7.14-binary"), Path::new("/s/venvs/rocm-7.14-binary.filled"));
+        assert_ne!(record_path(state, "rocm-7.14-binary"), record_path(state, "rocm-7.13-binary"));
+        assert_eq!(beside(&dir(state, "rocm-6.2"), "constraints.txt"), Path::new("/s/venvs/rocm-6.2.constraints.txt"));
+    }
 }
