@@ -6,6 +6,13 @@
 //! is configured with (PyPI, or `PIP_INDEX_URL` / `UV_INDEX_URL`...), bounded by those
 //! constraints. `rocmforge env` activates it; `rocmforge verify` runs its Python.
 //!
+//! A stack with `venv-skip` (AMD's multi-arch wheels: torch requires `rocm[libraries]`, whose
+//! `rocm` is an sdist that picks its dependencies when it runs) is filled in two steps so that
+//! pip or uv never resolves the skipped projects: first the requirements the stack's wheels
+//! declare (their METADATA's `Requires-Dist`), less those on projects the stack's own wheels are
+//! and those on skipped projects (and those of extras), with their own dependencies, from the
+//! configured index; then the stack's wheels themselves with `--no-deps`.
+//!
 //! uv makes the venv and installs when it is on PATH (it can also find or fetch the stack's
 //! Python version); otherwise `python<version> -m venv` and the venv's pip.
 
@@ -22,6 +29,8 @@ pub enum VenvError {
     PythonNotFound { stack: String, version: String },
     #[error("wheel `{file}` of the prefix is not in the stack's index `{index}`: run the build again to publish it")]
     NotPublished { file: String, index: String },
+    #[error("cannot read the requirements of wheel `{file}`: {message}")]
+    Metadata { file: String, message: String },
     #[error("cannot {what} `{}`", path.display())]
     Io { what: &'static str, path: PathBuf, source: std::io::Error },
     #[error("filling the venv `{}` failed: `{command}` {status}\n{output}", dir.display())]
@@ -46,6 +55,8 @@ pub struct Filled {
     pub wheels: Vec<String>,
     /// `uv` or `pip`.
     pub tool: &'static str,
+    /// With `venv-skip`: the requirements installed before the wheels (`--no-deps`).
+    pub requirements: Option<Vec<String>>,
 }
 
 /// The file names of the wheels deployed into `prefix`, sorted (none: no wheel dir yet).
@@ -103,7 +114,50 @@ fn record_text(stack: &Stack, wheels: &[PathBuf]) -> String {
     for c in &stack.venv_constraints {
         t.push_str(&format!("constraint {c}\n"));
     }
+    for p in &stack.venv_skip {
+        t.push_str(&format!("skip {p}\n"));
+    }
     t
+}
+
+/// The requirements of `wheels` (their `Requires-Dist`) the venv installs from the index
+/// before the wheels go in with `--no-deps`: not those on a project one of `wheels` is (it is
+/// installed as that exact file), on a project of `skip`, or of an extra. In order, once each.
+pub fn requirements_of(wheels: &[PathBuf], skip: &[String]) -> Result<Vec<String>, VenvError> {
+    let mut names = Vec::new();
+    let mut metas = Vec::new();
+    for w in wheels {
+        let file = w.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = crate::wheel::WheelName::parse(&file)
+            .map_err(|e| VenvError::Metadata { file: w.display().to_string(), message: e.to_string() })?;
+        let meta = crate::wheel::read_metadata(w, &name)
+            .map_err(|e| VenvError::Metadata { file: w.display().to_string(), message: e.to_string() })?;
+        names.push(name.project());
+        metas.push(meta.raw);
+    }
+    let mut out: Vec<String> = Vec::new();
+    for raw in &metas {
+        let text = String::from_utf8_lossy(raw);
+        // Headers end at the first blank line (the description follows).
+        for line in text.lines().take_while(|l| !l.trim().is_empty()) {
+            let Some(req) = line.strip_prefix("Requires-Dist:") else { continue };
+            let req = req.trim();
+            let (spec, marker) = req.split_once(';').unwrap_or((req, ""));
+            if marker.contains("extra") {
+                continue;
+            }
+            let end =
+                spec.find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))).unwrap_or(spec.len());
+            let project = crate::wheel::normalize_name(&spec[..end]);
+            if project.is_empty() || names.contains(&project) || skip.contains(&project) {
+                continue;
+            }
+            if !out.iter().any(|r| r == req) {
+                out.push(req.to_string());
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Does the venv hold exactly `wheels` (filled by an earlier build, and still there)?
@@ -161,7 +215,7 @@ pub fn fill(state_dir: &Path, stack: &Stack, wheels: &[PathBuf]) -> Result<Optio
         };
         run(&venv, &mut make)?;
     }
-    let mut install = match &uv {
+    let installer = || match &uv {
         Some(uv) => {
             let mut c = Command::new(uv);
             c.args(["pip", "install", "--quiet", "--python"]).arg(python(&venv));
@@ -173,6 +227,21 @@ pub fn fill(state_dir: &Path, stack: &Stack, wheels: &[PathBuf]) -> Result<Optio
             c
         }
     };
+    let requirements = if stack.venv_skip.is_empty() {
+        None
+    } else {
+        let reqs = requirements_of(wheels, &stack.venv_skip)?;
+        if !reqs.is_empty() {
+            let mut first = installer();
+            first.arg("--constraint").arg(&constraints).args(&reqs);
+            run(&venv, &mut first)?;
+        }
+        Some(reqs)
+    };
+    let mut install = installer();
+    if requirements.is_some() {
+        install.arg("--no-deps");
+    }
     install.arg("--constraint").arg(&constraints).args(wheels);
     run(&venv, &mut install)?;
     let record = record_path(state_dir, &stack.name);
@@ -182,7 +251,7 @@ pub fn fill(state_dir: &Path, stack: &Stack, wheels: &[PathBuf]) -> Result<Optio
         source,
     })?;
     let names = wheels.iter().filter_map(|w| w.file_name().map(|n| n.to_string_lossy().into_owned())).collect();
-    Ok(Some(Filled { dir: venv, wheels: names, tool }))
+    Ok(Some(Filled { dir: venv, wheels: names, tool, requirements }))
 }
 
 fn run(venv: &Path, cmd: &mut Command) -> Result<(), VenvError> {

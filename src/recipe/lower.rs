@@ -106,6 +106,19 @@ pub(super) fn lower_stack(
             venv_constraints.push(text.to_string());
         }
     }
+    let mut venv_skip = Vec::new();
+    for p in &raw.venv_skip {
+        if crate::wheel::is_valid_project_name(p.get_ref()) {
+            venv_skip.push(crate::wheel::normalize_name(p.get_ref()));
+        } else {
+            diags.push(
+                file.at(p.span(), format!("`venv-skip` names projects, and `{}` is not a project name", p.get_ref()))
+                    .with_help(
+                        "write the project as its wheels' Requires-Dist names it, without extras or versions: `rocm`",
+                    ),
+            );
+        }
+    }
     let index_path = raw.index_path.and_then(|p| {
         let name = p.get_ref();
         let ok = !name.is_empty()
@@ -153,6 +166,7 @@ pub(super) fn lower_stack(
         is_default: raw.default,
         python: raw.python,
         venv_constraints,
+        venv_skip,
         profiles,
         default_profile,
         index_path,

@@ -52,6 +52,9 @@ pub struct Stack {
     pub glibc: String,
     /// Requirements constraints (`numpy<2`) for the stack's venv (`pip install -c`).
     pub venv_constraints: Vec<String>,
+    /// Projects the stack's wheels require that its venv never installs (`venv-skip`, PEP 503
+    /// names): with any, the wheels go in with `--no-deps` after their other requirements.
+    pub venv_skip: Vec<String>,
     /// Run-time profiles (`[profile.<name>]`), and the one used when none is asked for.
     pub profiles: BTreeMap<String, Profile>,
     pub default_profile: Option<String>,

@@ -58,6 +58,8 @@ pub(super) struct RawStack {
     pub glibc: Option<Spanned<String>>,
     #[serde(default)]
     pub venv_constraints: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub venv_skip: Vec<Spanned<String>>,
     pub default_profile: Option<Spanned<String>>,
     pub index_path: Option<Spanned<String>>,
     pub disk_gb: Option<f64>,

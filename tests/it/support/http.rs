@@ -140,7 +140,12 @@ fn serve(conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             return out.write_all(format!("HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", body.len()).as_bytes());
         }
         None => (
-            format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nETag: {tag}\r\nAccept-Ranges: bytes\r\nConnection: close\r\n\r\n", body.len()),
+            // A folder's page is an index page (uv refuses one without its type).
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n{}ETag: {tag}\r\nAccept-Ranges: bytes\r\nConnection: close\r\n\r\n",
+                body.len(),
+                if path.ends_with('/') { "Content-Type: text/html\r\n" } else { "" }
+            ),
             &body[..],
         ),
     };
