@@ -29,6 +29,11 @@ pub enum VenvError {
     PythonNotFound { stack: String, version: String },
     #[error("wheel `{file}` of the prefix is not in the stack's index `{index}`: run the build again to publish it")]
     NotPublished { file: String, index: String },
+    #[error(
+        "the stack's wheels do not go together, and the venv installs them with --no-deps (`venv-skip` in {file}), so nothing else would notice:\n{}\nset each named recipe's `version` to what is required and run `rocmforge lock --update`",
+        .unmet.iter().map(|(w, r, have)| format!("  - {w} requires `{r}`, but the stack's is {have}")).collect::<Vec<_>>().join("\n")
+    )]
+    Unmet { file: String, unmet: Vec<(String, String, String)> },
     #[error("cannot read the requirements of wheel `{file}`: {message}")]
     Metadata { file: String, message: String },
     #[error("cannot {what} `{}`", path.display())]
@@ -120,10 +125,22 @@ fn record_text(stack: &Stack, wheels: &[PathBuf]) -> String {
     t
 }
 
-/// The requirements of `wheels` (their `Requires-Dist`) the venv installs from the index
-/// before the wheels go in with `--no-deps`: not those on a project one of `wheels` is (it is
-/// installed as that exact file), on a project of `skip`, or of an extra. In order, once each.
-pub fn requirements_of(wheels: &[PathBuf], skip: &[String]) -> Result<Vec<String>, VenvError> {
+/// What the venv installs before the wheels go in with `--no-deps` ([`requirements_of`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Requirements {
+    /// From the index: the wheels' requirements not on a project one of the wheels is (it is
+    /// installed as that exact file), not on a skipped project and not of an extra; in order,
+    /// once each.
+    pub from_index: Vec<String>,
+    /// `(wheel file, requirement, the stack's file of that project)`: an `==` pin of one wheel
+    /// on another project of the stack that the stack's file does not meet. `--no-deps` would
+    /// install them side by side silently; the fill refuses.
+    pub unmet: Vec<(String, String, String)>,
+}
+
+/// The requirements of `wheels` (their METADATA's `Requires-Dist`), sorted as [`Requirements`]
+/// says.
+pub fn requirements_of(wheels: &[PathBuf], skip: &[String]) -> Result<Requirements, VenvError> {
     let mut names = Vec::new();
     let mut metas = Vec::new();
     for w in wheels {
@@ -132,11 +149,11 @@ pub fn requirements_of(wheels: &[PathBuf], skip: &[String]) -> Result<Vec<String
             .map_err(|e| VenvError::Metadata { file: w.display().to_string(), message: e.to_string() })?;
         let meta = crate::wheel::read_metadata(w, &name)
             .map_err(|e| VenvError::Metadata { file: w.display().to_string(), message: e.to_string() })?;
-        names.push(name.project());
-        metas.push(meta.raw);
+        metas.push((file, meta.raw));
+        names.push(name);
     }
-    let mut out: Vec<String> = Vec::new();
-    for raw in &metas {
+    let mut out = Requirements::default();
+    for (file, raw) in &metas {
         let text = String::from_utf8_lossy(raw);
         // Headers end at the first blank line (the description follows).
         for line in text.lines().take_while(|l| !l.trim().is_empty()) {
@@ -149,17 +166,39 @@ pub fn requirements_of(wheels: &[PathBuf], skip: &[String]) -> Result<Vec<String
             let end =
                 spec.find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))).unwrap_or(spec.len());
             let project = crate::wheel::normalize_name(&spec[..end]);
-            if project.is_empty() || names.contains(&project) || skip.contains(&project) {
+            if project.is_empty() || skip.contains(&project) {
                 continue;
             }
-            if !out.iter().any(|r| r == req) {
-                out.push(req.to_string());
+            if let Some(have) = names.iter().find(|n| n.project() == project) {
+                if !meets_pins(&spec[end..], &have.version) {
+                    out.unmet.push((file.clone(), req.to_string(), have.filename.clone()));
+                }
+                continue;
+            }
+            if !out.from_index.iter().any(|r| r == req) {
+                out.from_index.push(req.to_string());
             }
         }
     }
     Ok(out)
 }
 
+/// Whether `version` meets every `==` clause of a requirement's specifier (`[extras]` and
+/// parentheses allowed: `(==2.12.0+rocm7.14.0)`, `==3.7.*`, `>=1,==1.2`); other operators are
+/// not checked here.
+fn meets_pins(spec: &str, version: &str) -> bool {
+    let spec = spec.trim();
+    let spec = match spec.strip_prefix('[') {
+        Some(rest) => rest.split_once(']').map(|(_, r)| r).unwrap_or(""),
+        None => spec,
+    };
+    let spec = spec.trim().trim_start_matches('(').trim_end_matches(')');
+    let Some(have) = crate::wheel::Version::parse(version) else { return true };
+    spec.split(',')
+        .map(str::trim)
+        .filter(|c| c.starts_with("==") && !c.starts_with("==="))
+        .all(|c| crate::wheel::select::VersionSpec::parse(c).map(|want| want.matches(&have)).unwrap_or(true))
+}
 /// Does the venv hold exactly `wheels` (filled by an earlier build, and still there)?
 pub fn holds(state_dir: &Path, stack: &Stack, wheels: &[PathBuf]) -> bool {
     python(&dir(state_dir, &stack.name)).is_file()
@@ -230,7 +269,10 @@ pub fn fill(state_dir: &Path, stack: &Stack, wheels: &[PathBuf]) -> Result<Optio
     let requirements = if stack.venv_skip.is_empty() {
         None
     } else {
-        let reqs = requirements_of(wheels, &stack.venv_skip)?;
+        let Requirements { from_index: reqs, unmet } = requirements_of(wheels, &stack.venv_skip)?;
+        if !unmet.is_empty() {
+            return Err(VenvError::Unmet { file: stack.file.clone(), unmet });
+        }
         if !reqs.is_empty() {
             let mut first = installer();
             first.arg("--constraint").arg(&constraints).args(&reqs);
@@ -278,6 +320,17 @@ fn run(venv: &Path, cmd: &mut Command) -> Result<(), VenvError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_equal_pin_is_met_by_the_version_it_names() {
+        assert!(meets_pins("==2.12.0+rocm7.14.0", "2.12.0+rocm7.14.0"));
+        assert!(meets_pins(" (==2.12.0)", "2.12.0+rocm7.14.0"));
+        assert!(meets_pins("[libraries]==7.14.0", "7.14"));
+        assert!(meets_pins(">=3,==3.7.*", "3.7.1+rocm7.14.0"));
+        assert!(meets_pins("", "1.0") && meets_pins(">=9", "1.0"), "only == is checked");
+        assert!(!meets_pins("==3.7.0+rocm7.14.0", "3.7.1+rocm7.14.0"));
+        assert!(!meets_pins("==2.12.0+rocm7.14.0", "2.12.0+rocm7.13.0"));
+    }
 
     #[test]
     fn the_files_beside_a_venv_keep_a_dotted_stack_name_whole() {

@@ -348,6 +348,11 @@ const AMD_WHEELS: [(&str, &str, bool, &[&str], bool); 8] = [
 
 impl AmdIndex {
     fn new() -> AmdIndex {
+        AmdIndex::with_torch_requiring("triton==3.7.1+rocm7.14.0")
+    }
+
+    /// The stand-in index, torch requiring `triton` (its Requires-Dist on triton).
+    fn with_torch_requiring(triton: &str) -> AmdIndex {
         let home = tempfile::tempdir().unwrap();
         let tree = home.path().join("tree");
         let dst = tree.join("recipes").join(AMD_STACK);
@@ -360,6 +365,8 @@ impl AmdIndex {
         let device = hip_library(&["gfx1010"]);
         for (project, version, per_python, requires, code) in AMD_WHEELS {
             let module = project.replace('-', "_");
+            let requires: Vec<&str> =
+                requires.iter().map(|r| if r.starts_with("triton==") { triton } else { *r }).collect();
             let extra: Vec<(String, Vec<u8>)> =
                 if code { vec![(format!("{module}/lib/libdevice_gfx1010.so"), device.clone())] } else { Vec::new() };
             let tags: &[&str] = if per_python {
@@ -379,7 +386,7 @@ impl AmdIndex {
                         &module,
                         &format!("{project} {v} {tag}"),
                         &extra,
-                        requires,
+                        &requires,
                     );
                     let served = name.replace('+', "%2B");
                     http.add(&format!("rocm/whl-multi-arch/files/{served}"), bytes.clone());
@@ -502,4 +509,23 @@ fn amd_wheels_lock_from_a_pep_503_index_build_and_fill_the_venv_without_the_rocm
     // And a second build does nothing.
     let again = a.ok(&["build", "torchvision", "--locked"]);
     assert!(!again.contains("built 8"), "{again}");
+}
+
+/// With --no-deps nothing would notice torch pinning another Triton than the stack's: the fill
+/// refuses, naming both files and what to change.
+#[test]
+fn amd_wheels_that_pin_another_of_the_stacks_wheels_are_refused_before_the_venv_holds_them() {
+    let a = AmdIndex::with_torch_requiring("triton (==3.7.0+rocm7.14.0)");
+    a.ok(&["lock"]);
+    let out = a.cmd().args(["build", "torchvision", "--locked"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the build succeeded, but its venv was not filled"), "{err}");
+    assert!(
+        err.contains("  - torch-2.12.0+rocm7.14.0-cp311-cp311-manylinux_2_28_x86_64.whl requires `triton (==3.7.0+rocm7.14.0)`, but the stack's is triton-3.7.1+rocm7.14.0-cp311-cp311-manylinux_2_28_x86_64.whl"),
+        "{err}"
+    );
+    assert!(err.contains("recipes/rocm-7.14-binary/stack.toml"), "{err}");
+    let site = a.home.path().join("state/rocmforge/venvs").join(AMD_STACK).join("lib/python3.11/site-packages");
+    assert!(!site.join("torch").exists(), "nothing installed");
 }
