@@ -23,6 +23,8 @@ pub enum IndexPageError {
     Ambiguous { at: String, project: String, version: String, on: String, candidates: Vec<String> },
     #[error("the index page {at} links `{file}`, the file of `{project}` `{version}` for the stack, without a `#sha256=` digest, so nothing could verify its download: name it in the recipe with `url` and its `sha256` instead (`sha256sum FILE`)")]
     PickedNoDigest { at: String, project: String, version: String, file: String },
+    #[error("the index `{index}` serves no project `{project}` ({message} at {at}; an index answers 404, or 403 as repo.amd.com does, for a project it lacks): check the recipe's `project` and `index`")]
+    NoProject { index: String, project: String, at: String, message: String },
     #[error("`{file}` is not a wheel file name, so its project page in `{index}` is unknown: {message}")]
     NotAWheel { file: String, index: String, message: String },
 }
@@ -67,10 +69,18 @@ pub fn resolve_wheel(
     let page = format!("{}/{}/", want.index.trim_end_matches('/'), crate::wheel::normalize_name(want.project));
     let fetch_url = cfg.rewrite_url(&page);
     let via = if fetch_url == page { String::new() } else { format!(" (via `{fetch_url}`)") };
-    let html = read_page(&fetch_url).map_err(|message| IndexPageError::Fetch {
-        page: page.clone(),
-        via: via.clone(),
-        message,
+    let html = read_page(&fetch_url).map_err(|message| {
+        // A PEP 503 index answers 404 for a project it does not serve; AMD's answers 403.
+        if message.starts_with("HTTP 404") || message.starts_with("HTTP 403") {
+            IndexPageError::NoProject {
+                index: want.index.to_string(),
+                project: want.project.to_string(),
+                at: format!("`{page}`{via}"),
+                message,
+            }
+        } else {
+            IndexPageError::Fetch { page: page.clone(), via: via.clone(), message }
+        }
     })?;
     let links = links(&html);
     let files: Vec<String> = links.iter().map(|l| l.file.clone()).collect();

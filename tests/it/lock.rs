@@ -647,4 +647,17 @@ fn lock_refuses_no_match_an_ambiguity_and_a_link_without_digest_naming_page_proj
         }
         assert_eq!(w.lock_text(), "", "nothing locked");
     }
+    // A project the index does not serve (404 here; 403 at repo.amd.com).
+    let w = WheelIndex::new("2.9.1");
+    let out = w.cmd(&["lock"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", crate::support::text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "the index `https://repo.example.invalid/whl/` serves no project `torch` (HTTP 404 Not Found at `{page}` (via `{}`)",
+            w.http.url("whl/torch/")
+        )),
+        "{err}"
+    );
+    assert!(err.contains("check the recipe's `project` and `index`"), "{err}");
 }
