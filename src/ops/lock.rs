@@ -186,10 +186,10 @@ fn resolve(
                 project: project.to_string(),
                 file: stack.file.clone(),
             })?;
-            let want = crate::source::index_page::WheelWanted { index, project, version, python, glibc: &stack.glibc };
+            let want = lockfile::WheelAsked { index, project, version, python, glibc: &stack.glibc };
             progress.message(recipe, &format!("picking {project} {version} from {index}"));
             crate::source::index_page::resolve_wheel(cfg, &want)
-                .map(|picked| Pin::wheel(recipe, &unpinned, python, &stack.glibc, &picked))
+                .map(|picked| Pin::wheel(recipe, &want, &picked))
                 .map_err(|e| LockError::Pick { recipe: recipe.to_string(), source: Box::new(e) })
         }
         Unpinned::Tag { url, tag } => crate::source::git::resolve_tag(cfg, recipe, url, tag, progress)

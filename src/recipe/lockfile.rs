@@ -125,19 +125,15 @@ impl Pin {
         }
     }
 
-    /// The file picked for a wheel request, as asked on a stack with Python `python` and glibc
-    /// floor `glibc`.
-    pub fn wheel(recipe: &str, asked: &Unpinned<'_>, python: &str, glibc: &str, picked: &PickedWheel) -> Pin {
-        let Unpinned::Wheel { index, project, version } = asked else {
-            return Pin::url(recipe, &picked.url, &picked.sha256);
-        };
+    /// The file `picked` for what `asked`.
+    pub fn wheel(recipe: &str, asked: &WheelAsked<'_>, picked: &PickedWheel) -> Pin {
         Pin {
             page: Some(picked.page.clone()),
-            index: Some(index.to_string()),
-            project: Some(project.to_string()),
-            version: Some(version.to_string()),
-            python: Some(python.to_string()),
-            glibc: Some(glibc.to_string()),
+            index: Some(asked.index.to_string()),
+            project: Some(asked.project.to_string()),
+            version: Some(asked.version.to_string()),
+            python: Some(asked.python.to_string()),
+            glibc: Some(asked.glibc.to_string()),
             ..Pin::url(recipe, &picked.url, &picked.sha256)
         }
     }
@@ -252,6 +248,17 @@ pub fn write(path: &Path, lock: &LockFile) -> Result<(), LockFileError> {
     text.push_str(&toml::to_string(&lock).expect("lock serialises"));
     crate::fsutil::write_atomic(path, text.as_bytes())
         .map_err(|source| LockFileError::Write { path: path.to_path_buf(), source })
+}
+
+/// What a recipe that names a wheel by project and version asks for, on its stack.
+#[derive(Debug, Clone, Copy)]
+pub struct WheelAsked<'a> {
+    pub index: &'a str,
+    pub project: &'a str,
+    pub version: &'a str,
+    /// The stack's Python (`3.12`) and glibc floor (`2.28`).
+    pub python: &'a str,
+    pub glibc: &'a str,
 }
 
 /// The wheel file `lock` picked from an index page for a wheel request.

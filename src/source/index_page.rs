@@ -46,24 +46,13 @@ pub struct Link {
     pub href: String,
 }
 
-/// What a recipe that names a wheel by project and version asks for, on its stack.
-#[derive(Debug, Clone, Copy)]
-pub struct WheelWanted<'a> {
-    pub index: &'a str,
-    pub project: &'a str,
-    pub version: &'a str,
-    /// The stack's Python (`3.12`) and glibc floor (`2.28`).
-    pub python: &'a str,
-    pub glibc: &'a str,
-}
-
 /// Picks the one wheel file of `want.project` at `want.version` for the stack's Python and
 /// glibc floor from the project's page of `want.index` (through the config's URL rewrites),
 /// and returns its URL (a relative link resolved against the page as the recipe names it, so a
 /// rewrite applies to the download as to the page) and the page's `#sha256=` digest.
 pub fn resolve_wheel(
     cfg: &Config,
-    want: &WheelWanted<'_>,
+    want: &crate::recipe::lockfile::WheelAsked<'_>,
 ) -> Result<crate::recipe::lockfile::PickedWheel, IndexPageError> {
     use crate::wheel::select::{self, PickError, VersionSpec};
     let page = format!("{}/{}/", want.index.trim_end_matches('/'), crate::wheel::normalize_name(want.project));
