@@ -660,4 +660,9 @@ fn lock_refuses_no_match_an_ambiguity_and_a_link_without_digest_naming_page_proj
         "{err}"
     );
     assert!(err.contains("check the recipe's `project` and `index`"), "{err}");
+    // repo.amd.com answers 403 for a project it lacks: the same error.
+    w.http.with(|s| s.statuses.insert("/whl/torch/".into(), 403));
+    let out = w.cmd(&["lock"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("serves no project `torch` (HTTP 403 Forbidden at"), "{err}");
 }
