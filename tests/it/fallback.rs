@@ -531,3 +531,32 @@ fn amd_wheels_that_pin_another_of_the_stacks_wheels_are_refused_before_the_venv_
     let site = a.home.path().join("state/rocmforge/venvs").join(AMD_STACK).join("lib/python3.11/site-packages");
     assert!(!site.join("torch").exists(), "nothing installed");
 }
+
+/// Without uv, pip fills the venv the same way: requirements first, then the wheels with
+/// --no-deps, and no index is asked for `rocm`.
+#[test]
+fn amd_wheels_fill_the_venv_with_pip_without_the_rocm_sdist() {
+    let a = AmdIndex::new();
+    a.ok(&["lock"]);
+    let out = a.cmd().env("ROCMFORGE_VENV_NO_UV", "1").args(["build", "torchvision", "--locked"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("(pip, --no-deps after their requirements filelock)"),
+        "{}",
+        text(&out)
+    );
+    let py = a.home.path().join("state/rocmforge/venvs").join(AMD_STACK).join("bin/python");
+    let got = std::process::Command::new(&py)
+        .args(["-c", "import torch, triton, filelock, amd_torchvision_device_gfx1010; print(triton.VALUE)"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&got.stdout),
+        "triton 3.7.1+rocm7.14.0 cp311-cp311-manylinux_2_28_x86_64\n",
+        "{}",
+        text(&got)
+    );
+    let requests: Vec<String> = a.http.with(|s| s.requests.iter().map(|r| r.0.clone()).collect());
+    assert!(requests.iter().any(|p| p == "/pypi/simple/filelock/"), "{requests:?}");
+    assert!(!requests.iter().any(|p| p.ends_with("/rocm/") || p.contains("simple/rocm")), "{requests:?}");
+}
