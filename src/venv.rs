@@ -6,6 +6,13 @@
 //! is configured with (PyPI, or `PIP_INDEX_URL` / `UV_INDEX_URL`...), bounded by those
 //! constraints. `rocmforge env` activates it; `rocmforge verify` runs its Python.
 //!
+//! A stack with `venv-skip` (AMD's multi-arch wheels: torch requires `rocm[libraries]`, whose
+//! `rocm` is an sdist that picks its dependencies when it runs) is filled in two steps so that
+//! pip or uv never resolves the skipped projects: first the requirements the stack's wheels
+//! declare (their METADATA's `Requires-Dist`), less those on projects the stack's own wheels are
+//! and those on skipped projects (and those of extras), with their own dependencies, from the
+//! configured index; then the stack's wheels themselves with `--no-deps`.
+//!
 //! uv makes the venv and installs when it is on PATH (it can also find or fetch the stack's
 //! Python version); otherwise `python<version> -m venv` and the venv's pip.
 
@@ -22,6 +29,13 @@ pub enum VenvError {
     PythonNotFound { stack: String, version: String },
     #[error("wheel `{file}` of the prefix is not in the stack's index `{index}`: run the build again to publish it")]
     NotPublished { file: String, index: String },
+    #[error(
+        "the stack's wheels do not go together, and the venv installs them with --no-deps (`venv-skip` in {file}), so nothing else would notice:\n{}\nset each named recipe's `version` to what is required and run `rocmforge lock --update`",
+        .unmet.iter().map(|(w, r, have)| format!("  - {w} requires `{r}`, but the stack's is {have}")).collect::<Vec<_>>().join("\n")
+    )]
+    Unmet { file: String, unmet: Vec<(String, String, String)> },
+    #[error("cannot read the requirements of wheel `{file}`: {message}")]
+    Metadata { file: String, message: String },
     #[error("cannot {what} `{}`", path.display())]
     Io { what: &'static str, path: PathBuf, source: std::io::Error },
     #[error("filling the venv `{}` failed: `{command}` {status}\n{output}", dir.display())]
@@ -46,6 +60,8 @@ pub struct Filled {
     pub wheels: Vec<String>,
     /// `uv` or `pip`.
     pub tool: &'static str,
+    /// With `venv-skip`: the requirements installed before the wheels (`--no-deps`).
+    pub requirements: Option<Vec<String>>,
 }
 
 /// The file names of the wheels deployed into `prefix`, sorted (none: no wheel dir yet).
@@ -83,7 +99,16 @@ pub fn stack_wheels(prefix: &Path, index: &Path) -> Result<Vec<PathBuf>, VenvErr
 
 /// The record of what the venv was last filled with (wheel paths and constraints).
 fn record_path(state_dir: &Path, stack: &str) -> PathBuf {
-    dir(state_dir, stack).with_extension("filled")
+    beside(&dir(state_dir, stack), "filled")
+}
+
+/// `<venvs>/<stack>.<what>`: a file beside the venv. Not `with_extension`, which would take a
+/// stack's `.14-binary` for an extension and give `rocm-7.13-binary` and `rocm-7.14-binary` one
+/// file.
+fn beside(venv: &Path, what: &str) -> PathBuf {
+    let mut name = venv.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".{what}"));
+    venv.with_file_name(name)
 }
 
 fn record_text(stack: &Stack, wheels: &[PathBuf]) -> String {
@@ -94,9 +119,86 @@ fn record_text(stack: &Stack, wheels: &[PathBuf]) -> String {
     for c in &stack.venv_constraints {
         t.push_str(&format!("constraint {c}\n"));
     }
+    for p in &stack.venv_skip {
+        t.push_str(&format!("skip {p}\n"));
+    }
     t
 }
 
+/// What the venv installs before the wheels go in with `--no-deps` ([`requirements_of`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Requirements {
+    /// From the index: the wheels' requirements not on a project one of the wheels is (it is
+    /// installed as that exact file), not on a skipped project and not of an extra; in order,
+    /// once each.
+    pub from_index: Vec<String>,
+    /// `(wheel file, requirement, the stack's file of that project)`: an `==` pin of one wheel
+    /// on another project of the stack that the stack's file does not meet. `--no-deps` would
+    /// install them side by side silently; the fill refuses.
+    pub unmet: Vec<(String, String, String)>,
+}
+
+/// The requirements of `wheels` (their METADATA's `Requires-Dist`), sorted as [`Requirements`]
+/// says.
+pub fn requirements_of(wheels: &[PathBuf], skip: &[String]) -> Result<Requirements, VenvError> {
+    let mut names = Vec::new();
+    let mut metas = Vec::new();
+    for w in wheels {
+        let file = w.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = crate::wheel::WheelName::parse(&file)
+            .map_err(|e| VenvError::Metadata { file: w.display().to_string(), message: e.to_string() })?;
+        let meta = crate::wheel::read_metadata(w, &name)
+            .map_err(|e| VenvError::Metadata { file: w.display().to_string(), message: e.to_string() })?;
+        metas.push((file, meta.raw));
+        names.push(name);
+    }
+    let mut out = Requirements::default();
+    for (file, raw) in &metas {
+        let text = String::from_utf8_lossy(raw);
+        // Headers end at the first blank line (the description follows).
+        for line in text.lines().take_while(|l| !l.trim().is_empty()) {
+            let Some(req) = line.strip_prefix("Requires-Dist:") else { continue };
+            let req = req.trim();
+            let (spec, marker) = req.split_once(';').unwrap_or((req, ""));
+            if marker.contains("extra") {
+                continue;
+            }
+            let end =
+                spec.find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))).unwrap_or(spec.len());
+            let project = crate::wheel::normalize_name(&spec[..end]);
+            if project.is_empty() || skip.contains(&project) {
+                continue;
+            }
+            if let Some(have) = names.iter().find(|n| n.project() == project) {
+                if !meets_pins(&spec[end..], &have.version) {
+                    out.unmet.push((file.clone(), req.to_string(), have.filename.clone()));
+                }
+                continue;
+            }
+            if !out.from_index.iter().any(|r| r == req) {
+                out.from_index.push(req.to_string());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Whether `version` meets every `==` clause of a requirement's specifier (`[extras]` and
+/// parentheses allowed: `(==2.12.0+rocm7.14.0)`, `==3.7.*`, `>=1,==1.2`); other operators are
+/// not checked here.
+fn meets_pins(spec: &str, version: &str) -> bool {
+    let spec = spec.trim();
+    let spec = match spec.strip_prefix('[') {
+        Some(rest) => rest.split_once(']').map(|(_, r)| r).unwrap_or(""),
+        None => spec,
+    };
+    let spec = spec.trim().trim_start_matches('(').trim_end_matches(')');
+    let Some(have) = crate::wheel::Version::parse(version) else { return true };
+    spec.split(',')
+        .map(str::trim)
+        .filter(|c| c.starts_with("==") && !c.starts_with("==="))
+        .all(|c| crate::wheel::select::VersionSpec::parse(c).map(|want| want.matches(&have)).unwrap_or(true))
+}
 /// Does the venv hold exactly `wheels` (filled by an earlier build, and still there)?
 pub fn holds(state_dir: &Path, stack: &Stack, wheels: &[PathBuf]) -> bool {
     python(&dir(state_dir, &stack.name)).is_file()
@@ -116,7 +218,7 @@ pub fn fill(state_dir: &Path, stack: &Stack, wheels: &[PathBuf]) -> Result<Optio
     let venv = dir(state_dir, &stack.name);
     let host = crate::host::python::find_python(&version);
     let uv = crate::host::which("uv").filter(|_| std::env::var_os("ROCMFORGE_VENV_NO_UV").is_none());
-    let constraints = venv.with_extension("constraints.txt");
+    let constraints = beside(&venv, "constraints.txt");
     if let Some(parent) = venv.parent() {
         std::fs::create_dir_all(parent).map_err(|source| VenvError::Io {
             what: "create",
@@ -152,7 +254,7 @@ pub fn fill(state_dir: &Path, stack: &Stack, wheels: &[PathBuf]) -> Result<Optio
         };
         run(&venv, &mut make)?;
     }
-    let mut install = match &uv {
+    let installer = || match &uv {
         Some(uv) => {
             let mut c = Command::new(uv);
             c.args(["pip", "install", "--quiet", "--python"]).arg(python(&venv));
@@ -164,6 +266,24 @@ pub fn fill(state_dir: &Path, stack: &Stack, wheels: &[PathBuf]) -> Result<Optio
             c
         }
     };
+    let requirements = if stack.venv_skip.is_empty() {
+        None
+    } else {
+        let Requirements { from_index: reqs, unmet } = requirements_of(wheels, &stack.venv_skip)?;
+        if !unmet.is_empty() {
+            return Err(VenvError::Unmet { file: stack.file.clone(), unmet });
+        }
+        if !reqs.is_empty() {
+            let mut first = installer();
+            first.arg("--constraint").arg(&constraints).args(&reqs);
+            run(&venv, &mut first)?;
+        }
+        Some(reqs)
+    };
+    let mut install = installer();
+    if requirements.is_some() {
+        install.arg("--no-deps");
+    }
     install.arg("--constraint").arg(&constraints).args(wheels);
     run(&venv, &mut install)?;
     let record = record_path(state_dir, &stack.name);
@@ -173,7 +293,7 @@ pub fn fill(state_dir: &Path, stack: &Stack, wheels: &[PathBuf]) -> Result<Optio
         source,
     })?;
     let names = wheels.iter().filter_map(|w| w.file_name().map(|n| n.to_string_lossy().into_owned())).collect();
-    Ok(Some(Filled { dir: venv, wheels: names, tool }))
+    Ok(Some(Filled { dir: venv, wheels: names, tool, requirements }))
 }
 
 fn run(venv: &Path, cmd: &mut Command) -> Result<(), VenvError> {
@@ -195,4 +315,28 @@ fn run(venv: &Path, cmd: &mut Command) -> Result<(), VenvError> {
     let lines: Vec<&str> = output.lines().collect();
     let tail = lines[lines.len().saturating_sub(30)..].join("\n");
     Err(VenvError::Command { dir: venv.to_path_buf(), command: shown, status: out.status.to_string(), output: tail })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_equal_pin_is_met_by_the_version_it_names() {
+        assert!(meets_pins("==2.12.0+rocm7.14.0", "2.12.0+rocm7.14.0"));
+        assert!(meets_pins(" (==2.12.0)", "2.12.0+rocm7.14.0"));
+        assert!(meets_pins("[libraries]==7.14.0", "7.14"));
+        assert!(meets_pins(">=3,==3.7.*", "3.7.1+rocm7.14.0"));
+        assert!(meets_pins("", "1.0") && meets_pins(">=9", "1.0"), "only == is checked");
+        assert!(!meets_pins("==3.7.0+rocm7.14.0", "3.7.1+rocm7.14.0"));
+        assert!(!meets_pins("==2.12.0+rocm7.14.0", "2.12.0+rocm7.13.0"));
+    }
+
+    #[test]
+    fn the_files_beside_a_venv_keep_a_dotted_stack_name_whole() {
+        let state = Path::new("/s");
+        assert_eq!(record_path(state, "rocm-7.14-binary"), Path::new("/s/venvs/rocm-7.14-binary.filled"));
+        assert_ne!(record_path(state, "rocm-7.14-binary"), record_path(state, "rocm-7.13-binary"));
+        assert_eq!(beside(&dir(state, "rocm-6.2"), "constraints.txt"), Path::new("/s/venvs/rocm-6.2.constraints.txt"));
+    }
 }

@@ -89,10 +89,15 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     };
     let venv_line = match run.venv {
         Some(Ok(v)) => Some(format!(
-            "venv: {} filled with {} ({}); activate it with `eval \"$(rocmforge env)\"`",
+            "venv: {} filled with {} ({}{}); activate it with `eval \"$(rocmforge env)\"`",
             v.dir.display(),
             v.wheels.join(", "),
-            v.tool
+            v.tool,
+            match &v.requirements {
+                Some(r) if r.is_empty() => ", --no-deps: venv-skip".to_string(),
+                Some(r) => format!(", --no-deps after their requirements {}", r.join(", ")),
+                None => String::new(),
+            }
         )),
         Some(Err(e)) => {
             return Err(Failure::failed(

@@ -36,6 +36,10 @@ pub enum LockError {
     Resolve { recipe: String, tag: String, source: Box<GitError> },
     #[error("{recipe}: cannot read the sha256 of `{url}` from its index")]
     Digest { recipe: String, url: String, source: Box<IndexPageError> },
+    #[error("{recipe}: cannot pick a wheel file")]
+    Pick { recipe: String, source: Box<IndexPageError> },
+    #[error("{recipe}: the wheel `{project}` is picked for the stack's Python, but {file} names none: add `python = \"3.x\"` to [stack]")]
+    NoPython { recipe: String, project: String, file: String },
     #[error("{recipe}: cannot download `{url}` to pin its sha256")]
     Download { recipe: String, url: String, source: Box<DownloadError> },
     #[error("{recipe}: not pinned, its download is not what its name says")]
@@ -106,7 +110,7 @@ pub fn lock(
             }
             continue;
         }
-        let pin = resolve(cfg, name, unpinned, progress)?;
+        let pin = resolve(cfg, stack, name, unpinned, progress)?;
         match existing {
             Some(e) if e == pin => report.unchanged += 1,
             Some(e) => match (&pin.tag, e.rev, pin.rev.clone()) {
@@ -168,8 +172,26 @@ pub fn pin_closure(
 
 /// The pin of one unpinned source: the commit `tag` of `url` names now, or the sha256 of `url`'s
 /// content.
-fn resolve(cfg: &Config, recipe: &str, unpinned: Unpinned<'_>, progress: &dyn Progress) -> Result<Pin, LockError> {
+fn resolve(
+    cfg: &Config,
+    stack: &Stack,
+    recipe: &str,
+    unpinned: Unpinned<'_>,
+    progress: &dyn Progress,
+) -> Result<Pin, LockError> {
     match unpinned {
+        Unpinned::Wheel { index, project, version } => {
+            let python = stack.python.as_deref().ok_or_else(|| LockError::NoPython {
+                recipe: recipe.to_string(),
+                project: project.to_string(),
+                file: stack.file.clone(),
+            })?;
+            let want = lockfile::WheelAsked { index, project, version, python, glibc: &stack.glibc };
+            progress.message(recipe, &format!("picking {project} {version} from {index}"));
+            crate::source::index_page::resolve_wheel(cfg, &want)
+                .map(|picked| Pin::wheel(recipe, &want, &picked))
+                .map_err(|e| LockError::Pick { recipe: recipe.to_string(), source: Box::new(e) })
+        }
         Unpinned::Tag { url, tag } => crate::source::git::resolve_tag(cfg, recipe, url, tag, progress)
             .map(|rev| Pin::git(recipe, url, tag, &rev))
             .map_err(|source| LockError::Resolve {

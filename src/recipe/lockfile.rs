@@ -33,6 +33,24 @@
 //! page = "https://download.pytorch.org/whl/rocm5.2/torch/"   # where it was read
 //! ```
 //!
+//! A prebuilt wheel named by project and version (`[source] index`, `project`, `version`, no
+//! `url`) is pinned to the file `lock` picked from the index's page for the stack's Python and
+//! glibc floor; the pin records what was asked beside it, and applies only while all of it is
+//! unchanged:
+//!
+//! ```toml
+//! [[pin]]
+//! recipe = "torch"
+//! url = "https://host/whl/files/torch-2.9.1%2Brocm7.10.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+//! sha256 = "64 hex"
+//! page = "https://host/whl/torch/"
+//! index = "https://host/whl/"
+//! project = "torch"
+//! version = "2.9.1"
+//! python = "3.12"
+//! glibc = "2.28"
+//! ```
+//!
 //! This module is the file's format, reading, writing and applying; resolving tags to commits
 //! (the network) is the `lock` operation, in src/ops/lock.rs.
 
@@ -58,6 +76,18 @@ pub struct Pin {
     /// Url with an `index`: the index page whose `#sha256=` link gave the digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page: Option<String>,
+    /// A wheel named by project and version: what was asked (the index, the project, the
+    /// version as written, the stack's Python and glibc floor), and `url` is the file picked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub glibc: Option<String>,
 }
 
 impl Pin {
@@ -70,18 +100,51 @@ impl Pin {
             rev: Some(rev.into()),
             sha256: None,
             page: None,
+            index: None,
+            project: None,
+            version: None,
+            python: None,
+            glibc: None,
         }
     }
 
     /// A url pin: the content of `url` has this sha256.
     pub fn url(recipe: &str, url: &str, sha256: &str) -> Pin {
-        Pin { recipe: recipe.into(), url: url.into(), tag: None, rev: None, sha256: Some(sha256.into()), page: None }
+        Pin {
+            recipe: recipe.into(),
+            url: url.into(),
+            tag: None,
+            rev: None,
+            sha256: Some(sha256.into()),
+            page: None,
+            index: None,
+            project: None,
+            version: None,
+            python: None,
+            glibc: None,
+        }
+    }
+
+    /// The file `picked` for what `asked`.
+    pub fn wheel(recipe: &str, asked: &WheelAsked<'_>, picked: &PickedWheel) -> Pin {
+        Pin {
+            page: Some(picked.page.clone()),
+            index: Some(asked.index.to_string()),
+            project: Some(asked.project.to_string()),
+            version: Some(asked.version.to_string()),
+            python: Some(asked.python.to_string()),
+            glibc: Some(asked.glibc.to_string()),
+            ..Pin::url(recipe, &picked.url, &picked.sha256)
+        }
     }
 
     /// What it pins, for people: `rocm-6.2.4 -> 0123456789ab` or `sha256 0123456789ab`.
     pub fn describe(&self) -> String {
         match (&self.tag, &self.rev, &self.sha256) {
             (Some(t), Some(r), _) => format!("{t} -> {}", &r[..12.min(r.len())]),
+            (_, _, Some(h)) if self.project.is_some() => {
+                format!("{} sha256 {}", crate::recipe::url_file_name(&self.url), &h[..12.min(h.len())])
+            }
             (_, _, Some(h)) => format!("sha256 {}", &h[..12.min(h.len())]),
             _ => "nothing".into(),
         }
@@ -187,6 +250,27 @@ pub fn write(path: &Path, lock: &LockFile) -> Result<(), LockFileError> {
         .map_err(|source| LockFileError::Write { path: path.to_path_buf(), source })
 }
 
+/// What a recipe that names a wheel by project and version asks for, on its stack.
+#[derive(Debug, Clone, Copy)]
+pub struct WheelAsked<'a> {
+    pub index: &'a str,
+    pub project: &'a str,
+    pub version: &'a str,
+    /// The stack's Python (`3.12`) and glibc floor (`2.28`).
+    pub python: &'a str,
+    pub glibc: &'a str,
+}
+
+/// The wheel file `lock` picked from an index page for a wheel request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PickedWheel {
+    /// The file's absolute URL, as the index names it (relative links resolved against the page).
+    pub url: String,
+    pub sha256: String,
+    /// The project's page, as the recipe's index names it.
+    pub page: String,
+}
+
 /// What an unpinned source needs to be pinned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unpinned<'a> {
@@ -195,6 +279,8 @@ pub enum Unpinned<'a> {
     /// A url source without sha256: its digest is read from `index`'s page for the file, or,
     /// without an index, the download is hashed.
     Download { url: &'a str, index: Option<&'a str> },
+    /// A prebuilt wheel named by project and version: the file is picked from `index`'s page.
+    Wheel { index: &'a str, project: &'a str, version: &'a str },
 }
 
 impl Unpinned<'_> {
@@ -203,6 +289,11 @@ impl Unpinned<'_> {
         match self {
             Unpinned::Tag { url, tag } => format!("git `{url}` tag `{tag}` has no `rev`"),
             Unpinned::Download { url, .. } => format!("url `{url}` has no `sha256`"),
+            Unpinned::Wheel { index, project, version } => {
+                format!(
+                    "wheel `{project}` `{version}` of index `{index}` has no file picked (`rocmforge lock` picks it)"
+                )
+            }
         }
     }
 }
@@ -212,6 +303,9 @@ impl Unpinned<'_> {
 pub fn unpinned(spec: &SourceSpec) -> Option<Unpinned<'_>> {
     match spec {
         SourceSpec::Git { url, tag: Some(tag), rev: None, .. } => Some(Unpinned::Tag { url, tag }),
+        SourceSpec::Url { sha256: None, index: Some(index), wheel: Some(w), .. } => {
+            Some(Unpinned::Wheel { index, project: &w.project, version: &w.version })
+        }
         SourceSpec::Url { url, sha256: None, index, .. } => Some(Unpinned::Download { url, index: index.as_deref() }),
         _ => None,
     }
@@ -222,7 +316,15 @@ pub fn pin_applies(stack: &Stack, pin: &Pin) -> bool {
     let Some(recipe) = stack.recipe(&pin.recipe) else { return false };
     match (unpinned(&recipe.source), &pin.tag, &pin.rev, &pin.sha256) {
         (Some(Unpinned::Tag { url, tag }), Some(t), Some(_), None) => url == pin.url && tag == t,
-        (Some(Unpinned::Download { url, .. }), None, None, Some(_)) => url == pin.url,
+        (Some(Unpinned::Download { url, .. }), None, None, Some(_)) => url == pin.url && pin.project.is_none(),
+        // Picked for what the recipe asks, on the stack's Python and glibc floor as they are now.
+        (Some(Unpinned::Wheel { index, project, version }), None, None, Some(_)) => {
+            pin.index.as_deref() == Some(index)
+                && pin.project.as_deref() == Some(project)
+                && pin.version.as_deref() == Some(version)
+                && pin.python == stack.python
+                && pin.glibc.as_deref() == Some(stack.glibc.as_str())
+        }
         _ => false,
     }
 }
@@ -237,7 +339,12 @@ pub fn apply_pins(stack: &mut Stack, lock: &LockFile, from: &Path) {
         if let Some(r) = stack.recipes.get_mut(&pin.recipe) {
             match &mut r.source {
                 SourceSpec::Git { rev, .. } => *rev = pin.rev.clone(),
-                SourceSpec::Url { sha256, .. } => *sha256 = pin.sha256.clone(),
+                SourceSpec::Url { sha256, url, wheel, .. } => {
+                    if wheel.is_some() {
+                        *url = pin.url.clone();
+                    }
+                    *sha256 = pin.sha256.clone()
+                }
                 _ => continue,
             }
             r.pin_from = Some(PinFrom::LockFile { path: from.display().to_string() });

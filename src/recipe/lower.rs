@@ -106,6 +106,19 @@ pub(super) fn lower_stack(
             venv_constraints.push(text.to_string());
         }
     }
+    let mut venv_skip = Vec::new();
+    for p in &raw.venv_skip {
+        if crate::wheel::is_valid_project_name(p.get_ref()) {
+            venv_skip.push(crate::wheel::normalize_name(p.get_ref()));
+        } else {
+            diags.push(
+                file.at(p.span(), format!("`venv-skip` names projects, and `{}` is not a project name", p.get_ref()))
+                    .with_help(
+                        "write the project as its wheels' Requires-Dist names it, without extras or versions: `rocm`",
+                    ),
+            );
+        }
+    }
     let index_path = raw.index_path.and_then(|p| {
         let name = p.get_ref();
         let ok = !name.is_empty()
@@ -133,14 +146,27 @@ pub(super) fn lower_stack(
             None
         }
     });
+    let glibc = match &raw.glibc {
+        Some(g) if crate::wheel::select::parse_glibc(g.get_ref()).is_some() => g.get_ref().trim().to_string(),
+        Some(g) => {
+            diags.push(
+                file.at(g.span(), format!("`glibc` must be a glibc version `2.N`, got `{}`", g.get_ref()))
+                    .with_help("the oldest glibc the stack's hosts have (`ldd --version`): `glibc = \"2.28\"`"),
+            );
+            "2.17".to_string()
+        }
+        None => "2.17".to_string(),
+    };
     let stack = Stack {
         name: stack.to_string(),
+        glibc,
         rocm_version: raw.rocm_version,
         summary: raw.summary,
         default_targets,
         is_default: raw.default,
         python: raw.python,
         venv_constraints,
+        venv_skip,
         profiles,
         default_profile,
         index_path,
@@ -265,6 +291,13 @@ pub(super) fn lower_recipe<'a>(
     let patches = lower_patches(tree, &file, stack, &name, &raw.patches.series, diags);
     if raw.build.system == BuildSystem::PrebuiltWheel {
         check_prebuilt_wheel(&file, &raw, &source, diags);
+    } else if let (SourceSpec::Url { wheel: Some(_), .. }, Some(s)) = (&source, &raw.source) {
+        diags.push(
+            file.at(
+                s.span(),
+                "a wheel named by `project` and `version` is the source of a `prebuilt-wheel` recipe only",
+            ),
+        );
     }
     let targets = lower_target_policy(&file, raw.targets, diags);
     let mut host = super::host::lower_host(&file, raw.host, raw.build.requirements.as_ref(), diags);
@@ -466,7 +499,9 @@ fn lower_source(file: &FileText<'_>, source: &Spanned<RawSource>, diags: &mut Di
     let span = source.span();
     let s = source.get_ref();
     let kinds = [s.git.is_some(), s.url.is_some(), s.from.is_some()].iter().filter(|k| **k).count();
-    if kinds == 0 {
+    if kinds == 0 && (s.project.is_some() || s.version.is_some()) {
+        lower_wheel_request(file, span, s, diags)
+    } else if kinds == 0 {
         diags.push(
             file.at(span, "source has neither `git` nor `url` (nor `from`)")
                 .with_help("add `git = \"https://...\"` with `rev`, or `url = \"https://...\"` with `sha256`; remove [source] if the recipe needs none"),
@@ -506,11 +541,59 @@ pub(super) fn stays_inside(path: &str) -> bool {
     !path.trim().is_empty() && !path.contains(['\\', '\0']) && crate::fsutil::is_safe_rel(path)
 }
 
+/// `[source] index`, `project` and `version` (no `url`): a prebuilt wheel `lock` picks from the
+/// index's page for the stack's Python and glibc floor ([`crate::wheel::select`]). Until the lock
+/// file names the file, `url` is the project's page.
+fn lower_wheel_request(file: &FileText<'_>, span: Range<usize>, s: &RawSource, diags: &mut Diagnostics) -> SourceSpec {
+    let (Some(index), Some(project), Some(version)) = (&s.index, &s.project, &s.version) else {
+        diags.push(
+            file.at(span, "a wheel named by project and version needs all of `index`, `project` and `version`")
+                .with_help("`index = \"https://host/whl/\"` (a PEP 503 index), `project = \"torch\"`, `version = \"2.9.1\"`; or give the file's `url` instead"),
+        );
+        return SourceSpec::None;
+    };
+    for (field, present) in [
+        ("sha256", s.sha256.is_some()),
+        ("tag", s.tag.is_some()),
+        ("rev", s.rev.is_some()),
+        ("strip-components", s.strip_components.is_some()),
+    ] {
+        if present {
+            diags.push(file.at(span.clone(), format!("`{field}` does not apply to a wheel named by project and version: `rocmforge lock` records the file's sha256")));
+        }
+    }
+    let ok = url::Url::parse(index.get_ref()).is_ok_and(|u| matches!(u.scheme(), "http" | "https" | "file"));
+    if !ok {
+        diags.push(file.at(index.span(), format!("`index` must be an http(s) or file URL, got `{}`", index.get_ref())));
+    }
+    if !crate::wheel::is_valid_project_name(project.get_ref()) {
+        diags.push(file.at(project.span(), format!("`project` `{}` is not a valid project name", project.get_ref())));
+    }
+    if let Err(e) = crate::wheel::select::VersionSpec::parse(version.get_ref()) {
+        diags.push(file.at(version.span(), format!("`version` {e}")));
+    }
+    let page =
+        format!("{}/{}/", index.get_ref().trim_end_matches('/'), crate::wheel::normalize_name(project.get_ref()));
+    SourceSpec::Url {
+        url: page,
+        sha256: None,
+        strip_components: 1,
+        subdir: lower_subdir(file, s, diags),
+        index: Some(index.get_ref().clone()),
+        wheel: Some(super::WheelRequest {
+            project: project.get_ref().clone(),
+            version: version.get_ref().trim().to_string(),
+        }),
+    }
+}
+
 fn lower_git(file: &FileText<'_>, git: &Spanned<String>, s: &RawSource, diags: &mut Diagnostics) -> SourceSpec {
     for (field, present) in [
         ("sha256", s.sha256.is_some()),
         ("strip-components", s.strip_components.is_some()),
         ("index", s.index.is_some()),
+        ("project", s.project.is_some()),
+        ("version", s.version.is_some()),
     ] {
         if present {
             diags.push(file.at(git.span(), format!("`{field}` belongs to `url` sources, not `git`")));
@@ -562,6 +645,13 @@ fn lower_url(file: &FileText<'_>, url: &Spanned<String>, s: &RawSource, diags: &
             diags.push(file.at(url.span(), format!("`{field}` belongs to `git` sources, not `url`")));
         }
     }
+    for (field, present) in [("project", s.project.is_some()), ("version", s.version.is_some())] {
+        if present {
+            diags.push(
+                file.at(url.span(), format!("`{field}` names a wheel in `index` instead of a `url`: keep one of them")),
+            );
+        }
+    }
     if let Some(index) = &s.index {
         let ok = url::Url::parse(index.get_ref()).is_ok_and(|u| matches!(u.scheme(), "http" | "https" | "file"));
         if !ok {
@@ -590,6 +680,7 @@ fn lower_url(file: &FileText<'_>, url: &Spanned<String>, s: &RawSource, diags: &
         strip_components: s.strip_components.unwrap_or(1),
         subdir: lower_subdir(file, s, diags),
         index: s.index.as_ref().map(|i| i.get_ref().clone()),
+        wheel: None,
     }
 }
 
@@ -643,6 +734,13 @@ fn lower_patches(
 fn check_prebuilt_wheel(file: &FileText<'_>, raw: &RawRecipe, source: &SourceSpec, diags: &mut Diagnostics) {
     let url = raw.source.as_ref().and_then(|s| s.get_ref().url.as_ref());
     match (source, url) {
+        // Named by project and version: `lock` picks a wheel file; the subdir check stays.
+        (SourceSpec::Url { wheel: Some(_), subdir, .. }, None) => {
+            if subdir.is_some() {
+                let span = raw.source.as_ref().map(|s| s.span()).unwrap_or_default();
+                diags.push(file.at(span, "`subdir` does not apply to a prebuilt-wheel source (a single .whl file)"));
+            }
+        }
         (SourceSpec::Url { url: text, subdir, .. }, Some(url)) => {
             if let Some((segment, Err(why))) = crate::recipe::url_last_segment(text) {
                 diags.push(

@@ -47,8 +47,14 @@ pub struct Stack {
     pub default_targets: TargetSet,
     pub is_default: bool,
     pub python: Option<String>,
+    /// The oldest glibc the stack's hosts have (`glibc = "2.28"`): a wheel picked from an index
+    /// by project and version may need no newer one (`manylinux_2_N`). Default 2.17.
+    pub glibc: String,
     /// Requirements constraints (`numpy<2`) for the stack's venv (`pip install -c`).
     pub venv_constraints: Vec<String>,
+    /// Projects the stack's wheels require that its venv never installs (`venv-skip`, PEP 503
+    /// names): with any, the wheels go in with `--no-deps` after their other requirements.
+    pub venv_skip: Vec<String>,
     /// Run-time profiles (`[profile.<name>]`), and the one used when none is asked for.
     pub profiles: BTreeMap<String, Profile>,
     pub default_profile: Option<String>,
@@ -269,11 +275,30 @@ pub enum SourceSpec {
     /// A tarball or file, verified by sha256; `sha256: None` means unpinned (the first `build`
     /// or `lock` records its digest in the lock file: read from the PEP 503 page of `index` that
     /// links the file with `#sha256=` when there is one, else by downloading and hashing it).
-    Url { url: String, sha256: Option<String>, strip_components: u32, subdir: Option<String>, index: Option<String> },
+    /// With `wheel` (a prebuilt wheel named by project and version in `index`, no `url` in the
+    /// recipe), `url` is the project's page until the lock file gives the file `lock` picked.
+    Url {
+        url: String,
+        sha256: Option<String>,
+        strip_components: u32,
+        subdir: Option<String>,
+        index: Option<String>,
+        wheel: Option<WheelRequest>,
+    },
     /// The checked-out tree of another recipe (one repository, several recipes).
     From { recipe: String, subdir: Option<String> },
     /// No source (a script that needs none).
     None,
+}
+
+/// A prebuilt wheel named by its project and version in an index (`[source] index`, `project`,
+/// `version`): `lock` picks the file for the stack's Python and glibc floor from the project's
+/// PEP 503 page ([`crate::wheel::select`]) and records its URL and sha256.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WheelRequest {
+    pub project: String,
+    /// As written (`2.9.1`, `==2.9.1+rocm7.10.0`, `==2.9.*`).
+    pub version: String,
 }
 
 impl SourceSpec {
@@ -301,7 +326,14 @@ impl SourceSpec {
                     None => format!("{url}{tag} (unpinned: `rocmforge build` pins it)"),
                 }
             }
+            SourceSpec::Url { url, sha256: Some(sha256), index: Some(index), wheel: Some(w), .. } => {
+                format!("{} {} from index {index}: {url} (sha256 {})", w.project, w.version, &sha256[..12])
+            }
             SourceSpec::Url { url, sha256: Some(sha256), .. } => format!("{url} (sha256 {})", &sha256[..12]),
+            SourceSpec::Url { index: Some(index), wheel: Some(w), sha256: None, .. } => format!(
+                "{} {} from index {index} (unpinned: `rocmforge lock` or `build` picks the file)",
+                w.project, w.version
+            ),
             SourceSpec::Url { url, sha256: None, .. } => format!("{url} (unpinned: `rocmforge build` pins it)"),
             SourceSpec::From { recipe, subdir } => match subdir {
                 Some(s) => format!("tree of {recipe}, {s}/"),

@@ -55,8 +55,11 @@ pub(super) struct RawStack {
     #[serde(default)]
     pub default: bool,
     pub python: Option<String>,
+    pub glibc: Option<Spanned<String>>,
     #[serde(default)]
     pub venv_constraints: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub venv_skip: Vec<Spanned<String>>,
     pub default_profile: Option<Spanned<String>>,
     pub index_path: Option<Spanned<String>>,
     pub disk_gb: Option<f64>,
@@ -172,6 +175,8 @@ pub(super) struct RawSource {
     pub from: Option<Spanned<String>>,
     pub subdir: Option<Spanned<String>>,
     pub index: Option<Spanned<String>>,
+    pub project: Option<Spanned<String>>,
+    pub version: Option<Spanned<String>>,
     pub witness: Option<String>,
 }
 

@@ -15,8 +15,26 @@ pub enum IndexPageError {
     NoLink { page: String, file: String, others: String },
     #[error("the index page `{page}` links `{file}` without a `#sha256=` digest: write the file's `sha256` into the recipe yourself (`sha256sum FILE`)")]
     NoDigest { page: String, file: String },
+    #[error("the index page {at} has no file of `{project}` version `{version}` (it links {})", list(.files))]
+    NoVersion { at: String, project: String, version: String, files: Vec<String> },
+    #[error("the index page {at} has `{project}` `{version}`, but no file of it installs on {on} (the stack's `python` and `glibc`); the files of that version: {}", list(.files))]
+    NoTags { at: String, project: String, version: String, on: String, files: Vec<String> },
+    #[error("the index page {at} has {} equally fitting files of `{project}` `{version}` for {on}: {}; name the one you mean (its local version label, `version = \"==X+label\"`), or give its `url`", .candidates.len(), list(.candidates))]
+    Ambiguous { at: String, project: String, version: String, on: String, candidates: Vec<String> },
+    #[error("the index page {at} links `{file}`, the file of `{project}` `{version}` for the stack, without a `#sha256=` digest, so nothing could verify its download: name it in the recipe with `url` and its `sha256` instead (`sha256sum FILE`)")]
+    PickedNoDigest { at: String, project: String, version: String, file: String },
+    #[error("the index `{index}` serves no project `{project}` ({message} at {at}; an index answers 404, or 403 as repo.amd.com does, for a project it lacks): check the recipe's `project` and `index`")]
+    NoProject { index: String, project: String, at: String, message: String },
     #[error("`{file}` is not a wheel file name, so its project page in `{index}` is unknown: {message}")]
     NotAWheel { file: String, index: String, message: String },
+}
+
+fn list(files: &[String]) -> String {
+    match files.len() {
+        0 => "no files".to_string(),
+        n if n > 12 => format!("{}, and {} more", files[..12].join(", "), n - 12),
+        _ => files.join(", "),
+    }
 }
 
 /// One `<a href>` of a page: the file name its URL ends in (percent-decoded) and its sha256.
@@ -24,6 +42,73 @@ pub enum IndexPageError {
 pub struct Link {
     pub file: String,
     pub sha256: Option<String>,
+    /// The link as written, without its `#` fragment (relative to the page, or absolute).
+    pub href: String,
+}
+
+/// Picks the one wheel file of `want.project` at `want.version` for the stack's Python and
+/// glibc floor from the project's page of `want.index` (through the config's URL rewrites),
+/// and returns its URL (a relative link resolved against the page as the recipe names it, so a
+/// rewrite applies to the download as to the page) and the page's `#sha256=` digest.
+pub fn resolve_wheel(
+    cfg: &Config,
+    want: &crate::recipe::lockfile::WheelAsked<'_>,
+) -> Result<crate::recipe::lockfile::PickedWheel, IndexPageError> {
+    use crate::wheel::select::{self, PickError, VersionSpec};
+    let page = format!("{}/{}/", want.index.trim_end_matches('/'), crate::wheel::normalize_name(want.project));
+    let fetch_url = cfg.rewrite_url(&page);
+    let via = if fetch_url == page { String::new() } else { format!(" (via `{fetch_url}`)") };
+    let html = read_page(&fetch_url).map_err(|message| {
+        // A PEP 503 index answers 404 for a project it does not serve; AMD's answers 403.
+        if message.starts_with("HTTP 404") || message.starts_with("HTTP 403") {
+            IndexPageError::NoProject {
+                index: want.index.to_string(),
+                project: want.project.to_string(),
+                at: format!("`{page}`{via}"),
+                message,
+            }
+        } else {
+            IndexPageError::Fetch { page: page.clone(), via: via.clone(), message }
+        }
+    })?;
+    let links = links(&html);
+    let files: Vec<String> = links.iter().map(|l| l.file.clone()).collect();
+    let bad_input = |message: String| IndexPageError::Fetch { page: page.clone(), via: via.clone(), message };
+    let spec = VersionSpec::parse(want.version).map_err(bad_input)?;
+    let py = select::parse_python(want.python)
+        .ok_or_else(|| bad_input(format!("the stack's python `{}` is not `3.N`", want.python)))?;
+    let glibc = select::parse_glibc(want.glibc)
+        .ok_or_else(|| bad_input(format!("the stack's glibc `{}` is not `2.N`", want.glibc)))?;
+    let (project, version) = (want.project.to_string(), want.version.to_string());
+    let at = format!("`{page}`{via}");
+    let on = format!("CPython {} on Linux x86_64 with glibc {}", want.python, want.glibc);
+    let i = select::pick(&files, want.project, &spec, py, glibc).map_err(|e| match e {
+        PickError::NoVersion => IndexPageError::NoVersion { at: at.clone(), project, version, files },
+        PickError::NoTags { of_version } => {
+            IndexPageError::NoTags { at: at.clone(), project, version, on: on.clone(), files: of_version }
+        }
+        PickError::Ambiguous { candidates } => {
+            IndexPageError::Ambiguous { at: at.clone(), project, version, on: on.clone(), candidates }
+        }
+    })?;
+    let link = &links[i];
+    let Some(sha256) = link.sha256.clone() else {
+        return Err(IndexPageError::PickedNoDigest {
+            at,
+            project: want.project.to_string(),
+            version: want.version.to_string(),
+            file: link.file.clone(),
+        });
+    };
+    let url = url::Url::parse(&page)
+        .and_then(|base| base.join(&link.href))
+        .map_err(|e| IndexPageError::Fetch {
+            page: page.clone(),
+            via: via.clone(),
+            message: format!("its link `{}` is not a URL: {e}", link.href),
+        })?
+        .to_string();
+    Ok(crate::recipe::lockfile::PickedWheel { url, sha256, page })
 }
 
 /// The page of the project that `file` (a wheel file name) belongs to, in the index `index`.
@@ -103,7 +188,7 @@ pub fn links(html: &str) -> Vec<Link> {
         let segment = url.split('?').next().unwrap_or(url).rsplit('/').next().unwrap_or("");
         let file = percent_encoding::percent_decode_str(segment).decode_utf8_lossy().into_owned();
         if !file.is_empty() {
-            out.push(Link { file, sha256 });
+            out.push(Link { file, sha256, href: url.to_string() });
         }
     }
     out
@@ -124,9 +209,13 @@ mod tests {
         assert_eq!(
             l,
             vec![
-                Link { file: "torch-1.13.1+rocm5.2-cp310-cp310-linux_x86_64.whl".into(), sha256: Some(d) },
-                Link { file: "x-1.0-py3-none-any.whl".into(), sha256: None },
-                Link { file: "y-2.0-py3-none-any.whl".into(), sha256: None },
+                Link {
+                    file: "torch-1.13.1+rocm5.2-cp310-cp310-linux_x86_64.whl".into(),
+                    sha256: Some(d),
+                    href: "/whl/rocm5.2/torch-1.13.1%2Brocm5.2-cp310-cp310-linux_x86_64.whl".into()
+                },
+                Link { file: "x-1.0-py3-none-any.whl".into(), sha256: None, href: "../x-1.0-py3-none-any.whl".into() },
+                Link { file: "y-2.0-py3-none-any.whl".into(), sha256: None, href: "y-2.0-py3-none-any.whl".into() },
             ]
         );
     }

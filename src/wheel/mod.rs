@@ -7,6 +7,7 @@
 //! wheel URLs and project names) and the index (which publishes wheels) can both use it.
 
 pub mod execstack;
+pub mod select;
 
 use std::fmt;
 use std::io::Read;

@@ -227,7 +227,10 @@ fn stack_profile_mistakes_are_reported_with_file_and_line() {
     let st = e.tree.join("recipes/envstack/stack.toml");
     let t = std::fs::read_to_string(&st).unwrap();
     let t = t
-        .replace("default-profile = \"native\"", "default-profile = \"natve\"\nindex-path = \"../up\"")
+        .replace(
+            "default-profile = \"native\"",
+            "default-profile = \"natve\"\nindex-path = \"../up\"\nvenv-skip = [\"rocm[libraries]\"]\nglibc = \"2\"",
+        )
         .replace("venv-constraints = [\"rfenv<2\"]", "venv-constraints = [\"<2\"]")
         .replace("known-hangs = [\"conv-16-32-s48-k3-b1\"]", "known-hangs = [\"Conv 16\"]");
     std::fs::write(&st, t).unwrap();
@@ -238,7 +241,9 @@ fn stack_profile_mistakes_are_reported_with_file_and_line() {
         (9, "`default-profile` names `natve`, which is no `[profile.<name>]` here"),
         (10, "`index-path` must be one folder name"),
         (8, "`<2` is not a requirement constraint"),
-        (19, "`Conv 16` is not a verify case id"),
+        (11, "`venv-skip` names projects, and `rocm[libraries]` is not a project name"),
+        (12, "`glibc` must be a glibc version `2.N`, got `2`"),
+        (21, "`Conv 16` is not a verify case id"),
     ] {
         assert!(err.contains(&format!("stack.toml:{line}:")) && err.contains(msg), "{line}: {msg}\n{err}");
     }

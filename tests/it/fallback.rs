@@ -299,3 +299,264 @@ fn lock_names_the_page_when_the_index_does_not_link_the_file() {
     assert!(err.contains("has no link to `torch-1.13.1+rocm5.2-cp310-cp310-linux_x86_64.whl`"), "{err}");
     assert!(err.contains("torch-1.0-py3-none-any.whl"), "the links it has are listed: {err}");
 }
+
+/// AMD's multi-arch wheels (recipes/rocm-7.14-binary) as shipped, against a stand-in of
+/// repo.amd.com/rocm/whl-multi-arch/ on 127.0.0.1: our own small wheels under the real project
+/// names, per-Python files (cp311, cp312) and an older release beside each, torch requiring
+/// `rocm[libraries]==7.14.0` (the sdist the index here does not even serve), triton and
+/// filelock, the device wheels carrying gfx1010 code (a HIP library stands in for their
+/// `.kpack` archives). A stand-in PyPI serves filelock. The venv's Python is 3.11 here (CI's);
+/// the stack's 3.12 is swapped, nothing else.
+struct AmdIndex {
+    home: tempfile::TempDir,
+    tree: PathBuf,
+    http: HttpServer,
+    config: PathBuf,
+}
+
+const AMD_STACK: &str = "rocm-7.14-binary";
+
+/// `(project, version, per Python, requires, device code)` of the stand-in wheels.
+const AMD_WHEELS: [(&str, &str, bool, &[&str], bool); 8] = [
+    ("rocm-sdk-core", "7.14.0", false, &[], false),
+    ("rocm-sdk-libraries", "7.14.0", false, &["rocm-sdk-core==7.14.0"], false),
+    ("rocm-sdk-device-gfx1010", "7.14.0", false, &["rocm-sdk-libraries==7.14.0"], true),
+    ("triton", "3.7.1+rocm7.14.0", true, &[], false),
+    (
+        "torch",
+        "2.12.0+rocm7.14.0",
+        true,
+        &[
+            "filelock",
+            "rocm[libraries]==7.14.0",
+            "triton==3.7.1+rocm7.14.0",
+            "numpy>=2; extra == \"numpy\"",
+            "amd-torch-device-gfx1010==2.12.0+rocm7.14.0; python_version >= \"3.8\"",
+        ],
+        false,
+    ),
+    (
+        "amd-torch-device-gfx1010",
+        "2.12.0+rocm7.14.0",
+        true,
+        &["torch==2.12.0+rocm7.14.0", "rocm-sdk-device-gfx1010==7.14.0"],
+        true,
+    ),
+    ("torchvision", "0.27.0+rocm7.14.0", true, &["torch==2.12.0+rocm7.14.0", "rocm[libraries]==7.14.0"], false),
+    ("amd-torchvision-device-gfx1010", "0.27.0+rocm7.14.0", true, &["torchvision==0.27.0+rocm7.14.0"], true),
+];
+
+impl AmdIndex {
+    fn new() -> AmdIndex {
+        AmdIndex::with_torch_requiring("triton==3.7.1+rocm7.14.0")
+    }
+
+    /// The stand-in index, torch requiring `triton` (its Requires-Dist on triton).
+    fn with_torch_requiring(triton: &str) -> AmdIndex {
+        let home = tempfile::tempdir().unwrap();
+        let tree = home.path().join("tree");
+        let dst = tree.join("recipes").join(AMD_STACK);
+        copy_tree(&repo_root().join("recipes").join(AMD_STACK), &dst);
+        let st = dst.join("stack.toml");
+        let t = std::fs::read_to_string(&st).unwrap();
+        assert!(t.contains("python = \"3.12\"\n"));
+        std::fs::write(&st, t.replace("python = \"3.12\"\n", "python = \"3.11\"\n")).unwrap();
+        let http = HttpServer::start();
+        let device = hip_library(&["gfx1010"]);
+        for (project, version, per_python, requires, code) in AMD_WHEELS {
+            let module = project.replace('-', "_");
+            let requires: Vec<&str> =
+                requires.iter().map(|r| if r.starts_with("triton==") { triton } else { *r }).collect();
+            let extra: Vec<(String, Vec<u8>)> =
+                if code { vec![(format!("{module}/lib/libdevice_gfx1010.so"), device.clone())] } else { Vec::new() };
+            let tags: &[&str] = if per_python {
+                &["cp311-cp311-manylinux_2_28_x86_64", "cp312-cp312-manylinux_2_28_x86_64"]
+            } else {
+                &["py3-none-linux_x86_64"]
+            };
+            // An older release beside the one the recipe names.
+            let older = if version.starts_with("7.14") { "7.13.0".to_string() } else { format!("0.1+{version}") };
+            let mut page = format!("<!DOCTYPE html>\n<html><body><h1>Links for {project}</h1>\n");
+            for v in [older.as_str(), version] {
+                for tag in tags {
+                    let (name, bytes) = crate::support::wheel::make_requiring(
+                        project,
+                        v,
+                        tag,
+                        &module,
+                        &format!("{project} {v} {tag}"),
+                        &extra,
+                        &requires,
+                    );
+                    let served = name.replace('+', "%2B");
+                    http.add(&format!("rocm/whl-multi-arch/files/{served}"), bytes.clone());
+                    page.push_str(&format!(
+                        "<a href=\"../files/{served}#sha256={}\">{name}</a><br/>\n",
+                        sha256_hex(&bytes)
+                    ));
+                }
+            }
+            http.add(&format!("rocm/whl-multi-arch/{project}/"), format!("{page}</body></html>\n").into_bytes());
+        }
+        // The stand-in PyPI: filelock only.
+        let (name, bytes) = crate::support::wheel::make("filelock", "3.20.0", "py3-none-any", "filelock", "lock");
+        http.add(&format!("pypi/files/{name}"), bytes.clone());
+        http.add(
+            "pypi/simple/filelock/",
+            format!("<a href=\"../../files/{name}#sha256={}\">{name}</a>\n", sha256_hex(&bytes)).into_bytes(),
+        );
+        let config = home.path().join("config.toml");
+        std::fs::write(&config, format!("[url-rewrite]\n\"https://repo.amd.com/\" = \"{}\"\n", http.url(""))).unwrap();
+        AmdIndex { home, tree, http, config }
+    }
+
+    fn cmd(&self) -> assert_cmd::Command {
+        let mut c = rocmforge(self.home.path());
+        let pypi = self.http.url("pypi/simple/");
+        c.env("ROCMFORGE_CONFIG", &self.config)
+            .env("ROCMFORGE_RETRIES", "1")
+            .env("ROCMFORGE_RETRY_BASE_MS", "10")
+            .env("ROCMFORGE_HTTP_TIMEOUT_SECS", "5")
+            .env("PIP_INDEX_URL", &pypi)
+            .env("UV_INDEX_URL", &pypi)
+            .env("UV_PYTHON_DOWNLOADS", "never")
+            .env("PIP_CONFIG_FILE", "/dev/null")
+            .timeout(std::time::Duration::from_secs(300))
+            .arg("--recipes")
+            .arg(&self.tree)
+            .arg("--stack")
+            .arg(AMD_STACK);
+        c
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.cmd().args(args).output().unwrap();
+        assert!(out.status.success(), "rocmforge --stack {AMD_STACK} {}: {}", args.join(" "), text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+#[test]
+fn amd_wheels_lock_from_a_pep_503_index_build_and_fill_the_venv_without_the_rocm_sdist() {
+    let a = AmdIndex::new();
+    let index = "https://repo.amd.com/rocm/whl-multi-arch/";
+    let plan = a.ok(&["plan", "torchvision"]);
+    assert!(plan.contains(&format!("stack {AMD_STACK} (ROCm 7.14.0)")), "{plan}");
+    // Nothing is compiled: no recipe counts as a night's unknown build.
+    assert!(!plan.contains("without `[estimate]`"), "{plan}");
+    for (project, version, ..) in AMD_WHEELS {
+        let asked = if project == "triton" { "==3.7.*" } else { version };
+        assert!(
+            plan.contains(&format!("source:  {project} {asked} from index {index} (unpinned")),
+            "{project}: {plan}"
+        );
+    }
+
+    let lock = a.ok(&["lock"]);
+    for (project, version, per_python, ..) in AMD_WHEELS {
+        let tag = if per_python { "cp311-cp311-manylinux_2_28_x86_64" } else { "py3-none-linux_x86_64" };
+        let file = format!("{}-{version}-{tag}.whl", project.replace('-', "_"));
+        assert!(lock.contains(&format!("{project}: {file} sha256 ")), "{project}: {lock}");
+    }
+    // Once locked, plan lists each wheel with its index, release and file.
+    let plan = a.ok(&["plan", "torchvision"]);
+    assert!(
+        plan.contains(&format!(
+            "source:  torch 2.12.0+rocm7.14.0 from index {index}: {index}files/torch-2.12.0%2Brocm7.14.0-cp311-cp311-manylinux_2_28_x86_64.whl (sha256 "
+        )),
+        "{plan}"
+    );
+    assert!(plan.contains("witness: ROCm/pytorch issue 3518"), "{plan}");
+
+    let out = a.cmd().args(["build", "torchvision", "--locked"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("built 8 recipe(s)"), "{}", text(&out));
+    assert!(stdout.contains("--no-deps after their requirements filelock"), "{}", text(&out));
+    // Published into the stack's own index.
+    let own = a.home.path().join("state/rocmforge/index").join(AMD_STACK);
+    for (project, version, per_python, ..) in AMD_WHEELS {
+        let tag = if per_python { "cp311-cp311-manylinux_2_28_x86_64" } else { "py3-none-linux_x86_64" };
+        assert_eq!(published(&own, project), [format!("{}-{version}-{tag}.whl", project.replace('-', "_"))]);
+    }
+    // The venv holds every wheel and filelock, and never asked any index for `rocm`.
+    let py = a.home.path().join("state/rocmforge/venvs").join(AMD_STACK).join("bin/python");
+    let got = std::process::Command::new(&py)
+        .args([
+            "-c",
+            "import torch, torchvision, triton, filelock, amd_torch_device_gfx1010, rocm_sdk_core; print(torch.VALUE)",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&got.stdout),
+        "torch 2.12.0+rocm7.14.0 cp311-cp311-manylinux_2_28_x86_64\n",
+        "{}",
+        text(&got)
+    );
+    let requests: Vec<String> = a.http.with(|s| s.requests.iter().map(|r| r.0.clone()).collect());
+    assert!(requests.iter().any(|p| p == "/pypi/simple/filelock/"), "{requests:?}");
+    assert!(!requests.iter().any(|p| p.contains("/rocm/") && p.ends_with("/rocm/")), "{requests:?}");
+    assert!(!requests.iter().any(|p| p.contains("simple/rocm") || p.contains("/numpy")), "{requests:?}");
+
+    // The device wheels carry gfx1010 code: the card runs natively, no override.
+    assert!(
+        text(&out).contains("GPU code: rocm_sdk_device_gfx1010-7.14.0-py3-none-linux_x86_64.whl: gfx1010"),
+        "{}",
+        text(&out)
+    );
+    let env = a.ok(&["env", "--shell", "bash", "--target", "gfx1010"]);
+    assert!(!env.contains("HSA_OVERRIDE_GFX_VERSION"), "{env}");
+    assert!(env.contains("the wheels carry gfx1010 code"), "{env}");
+    // And a second build does nothing.
+    let again = a.ok(&["build", "torchvision", "--locked"]);
+    assert!(!again.contains("built 8"), "{again}");
+}
+
+/// With --no-deps nothing would notice torch pinning another Triton than the stack's: the fill
+/// refuses, naming both files and what to change.
+#[test]
+fn amd_wheels_that_pin_another_of_the_stacks_wheels_are_refused_before_the_venv_holds_them() {
+    let a = AmdIndex::with_torch_requiring("triton (==3.7.0+rocm7.14.0)");
+    a.ok(&["lock"]);
+    let out = a.cmd().args(["build", "torchvision", "--locked"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the build succeeded, but its venv was not filled"), "{err}");
+    assert!(
+        err.contains("  - torch-2.12.0+rocm7.14.0-cp311-cp311-manylinux_2_28_x86_64.whl requires `triton (==3.7.0+rocm7.14.0)`, but the stack's is triton-3.7.1+rocm7.14.0-cp311-cp311-manylinux_2_28_x86_64.whl"),
+        "{err}"
+    );
+    assert!(err.contains("recipes/rocm-7.14-binary/stack.toml"), "{err}");
+    let site = a.home.path().join("state/rocmforge/venvs").join(AMD_STACK).join("lib/python3.11/site-packages");
+    assert!(!site.join("torch").exists(), "nothing installed");
+}
+
+/// Without uv, pip fills the venv the same way: requirements first, then the wheels with
+/// --no-deps, and no index is asked for `rocm`.
+#[test]
+fn amd_wheels_fill_the_venv_with_pip_without_the_rocm_sdist() {
+    let a = AmdIndex::new();
+    a.ok(&["lock"]);
+    let out = a.cmd().env("ROCMFORGE_VENV_NO_UV", "1").args(["build", "torchvision", "--locked"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("(pip, --no-deps after their requirements filelock)"),
+        "{}",
+        text(&out)
+    );
+    let py = a.home.path().join("state/rocmforge/venvs").join(AMD_STACK).join("bin/python");
+    let got = std::process::Command::new(&py)
+        .args(["-c", "import torch, triton, filelock, amd_torchvision_device_gfx1010; print(triton.VALUE)"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&got.stdout),
+        "triton 3.7.1+rocm7.14.0 cp311-cp311-manylinux_2_28_x86_64\n",
+        "{}",
+        text(&got)
+    );
+    let requests: Vec<String> = a.http.with(|s| s.requests.iter().map(|r| r.0.clone()).collect());
+    assert!(requests.iter().any(|p| p == "/pypi/simple/filelock/"), "{requests:?}");
+    assert!(!requests.iter().any(|p| p.ends_with("/rocm/") || p.contains("simple/rocm")), "{requests:?}");
+}

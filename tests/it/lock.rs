@@ -422,3 +422,247 @@ fn a_malformed_digest_in_the_lock_file_is_refused_at_its_line() {
         assert!(err.contains("run `rocmforge lock` again"), "{err}");
     }
 }
+
+/// A stack whose prebuilt wheel is named by project and version in a PEP 503 index (no file
+/// name): `[source] index`, `project`, `version`; Python 3.11, glibc floor 2.28.
+const WHEEL_STACK: &str = "[stack]\nname = \"w\"\nrocm-version = \"7.10\"\nsummary = \"w\"\ndefault-targets = [\"gfx1010\"]\ndefault = true\npython = \"3.11\"\nglibc = \"2.28\"\nindex-path = \"w\"\n";
+
+/// An index shaped like AMD's: relative links with `#sha256=`, several Pythons, platforms,
+/// versions and local labels of torch; `(file, bytes, linked with a digest)`.
+struct WheelIndex {
+    home: tempfile::TempDir,
+    http: HttpServer,
+}
+
+impl WheelIndex {
+    fn new(version: &str) -> WheelIndex {
+        let home = tempfile::tempdir().unwrap();
+        let http = HttpServer::start();
+        let d = home.path().join("tree/recipes/w");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("stack.toml"), WHEEL_STACK).unwrap();
+        std::fs::write(
+            d.join("torch.toml"),
+            format!(
+                "[package]\nname = \"torch\"\nversion = \"2.9.1\"\nsummary = \"t\"\n\n[source]\nindex = \"https://repo.example.invalid/whl/\"\nproject = \"torch\"\nversion = \"{version}\"\n\n[build]\nsystem = \"prebuilt-wheel\"\n\n[targets]\ngpu = false\n"
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            home.path().join("config.toml"),
+            format!("[url-rewrite]\n\"https://repo.example.invalid/\" = \"{}\"\n", http.url("")),
+        )
+        .unwrap();
+        WheelIndex { home, http }
+    }
+
+    /// Serves `files` (version, tags, with a digest) on torch's page, the wheels under `files/`.
+    fn serve(&self, files: &[(&str, &str, bool)]) -> Vec<(String, Vec<u8>)> {
+        let mut page = String::from("<!DOCTYPE html>\n<html><body><h1>Links for torch</h1>\n");
+        let mut out = Vec::new();
+        for (version, tag, digest) in files {
+            let (name, bytes) =
+                crate::support::wheel::make("torch", version, tag, "torch", &format!("{version} {tag}"));
+            let served = name.replace('+', "%2B");
+            self.http.add(&format!("whl/files/{served}"), bytes.clone());
+            let frag =
+                if *digest { format!("#sha256={}", crate::support::wheel::sha256_hex(&bytes)) } else { String::new() };
+            page.push_str(&format!("<a href=\"../files/{served}{frag}\">{name}</a><br/>\n"));
+            out.push((name, bytes));
+        }
+        page.push_str("</body></html>\n");
+        self.http.add("whl/torch/", page.into_bytes());
+        out
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = rocmforge(self.home.path());
+        c.env("ROCMFORGE_CONFIG", self.home.path().join("config.toml"))
+            .env("ROCMFORGE_RETRIES", "1")
+            .env("ROCMFORGE_RETRY_BASE_MS", "10")
+            .env("ROCMFORGE_HTTP_TIMEOUT_SECS", "5")
+            .timeout(std::time::Duration::from_secs(120))
+            .arg("--recipes")
+            .arg(self.home.path().join("tree"))
+            .args(args);
+        c
+    }
+
+    fn lock_text(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("tree/recipes/w/rocmforge.lock")).unwrap_or_default()
+    }
+}
+
+/// Other Pythons, platforms, glibc floors, versions and local labels beside the one file the
+/// stack takes (index 1: cp311, manylinux_2_28, the most specific for glibc 2.28).
+const AMD_LIKE: [(&str, &str, bool); 7] = [
+    ("2.9.1+rocm7.10.0", "cp312-cp312-manylinux_2_28_x86_64", true),
+    ("2.9.1+rocm7.10.0", "cp311-cp311-manylinux_2_28_x86_64", true),
+    ("2.9.1+rocm7.10.0", "cp311-cp311-linux_x86_64", true),
+    ("2.9.1+rocm7.10.0", "cp311-cp311-manylinux_2_34_x86_64", true),
+    ("2.9.1+rocm7.10.0", "cp311-cp311-win_amd64", true),
+    ("2.8.0+rocm7.10.0", "cp311-cp311-manylinux_2_28_x86_64", true),
+    ("2.10.0+rocm7.10.0", "cp311-cp311-manylinux_2_28_x86_64", true),
+];
+
+#[test]
+fn lock_picks_the_one_wheel_for_the_stacks_python_and_glibc_and_build_verifies_it() {
+    let w = WheelIndex::new("2.9.1");
+    let served = w.serve(&AMD_LIKE);
+    let (want, bytes) = &served[1];
+
+    let plan = String::from_utf8(w.cmd(&["plan", "torch"]).output().unwrap().stdout).unwrap();
+    assert!(
+        plan.contains("torch 2.9.1 from index https://repo.example.invalid/whl/ (unpinned: `rocmforge lock` or `build` picks the file)"),
+        "{plan}"
+    );
+    let out = w.cmd(&["build", "torch", "--locked"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("wheel `torch` `2.9.1` of index `https://repo.example.invalid/whl/` has no file picked"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let out = w.cmd(&["lock"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let digest = crate::support::wheel::sha256_hex(bytes);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "torch: {want} sha256 {} (from https://repo.example.invalid/whl/torch/)",
+            &digest[..12]
+        )),
+        "{stdout}"
+    );
+    let lock: toml::Value = toml::from_str(&w.lock_text()).unwrap();
+    let pin = &lock["pin"].as_array().unwrap()[0];
+    // The relative link resolved against the page as the recipe names it (not the rewrite).
+    assert_eq!(
+        pin["url"].as_str(),
+        Some(format!("https://repo.example.invalid/whl/files/{}", want.replace('+', "%2B")).as_str()),
+        "{pin}"
+    );
+    assert_eq!(pin["sha256"].as_str(), Some(digest.as_str()));
+    for (k, v) in [("project", "torch"), ("version", "2.9.1"), ("python", "3.11"), ("glibc", "2.28")] {
+        assert_eq!(pin[k].as_str(), Some(v), "{pin}");
+    }
+
+    // plan shows the wheel, its index and the file; build --locked downloads it (through the
+    // rewrite), verifies it and publishes exactly it.
+    let plan = String::from_utf8(w.cmd(&["plan", "torch"]).output().unwrap().stdout).unwrap();
+    assert!(
+        plan.contains(&format!(
+            "torch 2.9.1 from index https://repo.example.invalid/whl/: https://repo.example.invalid/whl/files/{}",
+            want.replace('+', "%2B")
+        )),
+        "{plan}"
+    );
+    let out = w.cmd(&["build", "torch", "--locked"]).output().unwrap();
+    assert!(out.status.success(), "{}", crate::support::text(&out));
+    let own = w.home.path().join("state/rocmforge/index/w/simple/torch");
+    assert_eq!(std::fs::read(own.join(want)).unwrap(), *bytes);
+    let published: Vec<String> = std::fs::read_dir(&own)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".whl"))
+        .collect();
+    assert_eq!(published, std::slice::from_ref(want));
+
+    // Another Python for the stack: the pin no longer applies, and the lock picks again.
+    let st = w.home.path().join("tree/recipes/w/stack.toml");
+    std::fs::write(&st, WHEEL_STACK.replace("python = \"3.11\"", "python = \"3.12\"")).unwrap();
+    let out = w.cmd(&["lock"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(w.lock_text().contains(&served[0].0.replace('+', "%2B")), "{}", w.lock_text());
+}
+
+#[test]
+fn a_wheel_unlike_its_picked_digest_is_refused_by_the_build() {
+    let w = WheelIndex::new("==2.9.1");
+    let served = w.serve(&AMD_LIKE);
+    let out = w.cmd(&["lock"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    w.http.add(&format!("whl/files/{}", served[1].0.replace('+', "%2B")), b"other bytes".to_vec());
+    let out = w.cmd(&["build", "torch"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("sha256") && err.contains(&crate::support::wheel::sha256_hex(&served[1].1)), "{err}");
+    assert!(!w.home.path().join("state/rocmforge/index/w/simple/torch").exists(), "nothing published");
+}
+
+#[test]
+fn lock_refuses_no_match_an_ambiguity_and_a_link_without_digest_naming_page_project_version_and_files() {
+    let page = "https://repo.example.invalid/whl/torch/";
+    for (version, files, wanted) in [
+        // No file of the version.
+        (
+            "2.9.2",
+            &AMD_LIKE[..],
+            vec![
+                format!("the index page `{page}`"),
+                "has no file of `torch` version `2.9.2`".to_string(),
+                "torch-2.8.0+rocm7.10.0-cp311-cp311-manylinux_2_28_x86_64.whl".to_string(),
+            ],
+        ),
+        // The version, but only for another Python or platform.
+        (
+            "2.9.1",
+            &[AMD_LIKE[0], AMD_LIKE[3], AMD_LIKE[4]][..],
+            vec![
+                "has `torch` `2.9.1`, but no file of it installs on CPython 3.11 on Linux x86_64 with glibc 2.28".to_string(),
+                "torch-2.9.1+rocm7.10.0-cp311-cp311-win_amd64.whl".to_string(),
+            ],
+        ),
+        // Two local labels of the version, equally fitting.
+        (
+            "2.9.1",
+            &[AMD_LIKE[1], ("2.9.1+rocm7.9.0", "cp311-cp311-manylinux_2_28_x86_64", true)][..],
+            vec![
+                "has 2 equally fitting files of `torch` `2.9.1` for CPython 3.11 on Linux x86_64 with glibc 2.28".to_string(),
+                "torch-2.9.1+rocm7.9.0-cp311-cp311-manylinux_2_28_x86_64.whl".to_string(),
+                "torch-2.9.1+rocm7.10.0-cp311-cp311-manylinux_2_28_x86_64.whl".to_string(),
+                "`version = \"==X+label\"`".to_string(),
+            ],
+        ),
+        // The one file, linked without a digest.
+        (
+            "2.9.1+rocm7.10.0",
+            &[("2.9.1+rocm7.10.0", "cp311-cp311-manylinux_2_28_x86_64", false)][..],
+            vec![format!(
+                "links `torch-2.9.1+rocm7.10.0-cp311-cp311-manylinux_2_28_x86_64.whl`, the file of `torch` `2.9.1+rocm7.10.0` for the stack, without a `#sha256=` digest"
+            ), format!("the index page `{page}`")],
+        ),
+    ] {
+        let w = WheelIndex::new(version);
+        w.serve(files);
+        let out = w.cmd(&["lock"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{version}: {}", crate::support::text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("torch: cannot pick a wheel file"), "{err}");
+        assert!(err.contains(&format!("(via `{}`)", w.http.url("whl/torch/"))), "the rewrite is named: {err}");
+        for s in &wanted {
+            assert!(err.contains(s.as_str()), "{version}: `{s}` in {err}");
+        }
+        assert_eq!(w.lock_text(), "", "nothing locked");
+    }
+    // A project the index does not serve (404 here; 403 at repo.amd.com).
+    let w = WheelIndex::new("2.9.1");
+    let out = w.cmd(&["lock"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", crate::support::text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "the index `https://repo.example.invalid/whl/` serves no project `torch` (HTTP 404 Not Found at `{page}` (via `{}`)",
+            w.http.url("whl/torch/")
+        )),
+        "{err}"
+    );
+    assert!(err.contains("check the recipe's `project` and `index`"), "{err}");
+    // repo.amd.com answers 403 for a project it lacks: the same error.
+    w.http.with(|s| s.statuses.insert("/whl/torch/".into(), 403));
+    let out = w.cmd(&["lock"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("serves no project `torch` (HTTP 403 Forbidden at"), "{err}");
+}

@@ -493,6 +493,23 @@ fn prebuilt_wheel_recipes_must_name_a_wheel() {
         &format!("[source]\nurl = \"https://example.invalid/p-1.0%2Bx-py3-none-any.whl\"\nsha256 = \"{sha}\""),
         "[patches]\nseries = [\"0001-x.patch\"]\n\n",
     );
+    // Named by project and version in an index: all three are needed, and not beside a `url`.
+    recipe("half-named", "[source]\nindex = \"https://example.invalid/whl/\"\nproject = \"torch\"", "");
+    recipe(
+        "both-named",
+        &format!("[source]\nurl = \"https://example.invalid/whl/b-1.0-py3-none-any.whl\"\nsha256 = \"{sha}\"\nproject = \"b\""),
+        "",
+    );
+    recipe(
+        "bad-named",
+        "[source]\nindex = \"https://example.invalid/whl/\"\nproject = \"torch\"\nversion = \"latest\"",
+        "",
+    );
+    recipe(
+        "well-named",
+        "[source]\nindex = \"https://example.invalid/whl/\"\nproject = \"torch\"\nversion = \"==2.9.*\"",
+        "",
+    );
     // Valid: a `%2B`-encoded local label.
     recipe("good", &format!("[source]\nurl = \"https://example.invalid/whl/good-1.0%2Brocm6.2-cp311-cp311-linux_x86_64.whl\"\nsha256 = \"{sha}\""), "");
 
@@ -512,10 +529,16 @@ fn prebuilt_wheel_recipes_must_name_a_wheel() {
         "a prebuilt-wheel recipe needs a [source] with the wheel's `url` and `sha256`",
         "patched.toml:",
         "a prebuilt-wheel recipe cannot have patches",
+        "half-named.toml:6:1",
+        "a wheel named by project and version needs all of `index`, `project` and `version`",
+        "both-named.toml:7:7",
+        "`project` names a wheel in `index` instead of a `url`: keep one of them",
+        "bad-named.toml:9:11",
+        "`version` `latest` is not a PEP 440 version",
     ] {
         assert!(err.contains(part), "missing {part:?} in:\n{err}");
     }
-    assert!(!err.contains("good.toml"), "{err}");
+    assert!(!err.contains("good.toml") && !err.contains("well-named.toml"), "{err}");
     assert!(!err.contains("pathy.toml:7:7: a prebuilt-wheel source must be a wheel: `download`"), "{err}");
 }
 

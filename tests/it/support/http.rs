@@ -26,6 +26,9 @@ pub struct State {
     /// (a server that hangs mid-body), on every request.
     pub stall_at: Option<u64>,
     pub stall_for: std::time::Duration,
+    /// Paths answered with this status and no body (`403`, as repo.amd.com answers for a project
+    /// it does not serve).
+    pub statuses: BTreeMap<String, u16>,
     /// Paths answered with `302 Found` to another path (`/a` -> `/b`).
     pub redirects: BTreeMap<String, String>,
     /// Body bytes sent, over all requests.
@@ -111,6 +114,10 @@ fn serve(conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         st.fail_5xx -= 1;
         return out.write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
     }
+    if let Some(code) = st.statuses.get(&path) {
+        let head = format!("HTTP/1.1 {code} Status\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        return out.write_all(head.as_bytes());
+    }
     if let Some(to) = st.redirects.get(&path) {
         let head = format!("HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
         return out.write_all(head.as_bytes());
@@ -140,7 +147,12 @@ fn serve(conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             return out.write_all(format!("HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", body.len()).as_bytes());
         }
         None => (
-            format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nETag: {tag}\r\nAccept-Ranges: bytes\r\nConnection: close\r\n\r\n", body.len()),
+            // A folder's page is an index page (uv refuses one without its type).
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n{}ETag: {tag}\r\nAccept-Ranges: bytes\r\nConnection: close\r\n\r\n",
+                body.len(),
+                if path.ends_with('/') { "Content-Type: text/html\r\n" } else { "" }
+            ),
             &body[..],
         ),
     };

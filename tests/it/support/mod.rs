@@ -327,11 +327,15 @@ pub fn hip_library(targets: &[&str]) -> Vec<u8> {
     let lib = dir.join("libk.so");
     if !lib.is_file() {
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("k.hip"), HIP_KERNEL).unwrap();
+        // Tests of one run may make the same library at once: each its own source and partial
+        // file, each rename whole.
+        let me = format!("{:?}", std::thread::current().id()).replace(['(', ')'], "");
+        let (source, partial) = (format!("k-{me}.hip"), format!("libk.so.partial-{me}"));
+        std::fs::write(dir.join(&source), HIP_KERNEL).unwrap();
         let mut args: Vec<String> = targets.iter().map(|t| format!("--offload-arch={t}")).collect();
-        args.extend(["-fPIC", "-shared", "k.hip", "-o", "libk.so.partial"].map(String::from));
+        args.extend(["-fPIC", "-shared", source.as_str(), "-o", partial.as_str()].map(String::from));
         hipcc(&dir, &args.iter().map(String::as_str).collect::<Vec<_>>());
-        std::fs::rename(dir.join("libk.so.partial"), &lib).unwrap();
+        std::fs::rename(dir.join(&partial), &lib).unwrap();
     }
     std::fs::read(lib).unwrap()
 }

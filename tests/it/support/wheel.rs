@@ -20,6 +20,20 @@ pub fn make_with(
     value: &str,
     extra: &[(String, Vec<u8>)],
 ) -> (String, Vec<u8>) {
+    make_requiring(dist, version, tag, module, value, extra, &[])
+}
+
+/// [`make_with`] whose METADATA declares `requires` (`Requires-Dist:` lines, as written).
+pub fn make_requiring(
+    dist: &str,
+    version: &str,
+    tag: &str,
+    module: &str,
+    value: &str,
+    extra: &[(String, Vec<u8>)],
+    requires: &[&str],
+) -> (String, Vec<u8>) {
+    let requires: String = requires.iter().map(|r| format!("Requires-Dist: {r}\n")).collect();
     let stem = format!("{}-{version}", dist.replace('-', "_"));
     let info = format!("{stem}.dist-info");
     let mut files: Vec<(String, Vec<u8>)> = extra.to_vec();
@@ -27,7 +41,7 @@ pub fn make_with(
         (format!("{module}/__init__.py"), format!("VALUE = {value:?}\n")),
         (
             format!("{info}/METADATA"),
-            format!("Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\nSummary: test wheel\n"),
+            format!("Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\nSummary: test wheel\n{requires}"),
         ),
         (
             format!("{info}/WHEEL"),
