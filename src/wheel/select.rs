@@ -7,7 +7,7 @@
 //! pip does; two files of that release with the best rank (two local labels, or two builds)
 //! are an ambiguity, never a guess.
 //!
-//! Pure: `lock` ([`crate::source::index_page::resolve_wheel`]) reads the page and records the
+//! Pure: `lock` (`source::index_page::resolve_wheel`) reads the page and records the
 //! file this picks.
 
 use super::{Version, WheelName};
