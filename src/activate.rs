@@ -132,8 +132,9 @@ pub fn activation(req: &Request<'_>) -> Activation {
     }
     if let Some(p) = req.profile {
         a.lines.push(Line::Comment(format!("profile {}: {}", p.name, p.description)));
+        let venv = req.venv.display().to_string();
         for (k, v) in &p.env {
-            a.lines.push(Line::Set(k.clone(), v.clone()));
+            a.lines.push(Line::Set(k.clone(), v.replace(crate::recipe::PROFILE_VENV, &venv)));
         }
     }
     a

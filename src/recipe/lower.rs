@@ -209,6 +209,22 @@ fn lower_profile(
                     .with_help("a native build carries code for its own GPU; the override makes the runtime load another GPU's code (only binary fallback stacks of prebuilt wheels may set it)"),
             );
         }
+        let unknown: Vec<&str> =
+            v.match_indices('{').map(|(i, _)| &v[i..]).filter(|rest| !rest.starts_with(super::PROFILE_VENV)).collect();
+        if !unknown.is_empty() {
+            diags.push(
+                file.at(
+                    k.span(),
+                    format!(
+                        "profile `{name}` sets `{var}` = `{v}`: only `{}` may be placed in a value",
+                        super::PROFILE_VENV
+                    ),
+                )
+                .with_help(
+                    "`{venv}` is the stack's venv (a file there lives as long as the venv); write other paths out",
+                ),
+            );
+        }
         env.insert(var.clone(), v);
     }
     let known_hangs = case_ids(file, "known-hangs", &raw.known_hangs, &[], diags);

@@ -82,6 +82,9 @@ pub struct Profile {
     pub known_failure_reasons: BTreeMap<String, String>,
 }
 
+/// The one placeholder a profile's values may hold: the stack's venv, expanded by `activate`.
+pub const PROFILE_VENV: &str = "{venv}";
+
 /// The variable a native build never sets: it makes the HIP runtime load code built for another
 /// GPU (10.3.0: gfx1030) on this one.
 pub const GFX_OVERRIDE_VAR: &str = "HSA_OVERRIDE_GFX_VERSION";

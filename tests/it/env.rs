@@ -248,3 +248,31 @@ fn stack_profile_mistakes_are_reported_with_file_and_line() {
         assert!(err.contains(&format!("stack.toml:{line}:")) && err.contains(msg), "{line}: {msg}\n{err}");
     }
 }
+
+/// A profile value may name the stack's venv (`{venv}`): rocFFT's kernel cache file lives there,
+/// so `env` prints the venv's real path; any other placeholder is refused at its line.
+#[test]
+fn a_profile_value_names_the_venv_and_nothing_else() {
+    let e = EnvStack::new();
+    let st = e.tree.join("recipes/envstack/stack.toml");
+    let t = std::fs::read_to_string(&st).unwrap();
+    let with_venv = t.replace(
+        "MIOPEN_LOG_LEVEL = \"3\"",
+        "MIOPEN_LOG_LEVEL = \"3\", ROCFFT_RTC_CACHE_PATH = \"{venv}/rocfft-kernel-cache.db\"",
+    );
+    assert_ne!(with_venv, t);
+    std::fs::write(&st, &with_venv).unwrap();
+    let out = e.cmd().args(["env", "--shell", "bash"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let lines = String::from_utf8_lossy(&out.stdout);
+    let want = format!("{}/rocfft-kernel-cache.db", e.venv().display());
+    assert!(lines.contains(&format!("ROCFFT_RTC_CACHE_PATH='{want}'")), "want {want} in:\n{lines}");
+    assert!(!lines.contains("{venv}"), "{lines}");
+
+    std::fs::write(&st, t.replace("MIOPEN_LOG_LEVEL = \"3\"", "ROCFFT_RTC_CACHE_PATH = \"{prefix}/k.db\"")).unwrap();
+    let out = e.cmd().args(["recipes", "check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("stack.toml:13:"), "file and line: {err}");
+    assert!(err.contains("only `{venv}` may be placed in a value"), "{err}");
+}
