@@ -917,3 +917,113 @@ fn assert_msgpack_lookup_finds_every_major(pre: &[String], post: &[String]) {
         assert!(found.is_err(), "upstream's lookup found {}: {found:?}", l.what);
     }
 }
+
+/// Boost.Filesystem headers as a release lays them out, written here: where `filesystem_error`
+/// is declared and whether `operations.hpp` (the one header MIOpen 2.19's lock_file.hpp:35
+/// includes) brings it.
+struct BoostLayout {
+    what: &'static str,
+    exception_hpp: &'static str,
+    operations_hpp: &'static str,
+}
+
+/// `filesystem_error` declared, as `exception.hpp` has it from Boost 1.72 on.
+const DECLARES_FILESYSTEM_ERROR: &str = "#pragma once\nnamespace boost { namespace filesystem {\n\
+    class filesystem_error { public: const char* what() const; };\n} }\n";
+
+/// Read in boostorg/filesystem at each tag (docs/rocm-5.4-audit.md, "Boost").
+const BOOST_LAYOUTS: &[BoostLayout] = &[
+    BoostLayout {
+        what: "Boost 1.71 (exception.hpp an empty header, operations.hpp declares the class)",
+        exception_hpp: "#pragma once\n",
+        operations_hpp: DECLARES_FILESYSTEM_ERROR,
+    },
+    BoostLayout {
+        what: "Boost 1.84 (operations.hpp:25 includes exception.hpp)",
+        exception_hpp: DECLARES_FILESYSTEM_ERROR,
+        operations_hpp: "#pragma once\nnamespace boost { namespace filesystem { class path; } }\n\
+            #include <boost/filesystem/exception.hpp>\n",
+    },
+    BoostLayout {
+        what: "Boost 1.85 (Boost.Filesystem 5df060e: operations.hpp no longer includes exception.hpp)",
+        exception_hpp: DECLARES_FILESYSTEM_ERROR,
+        operations_hpp: "#pragma once\nnamespace boost { namespace filesystem { class path; } }\n",
+    },
+];
+
+/// Compiles (syntax only, the host's C++ compiler) MIOpen's lock_file.cpp head: upstream's
+/// includes up to :28 (lock_file.hpp, here a stand-in including only
+/// `<boost/filesystem/operations.hpp>` as its :35 does), then `image` (one image of the series'
+/// hunk, which ends inside `namespace miopen {`), then a use of `fs::filesystem_error` as :36 has.
+fn lock_file_compiles(image: &str, boost: &BoostLayout, dir: &std::path::Path) -> Result<(), String> {
+    let inc = dir.join("include");
+    for (path, text) in [
+        ("boost/filesystem/exception.hpp", boost.exception_hpp),
+        ("boost/filesystem/operations.hpp", boost.operations_hpp),
+        ("miopen/errors.hpp", "#pragma once\n"),
+        ("miopen/lock_file.hpp", "#pragma once\n#include <boost/filesystem/operations.hpp>\n"),
+        ("miopen/logger.hpp", "#pragma once\n"),
+        ("miopen/md5.hpp", "#pragma once\n"),
+    ] {
+        let p = inc.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let tu = dir.join("lock_file.cpp");
+    let head = "#include <miopen/errors.hpp>\n#include <miopen/lock_file.hpp>\n";
+    let tail = "\ninline const char* LogFsError(const fs::filesystem_error& ex) { return ex.what(); }\n} // namespace miopen\n";
+    std::fs::write(&tu, format!("{head}{image}{tail}")).unwrap();
+    let out = std::process::Command::new("c++")
+        .args(["-std=c++17", "-fsyntax-only", "-I"])
+        .arg(&inc)
+        .arg(&tu)
+        .output()
+        .expect("the host's C++ compiler `c++` runs (apt-get install g++)");
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(crate::support::text(&out))
+    }
+}
+
+#[test]
+fn rocm_5_4_miopen_lock_file_compiles_with_boost_before_and_after_1_85() {
+    // MIOpen rocm-5.4.3 src/lock_file.cpp:36 names fs::filesystem_error, reached only through
+    // operations.hpp, which stopped including exception.hpp in Boost 1.85 (Debian 13 ships 1.88,
+    // unstable 1.90 and 1.92). The miopen recipe's series must make it compile with both layouts.
+    let stack = stack("rocm-5.4");
+    let miopen = stack.recipe("miopen").expect("rocm-5.4 recipe miopen");
+    let (mut pre, mut post) = (String::new(), String::new());
+    for p in &miopen.patches {
+        let text = std::fs::read_to_string(crate::support::repo_root().join(&p.path)).unwrap();
+        let mut in_file = false;
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("diff --git ") {
+                in_file = rest.ends_with(" b/src/lock_file.cpp");
+            } else if !in_file || line.starts_with("---") || line.starts_with("+++") || line.starts_with("@@") {
+            } else if let Some(l) = line.strip_prefix('+') {
+                post.push_str(&format!("{l}\n"));
+            } else if let Some(l) = line.strip_prefix('-') {
+                pre.push_str(&format!("{l}\n"));
+            } else if let Some(l) = line.strip_prefix(' ') {
+                pre.push_str(&format!("{l}\n"));
+                post.push_str(&format!("{l}\n"));
+            }
+        }
+    }
+    assert!(!post.is_empty(), "no patch of miopen's series ({:?}) changes src/lock_file.cpp", miopen.patches);
+    let tmp = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    for (i, b) in BOOST_LAYOUTS.iter().enumerate() {
+        if let Err(e) = lock_file_compiles(&post, b, &tmp.path().join(format!("p{i}"))) {
+            failures.push(format!("{}:\n{e}", b.what));
+        }
+    }
+    assert!(failures.is_empty(), "the patched lock_file.cpp head:\n{post}\nfails with\n{}", failures.join("\n"));
+    // Control: upstream's head compiles with Boost 1.84's layout and not with 1.85's.
+    let layouts = BOOST_LAYOUTS;
+    assert!(lock_file_compiles(&pre, &layouts[1], &tmp.path().join("u1")).is_ok(), "upstream, {}", layouts[1].what);
+    let e = lock_file_compiles(&pre, &layouts[2], &tmp.path().join("u2"))
+        .expect_err("upstream compiled with 1.85's layout");
+    assert!(e.contains("filesystem_error"), "upstream with 1.85's layout failed, but not on filesystem_error:\n{e}");
+}
