@@ -170,9 +170,11 @@ fn host_sections<'a>(sections: impl Iterator<Item = (String, &'a [u8], u64)>) ->
 /// by field (any alignment); `None` when the header or the tables do not fit in the file. A
 /// `SHT_NOBITS` section has no data.
 fn unaligned_sections(b: &[u8]) -> Option<Vec<(String, &[u8], u64)>> {
-    let u16_at = |o: usize| b.get(o..o + 2).map(|x| u16::from_le_bytes([x[0], x[1]]));
-    let u32_at = |o: usize| b.get(o..o + 4).map(|x| u32::from_le_bytes(x.try_into().expect("4 bytes")));
-    let u64_at = |o: usize| b.get(o..o + 8).map(|x| u64::from_le_bytes(x.try_into().expect("8 bytes")));
+    // Offsets come from the file: near usize::MAX, `o + n` would overflow.
+    let at = |o: usize, n: usize| b.get(o..o.checked_add(n)?);
+    let u16_at = |o: usize| at(o, 2).map(|x| u16::from_le_bytes([x[0], x[1]]));
+    let u32_at = |o: usize| at(o, 4).map(|x| u32::from_le_bytes(x.try_into().expect("4 bytes")));
+    let u64_at = |o: usize| at(o, 8).map(|x| u64::from_le_bytes(x.try_into().expect("8 bytes")));
     if b.get(4..6)? != [ELFCLASS64, ELFDATA2LSB] || u16_at(18)? == EM_AMDGPU {
         return None;
     }
@@ -186,8 +188,9 @@ fn unaligned_sections(b: &[u8]) -> Option<Vec<(String, &[u8], u64)>> {
         return None;
     }
     let header = |i: usize| -> Option<(u32, u32, usize, u64)> {
-        let at = shoff.checked_add(i.checked_mul(shentsize)?)?;
-        Some((u32_at(at)?, u32_at(at + 4)?, usize::try_from(u64_at(at + 0x18)?).ok()?, u64_at(at + 0x20)?))
+        let h = shoff.checked_add(i.checked_mul(shentsize)?)?;
+        let field = |off: usize| h.checked_add(off);
+        Some((u32_at(h)?, u32_at(field(4)?)?, usize::try_from(u64_at(field(0x18)?)?).ok()?, u64_at(field(0x20)?)?))
     };
     let data = |kind: u32, off: usize, size: u64| -> Option<&[u8]> {
         if kind == 8 {
@@ -527,6 +530,20 @@ mod tests {
         // An AMDGPU code object is GPU code, not a host library.
         assert_eq!(host_stack(&with_program_headers(2, ET_DYN, EM_AMDGPU, 0, &[LOAD])), None);
         assert_eq!(host_stack(&super::super::props::elf(224, 0x133, 64, 2, &[])), None);
+    }
+
+    /// A section header table placed at the end of the address space (damage) is refused by
+    /// `object` and then by the field-by-field reader: an error, never an overflow.
+    #[test]
+    fn a_section_table_offset_near_the_end_of_memory_is_an_error() {
+        let mut b = super::super::props::elf(62, 0, 0, 0, &[(".hip_fatbin", b"\0\0\0\0")]);
+        let shstrndx = u64::from(u16::from_le_bytes([b[0x3e], b[0x3f]]));
+        // The string table's header then starts 2, 0x1c (its offset field) or 0x20 bytes short.
+        for short in [2, 0x1c, 0x20, 64] {
+            let shoff = u64::MAX - shstrndx * 64 - short;
+            b[0x28..0x30].copy_from_slice(&shoff.to_le_bytes());
+            assert!(read(&b).is_err(), "{shoff:#x}");
+        }
     }
 
     #[test]

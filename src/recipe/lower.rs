@@ -423,6 +423,11 @@ fn canonical(text: &str) -> String {
                     s.remove("estimate");
                 }
             }
+            // A check's estimate, the recipe's own or its stand-in's, is no more an input.
+            let stand_in_checks = v.get_mut("stand-in").and_then(|s| s.get_mut("check")).and_then(|b| b.as_array_mut());
+            for c in stand_in_checks.into_iter().flatten().filter_map(|c| c.as_table_mut()) {
+                c.remove("estimate");
+            }
             if let Some(checks) = v.get_mut("check").and_then(|b| b.as_array_mut()) {
                 for c in checks.iter_mut().filter_map(|c| c.as_table_mut()) {
                     c.remove("estimate");

@@ -649,6 +649,17 @@ mod tests {
         let other_estimate =
             stand_in_stack(&STAND_IN.replace("parallel-core-hours = 0.1", "parallel-core-hours = 0.3")).unwrap();
         assert_eq!(other_estimate.recipes["a"].canonical, r.canonical);
+        // Nor is a stand-in check's estimate, as a `[[check]]`'s is not.
+        let check_estimate = |secs: u32| {
+            STAND_IN.replace(
+                "steps = [\"sh check.sh\"]\n",
+                &format!("steps = [\"sh check.sh\"]\nestimate = {{ serial-seconds = {secs}, source = \"s\" }}\n"),
+            )
+        };
+        assert_eq!(
+            stand_in_stack(&check_estimate(6)).unwrap().recipes["a"].canonical,
+            stand_in_stack(&check_estimate(60)).unwrap().recipes["a"].canonical
+        );
         let other_args = stand_in_stack(&STAND_IN.replace("WITH_KERNELS=OFF", "WITH_KERNELS=NO")).unwrap();
         assert_ne!(other_args.recipes["a"].canonical, r.canonical);
     }

@@ -261,7 +261,11 @@ pub fn assess(printed: Printed, card: Option<&str>) -> TorchFound {
             }
         }
     }
-    let (archs, archs_from) = match (&printed.arch_flags, &printed.hip) {
+    // A HIP torch whose list names no gfx target (`None` or `""` from a build that did not set
+    // it) is read from its libraries' code, like one without the function.
+    let gfx_flags =
+        printed.arch_flags.as_ref().filter(|f| printed.hip.is_none() || f.iter().any(|f| f.starts_with("gfx")));
+    let (archs, archs_from) = match (gfx_flags, &printed.hip) {
         (Some(flags), _) => {
             let mut a: Vec<String> = flags
                 .iter()
@@ -282,7 +286,12 @@ pub fn assess(printed: Printed, card: Option<&str>) -> TorchFound {
                 .collect();
             a.sort_by_key(|t| (t.len(), t.clone()));
             a.dedup();
-            (a, "the device code of torch's own libraries (no torch._C._cuda_getArchFlags())".into())
+            let why = if printed.arch_flags.is_some() {
+                "torch._C._cuda_getArchFlags() names no gfx target"
+            } else {
+                "no torch._C._cuda_getArchFlags()"
+            };
+            (a, format!("the device code of torch's own libraries ({why})"))
         }
     };
     let verdict = verdict(&printed, &archs, card);
@@ -369,6 +378,21 @@ mod tests {
         for lib in ["/usr/lib/x86_64-linux-gnu/libssl.so.3", "/usr/lib/x86_64-linux-gnu/libamdhip64x.so"] {
             assert!(!worth_reading(Path::new(lib), Some(torch)), "{lib}");
         }
+    }
+
+    /// A HIP torch whose `_cuda_getArchFlags()` gives nothing (`None`, `""`) is read from its
+    /// libraries' code, as one without the function is, not taken as built for no target.
+    #[test]
+    fn an_empty_arch_list_of_a_hip_torch_falls_back_to_its_libraries_code() {
+        let p = Printed { arch_flags: Some(Vec::new()), ..printed(Some("7.1"), None) };
+        let found = assess(p, Some("gfx1010"));
+        assert_eq!(
+            found.archs_from,
+            "the device code of torch's own libraries (torch._C._cuda_getArchFlags() names no gfx target)"
+        );
+        // A CUDA build's list is still its own (no gfx target in it).
+        let p = Printed { arch_flags: Some(vec!["sm_80".into()]), ..printed(None, None) };
+        assert!(assess(p, Some("gfx1010")).archs_from.starts_with("torch._C._cuda_getArchFlags(): sm_80"));
     }
 
     #[test]

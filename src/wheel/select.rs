@@ -4,7 +4,7 @@
 //! interpreter and ABI (`cp312-cp312`, then `abi3`, then `none`, then `py3`), then the platform
 //! (the newest `manylinux_2_N` at or below the floor, down to `manylinux1`, then
 //! `linux_x86_64`, then `any`). A wildcard (`==2.9.*`) takes the newest release it matches, as
-//! pip does; two files of that release with the best rank (two local labels, or two builds)
+//! pip does (a pre-release or dev release only when no final release matches); two files of that release with the best rank (two local labels, or two builds)
 //! are an ambiguity, never a guess.
 //!
 //! Pure: `lock` (`source::index_page::resolve_wheel`) reads the page and records the
@@ -170,6 +170,13 @@ pub fn pick(
             ranked.push((i, public_key(&v), r));
         }
     }
+    // A wildcard takes a pre-release (`3.7.1rc1`) or a dev release only when no final release
+    // matches, as pip does (packaging's `SpecifierSet.filter`); an exact version asks for what
+    // it names.
+    let is_final = |(_, (_, _, phase, _, _), _): &(usize, PublicKey, (u32, u32))| *phase >= 4;
+    if matches!(version, VersionSpec::Prefix(_)) && ranked.iter().any(is_final) {
+        ranked.retain(is_final);
+    }
     let Some(newest) = ranked.iter().map(|(_, v, _)| v.clone()).max() else {
         return Err(if of_version.is_empty() { PickError::NoVersion } else { PickError::NoTags { of_version } });
     };
@@ -227,6 +234,14 @@ mod tests {
                 .to_vec();
         assert_eq!(pick(&pre[..2], "t", &VersionSpec::parse("3.7.*").unwrap(), (3, 12), (2, 28)), Ok(1));
         assert_eq!(pick(&pre, "t", &VersionSpec::parse("3.7.*").unwrap(), (3, 12), (2, 28)), Ok(2));
+        // A newer pre-release or dev release is not taken while a final release matches.
+        let newer_pre: Vec<String> =
+            ["t-3.7.0-py3-none-any.whl", "t-3.7.1rc1-py3-none-any.whl", "t-3.7.2.dev3-py3-none-any.whl"]
+                .map(String::from)
+                .to_vec();
+        assert_eq!(pick(&newer_pre, "t", &VersionSpec::parse("==3.7.*").unwrap(), (3, 12), (2, 28)), Ok(0));
+        assert_eq!(pick(&newer_pre[1..], "t", &VersionSpec::parse("==3.7.*").unwrap(), (3, 12), (2, 28)), Ok(1));
+        assert_eq!(pick(&newer_pre, "t", &VersionSpec::parse("3.7.1rc1").unwrap(), (3, 12), (2, 28)), Ok(1));
         assert_eq!(
             pick(&f, "torch", &VersionSpec::parse("==2.9.1+rocm7.9.0").unwrap(), (3, 12), (2, 28)),
             Err(PickError::NoVersion),

@@ -690,6 +690,12 @@ fn verify_python_without_a_stack_reports_the_torch_it_finds_and_runs_the_cases()
         assert!(stdout.lines().any(|l| l == line), "no line `{line}`:\n{}", text(&out));
     }
 
+    // A list that names no target (`""`: a build that did not set it): the libraries' code says.
+    someone_elses_torch(&site, "2.9.1+rocm7.1.0", Some("7.1.25424"), Some(""));
+    let out = v.command(None, &python, &["--case", "conv-3-64-s32-k3-b1"], &[]);
+    let line = "built for: gfx1010 gfx1030 (from the device code of torch's own libraries (torch._C._cuda_getArchFlags() names no gfx target))";
+    assert!(String::from_utf8_lossy(&out.stdout).lines().any(|l| l == line), "no line `{line}`:\n{}", text(&out));
+
     // A torch without HIP, in CPU mode: said, and the cases run on the CPU.
     std::fs::remove_dir_all(&site).unwrap();
     someone_elses_torch(&site, "2.15.0+cpu", None, None);
