@@ -55,6 +55,8 @@ pub fn read(root: &HostRoot, dep: Bounded) -> Result<Found, String> {
             })
         }
         Bounded::Gcc => {
+            // From `PATH`, as doctor's other tools (cc, cmake) are: a test's stand-in host puts
+            // its own `gcc` there; the headers above are read through the host root instead.
             let gcc = super::which("gcc").ok_or("no `gcc` on PATH")?;
             let out =
                 super::run::bounded(std::process::Command::new(&gcc).arg("-dumpfullversion"), Duration::from_secs(10))

@@ -302,7 +302,7 @@ pub fn resolve(
         let inputs = KeyInputs {
             format: CACHE_FORMAT,
             recipe: r.name.clone(),
-            recipe_content: crate::digest::sha256_hex(r.canonical.as_bytes()),
+            recipe_content: crate::digest::sha256_hex(r.as_built(&targets).canonical.as_bytes()),
             source: source.to_string(),
             patches: if external.is_some() { Vec::new() } else { crate::source::patch_digests(tree, r) },
             targets: targets_in_key(&targets),

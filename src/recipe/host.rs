@@ -260,10 +260,12 @@ fn is_debian_package(s: &str) -> bool {
 
 /// Lowers `[host]`; `requirements` is `[build] requirements`, whose pip `cmake` (a build venv's,
 /// first on `PATH`) must stay inside the `cmake` range.
+/// `has_patch` says whether the recipe's patch folder holds a file (a bound's `lifted-by`).
 pub(super) fn lower_host(
     file: &FileText<'_>,
     raw: RawHost,
     requirements: Option<&Spanned<Vec<String>>>,
+    has_patch: &dyn Fn(&str) -> bool,
     diags: &mut Diagnostics,
 ) -> HostNeeds {
     let mut packages: Vec<PackageNeed> = Vec::new();
@@ -314,7 +316,8 @@ pub(super) fn lower_host(
     if let (Some(range), Some(reqs)) = (&cmake, requirements) {
         check_pip_cmake(file, range, reqs, diags);
     }
-    let versions = raw.versions.as_ref().map(|v| lower_versions(file, v.get_ref(), diags)).unwrap_or_default();
+    let versions =
+        raw.versions.as_ref().map(|v| lower_versions(file, v.get_ref(), has_patch, diags)).unwrap_or_default();
     HostNeeds { packages, commands, pkg_config, headers, cmake, versions }
 }
 
@@ -322,6 +325,7 @@ pub(super) fn lower_host(
 fn lower_versions(
     file: &FileText<'_>,
     table: &std::collections::BTreeMap<String, Spanned<toml::Value>>,
+    has_patch: &dyn Fn(&str) -> bool,
     diags: &mut Diagnostics,
 ) -> Vec<VersionBound> {
     let known = || Bounded::ALL.iter().map(|b| format!("`{}`", b.name())).collect::<Vec<_>>().join(", ");
@@ -347,12 +351,13 @@ fn lower_versions(
                     );
                     continue;
                 }
-                let lifted = t.get("lifted-by").map(|l| l.as_str().filter(|l| is_patch_name(l)));
+                // A name that is no file there would leave the bound on for good, silently.
+                let lifted = t.get("lifted-by").map(|l| l.as_str().filter(|l| is_patch_name(l) && has_patch(l)));
                 match (t.get("range").and_then(|r| r.as_str()), t.get("fix").map(|f| f.as_str()), lifted) {
                     (_, _, Some(None)) => {
                         diags.push(
-                            file.at(at, format!("`[host] versions.{name}`: `lifted-by` names a patch file of this recipe's directory"))
-                                .with_help("a plain file name as `[patches] series` writes it: `lifted-by = \"0005-boost-1.85.patch\"`"),
+                            file.at(at, format!("`[host] versions.{name}`: `lifted-by` names a patch file of this recipe's directory, and `{}` is none", t.get("lifted-by").map(|l| l.to_string()).unwrap_or_default()))
+                                .with_help("a plain file name as `[patches] series` writes it, of a file in patches/<stack>/<recipe>/: `lifted-by = \"0005-boost-1.85.patch\"`"),
                         );
                         continue;
                     }
@@ -495,6 +500,10 @@ mod tests {
             e.contains("`lifted-by` names a patch file of this recipe's directory") && e.contains("a.toml:8:"),
             "{e}"
         );
+        // A name no file of the folder has (a typo) would keep the bound on for good: refused.
+        let typo = bound.replace("0005-boost.patch", "0005-bost.patch");
+        let e = load_with(&format!("[patches]\nseries = [\"0005-boost.patch\"]\n{typo}"), &patch).unwrap_err();
+        assert!(e.contains("and `\"0005-bost.patch\"` is none") && e.contains("a.toml:"), "{e}");
     }
 
     #[test]

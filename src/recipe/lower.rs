@@ -316,14 +316,19 @@ pub(super) fn lower_recipe<'a>(
         );
     }
     let targets = lower_target_policy(&file, raw.targets, diags);
-    let mut host = super::host::lower_host(&file, raw.host, raw.build.requirements.as_ref(), diags);
+    let patch_dir = format!("patches/{stack}/{name}/");
+    let has_patch = |p: &str| tree.contains(&format!("{patch_dir}{p}"));
+    let mut host = super::host::lower_host(&file, raw.host, raw.build.requirements.as_ref(), &has_patch, diags);
     // A bound the series' own patch makes unnecessary is not checked.
     host.versions.retain(|b| !b.lifted_by.as_ref().is_some_and(|l| patches.iter().any(|p| &p.name == l)));
     let build = lower_build(&file, raw.build, !raw.dependencies.build.is_empty(), diags);
     let provides = super::proofs::lower_provides(&file, raw.provides, diags);
     let checks = super::proofs::lower_checks(tree, &file, stack, raw.check, diags);
     let estimate = raw.estimate.map(|e| lower_estimate(&file, e, diags));
-    let stand_in = lower_stand_in(tree, &file, stack, &targets, raw.stand_in, &checks, diags);
+    let mut stand_in = lower_stand_in(tree, &file, stack, &targets, raw.stand_in, &checks, diags);
+    if let Some(s) = &mut stand_in {
+        s.canonical = canonical(file.text, true) + &super::proofs::files_digest(&s.checks);
+    }
 
     let deps = raw.dependencies.build.iter().map(name_and_span).chain(source_deps.iter().cloned()).collect();
     let mut source_dep_names: Vec<String> = Vec::new();
@@ -354,7 +359,7 @@ pub(super) fn lower_recipe<'a>(
         cmake_packages: raw.package.cmake_packages,
         pin_from: (!source.is_unlocked() && source.pin().is_some()).then_some(PinFrom::Recipe),
         witness: raw.source.as_ref().and_then(|s| s.get_ref().witness.clone()),
-        canonical: canonical(file.text) + &super::proofs::files_digest(&all_checks),
+        canonical: canonical(file.text, false) + &super::proofs::files_digest(&checks),
         provides,
         checks,
         estimate,
@@ -408,25 +413,32 @@ pub(super) fn runs_nothing(step: &str) -> bool {
 
 /// The recipe's content serialised canonically (keys sorted), immune to comments, whitespace
 /// and key order, to `[estimate]`, `[stand-in] estimate` and a check's `estimate` (a guess of how
-/// long it takes changes nothing built), to
+/// long it takes changes nothing built), to `[stand-in]` (`stand_in`: only that table, the
+/// content of the stand-in's build, which the recipe's own build does not see), to
 /// `source.witness` (who else states the pin changes nothing built), to the words of
 /// `[[provides]]` (`what`, `consumers`: only its `files` and `query` decide what passes) and to
 /// `[host]` (what the machine must have is checked before a build, not built; the host's tools
 /// are in the key through their identities).
-fn canonical(text: &str) -> String {
+fn canonical(text: &str, stand_in: bool) -> String {
     toml::from_str::<toml::Value>(text)
         .map(|mut v| {
             if let Some(t) = v.as_table_mut() {
                 t.remove("host");
                 t.remove("estimate");
-                if let Some(s) = t.get_mut("stand-in").and_then(|s| s.as_table_mut()) {
-                    s.remove("estimate");
+                // The stand-in's table is an input only of the stand-in's build ([`super::StandIn`]).
+                let s = t.remove("stand-in");
+                if stand_in {
+                    let Some(mut s) = s else { return String::new() };
+                    if let Some(s) = s.as_table_mut() {
+                        s.remove("estimate");
+                    }
+                    for c in s.get_mut("check").and_then(|b| b.as_array_mut()).into_iter().flatten() {
+                        if let Some(c) = c.as_table_mut() {
+                            c.remove("estimate");
+                        }
+                    }
+                    return serde_json::to_string(&s).unwrap_or_default();
                 }
-            }
-            // A check's estimate, the recipe's own or its stand-in's, is no more an input.
-            let stand_in_checks = v.get_mut("stand-in").and_then(|s| s.get_mut("check")).and_then(|b| b.as_array_mut());
-            for c in stand_in_checks.into_iter().flatten().filter_map(|c| c.as_table_mut()) {
-                c.remove("estimate");
             }
             if let Some(checks) = v.get_mut("check").and_then(|b| b.as_array_mut()) {
                 for c in checks.iter_mut().filter_map(|c| c.as_table_mut()) {
@@ -861,7 +873,7 @@ fn lower_stand_in(
         }
     }
     let estimate = raw.estimate.map(|e| lower_estimate(file, e, diags));
-    Some(super::StandIn { args: raw.args, checks: own, estimate })
+    Some(super::StandIn { args: raw.args, checks: own, estimate, canonical: String::new() })
 }
 
 /// `[targets]`: known targets, and a substitute list when `when-unsupported` asks for one.

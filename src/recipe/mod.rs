@@ -234,6 +234,8 @@ impl Recipe {
                 r.build.args.extend(s.args.iter().cloned());
                 r.checks.extend(s.checks.iter().cloned());
                 r.estimate = s.estimate.clone();
+                r.canonical.push_str("\nstand-in ");
+                r.canonical.push_str(&s.canonical);
                 r.targets.device_code.clear();
                 r.targets.must_contain.clear();
                 std::borrow::Cow::Owned(r)
@@ -576,6 +578,11 @@ pub struct StandIn {
     pub args: Vec<String>,
     pub checks: Vec<PostCheck>,
     pub estimate: Option<Estimate>,
+    /// What of `[stand-in]` enters the stand-in build's key (its table without estimates, its
+    /// checks' files), added to the recipe's own [`Recipe::canonical`] by [`Recipe::as_built`];
+    /// the real build's key does not hold it.
+    #[serde(skip)]
+    pub canonical: String,
 }
 
 /// A recipe's work in the night's model (`[estimate]`): wall minutes more jobs do not shorten,
@@ -645,10 +652,12 @@ mod tests {
         assert_eq!((built.build.args.len(), built.checks.len()), (1, 0));
         assert_eq!(built.estimate.as_ref().map(|e| e.parallel_core_hours), Some(12.0));
         assert_eq!(built.targets.device_code, ["lib/x/*.co"]);
-        // The stand-in's estimate is no cache input; its args are.
+        // What each build's key holds (`as_built(..).canonical`): the stand-in's estimate is no
+        // cache input; its args are, of the stand-in's build only.
+        let content = |s: &Stack, d: &TargetDecision| s.recipes["a"].as_built(d).canonical.clone();
         let other_estimate =
             stand_in_stack(&STAND_IN.replace("parallel-core-hours = 0.1", "parallel-core-hours = 0.3")).unwrap();
-        assert_eq!(other_estimate.recipes["a"].canonical, r.canonical);
+        assert_eq!(content(&other_estimate, &decision), content(&s, &decision));
         // Nor is a stand-in check's estimate, as a `[[check]]`'s is not.
         let check_estimate = |secs: u32| {
             STAND_IN.replace(
@@ -657,11 +666,14 @@ mod tests {
             )
         };
         assert_eq!(
-            stand_in_stack(&check_estimate(6)).unwrap().recipes["a"].canonical,
-            stand_in_stack(&check_estimate(60)).unwrap().recipes["a"].canonical
+            content(&stand_in_stack(&check_estimate(6)).unwrap(), &decision),
+            content(&stand_in_stack(&check_estimate(60)).unwrap(), &decision)
         );
         let other_args = stand_in_stack(&STAND_IN.replace("WITH_KERNELS=OFF", "WITH_KERNELS=NO")).unwrap();
-        assert_ne!(other_args.recipes["a"].canonical, r.canonical);
+        assert_ne!(content(&other_args, &decision), content(&s, &decision));
+        assert_ne!(content(&s, &decision), content(&s, &real), "the two builds differ in content too");
+        // The real build does not see the stand-in's table: changing it rebuilds no real library.
+        assert_eq!(content(&other_args, &real), content(&s, &real));
     }
 
     #[test]
