@@ -54,7 +54,7 @@ const ROCM_6_2: Shipped = Shipped {
     pytorch_pin: "     pin:     rev 2236df1770800ffea5697b11b0bb0d910b2e59e1 (recipe; witness: PyPI torch-2.6.0",
     first_download: "ROCm/rocm-cmake/archive/rocm-6.2.4.tar.gz",
     min_pinned: 28,
-    patched: &["composable-kernel", "hipblaslt", "miopen", "pytorch"],
+    patched: &["composable-kernel", "hipblaslt", "miopen", "pytorch", "roctracer"],
     pytorch_submodule: Some("third_party/composable_kernel"),
 };
 

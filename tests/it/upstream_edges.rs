@@ -157,6 +157,11 @@ const ARGS_6_2: &[(&str, &str, &str)] = &[
         "-DMIOPEN_BUILD_DRIVER=OFF",
         "issue 33: MIOpen rocm-6.2.2 CMakeLists.txt:185-186,777-779: MIOpenDriver, run by nobody (and :516-521 its rocrand)",
     ),
+    (
+        "roctracer",
+        "-DBUILD_TESTING=OFF",
+        "with patch 0001: roctracer rocm-6.2.2 CMakeLists.txt:63-66 puts test/ (test/CMakeLists.txt:35-198) in `all`",
+    ),
 ];
 
 const ABSENT_6_2: &[(&str, &str, &str)] = &[(
@@ -679,20 +684,26 @@ fn miopen_half_include_dir_is_the_folder_the_half_recipe_puts_its_header_in() {
     assert!(failures.is_empty(), "{} problem(s):\n{}", failures.len(), failures.join("\n"));
 }
 
-/// roctracer 5.4.3 puts test/ in `all` (CMakeLists.txt:56-59; test/CMakeLists.txt:45-173 builds
-/// and installs 8 HIP programs, host programs and copy.hsaco per target). The recipe's patch gates
+/// roctracer 5.4.3 and 6.2.2 put test/ in `all` (CMakeLists.txt:56-59 and :63-66; test/CMakeLists.txt
+/// builds and installs HIP programs, host programs and copy.hsaco per target). The recipe's patch gates
 /// it on BUILD_TESTING and the recipe passes `-DBUILD_TESTING=OFF`: configured for real with the
 /// patch's own post-image of that block (and its pre-image as the control), with the recipe's
 /// arguments, test/ is added upstream and not with the recipe.
 #[test]
-fn roctracer_5_4_leaves_its_tests_out_of_the_build() {
-    let stack = stack("rocm-5.4");
+fn roctracer_leaves_its_tests_out_of_the_build() {
+    for s in ["rocm-5.4", "rocm-6.2"] {
+        roctracer_leaves_its_tests_out(s);
+    }
+}
+
+fn roctracer_leaves_its_tests_out(stack_name: &str) {
+    let stack = stack(stack_name);
     let r = stack.recipe("roctracer").unwrap();
     let patch = r
         .patches
         .iter()
         .find(|p| p.name.contains("no-tests"))
-        .unwrap_or_else(|| panic!("roctracer carries no patch leaving test/ out: {:?}", r.patches));
+        .unwrap_or_else(|| panic!("{stack_name}: roctracer carries no patch leaving test/ out: {:?}", r.patches));
     let diff = std::fs::read_to_string(crate::support::repo_root().join(&patch.path)).unwrap();
     let hunk = diff
         .split("\n@@ ")
