@@ -132,7 +132,7 @@ const ARGS_6_2: &[(&str, &str, &str)] = &[
         "llvm",
         "-DLLVM_ENABLE_RUNTIMES=compiler-rt;openmp",
         "compiler-rt: clr hipamd/hip-config-amd.cmake:159-189 links its builtins into hip::host/hip::device; \
-         openmp: Tensile Source/CMakeLists.txt:39,67-74 compiles with -fopenmp by the stack's clang",
+         openmp: composable_kernel CMakeLists.txt:243-247 -fopenmp=libomp (Tensile's -fopenmp is its client's only)",
     ),
     (
         "llvm",
