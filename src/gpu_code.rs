@@ -33,13 +33,17 @@ pub struct WheelCode {
 /// Reads the GPU targets of every library, code object and `.kpack` archive in `wheels`, in
 /// memory. A host library whose device code AMD's multi-arch packaging moved into `.kpack`
 /// archives (a `.rocm_kpack_ref` marker) is given the targets of the archives its marker names
-/// in any of the wheels, where they lie once installed (a device wheel's archives).
-pub fn read(wheels: &[PathBuf]) -> Result<Vec<WheelCode>, crate::offload::OffloadError> {
+/// in any of the wheels or of the wheels `beside` (installed with them: the device wheels),
+/// where they lie once installed. Only `wheels` are described.
+pub fn read(wheels: &[PathBuf], beside: &[PathBuf]) -> Result<Vec<WheelCode>, crate::offload::OffloadError> {
     let mut files = Vec::new();
     for w in wheels {
         files.push(crate::offload::inspect_wheel(w, &crate::offload::is_code_member)?);
     }
     let mut all: Vec<crate::offload::Inspected> = files.concat();
+    for w in beside {
+        all.extend(crate::offload::inspect_wheel(w, &crate::offload::is_kpack_member)?);
+    }
     if let Some(e) = crate::offload::follow_markers(&mut all).into_iter().next() {
         return Err(e);
     }
