@@ -77,17 +77,44 @@ impl Engine<'_> {
     /// whose code AMD's packaging moved into `.kpack` archives gets the code of the archives its
     /// marker names in the wheels its build dependencies deployed (torch's, in the device wheels
     /// built for the requested targets).
-    pub(super) fn record_gpu_code(&self, r: &Recipe, tree: &Path, prefix: &Prefix) -> Result<(), BuildError> {
+    ///
+    /// `targets`: those the recipe is built for (a per-target device wheel's own), else the
+    /// requested ones.
+    pub(super) fn record_gpu_code(
+        &self,
+        r: &Recipe,
+        tree: &Path,
+        prefix: &Prefix,
+        targets: &crate::target::TargetSet,
+    ) -> Result<(), BuildError> {
         if r.build.system != BuildSystem::PrebuiltWheel {
             return Ok(());
         }
         let beside: Vec<PathBuf> = self.deployed_dependency_wheels(r, prefix).into_iter().map(|w| w.3).collect();
-        let code = crate::gpu_code::read(&self.wheels_of(r, tree)?, &beside).map_err(unreadable_wheel(r))?;
+        let found = crate::gpu_code::read_all(&self.wheels_of(r, tree)?, &beside).map_err(unreadable_wheel(r))?;
+        if !found.moved_out.is_empty() {
+            // AMD's host libraries without the device wheels of the requested targets: the card
+            // would find no code (hipErrorNoBinaryForGpu), with nothing recorded to say so.
+            let shown: Vec<&str> =
+                found.moved_out.iter().map(|p| p.rsplit_once(".whl!").map(|(_, m)| m).unwrap_or(p)).collect();
+            return Err(BuildError::WheelTargets {
+                recipe: r.name.clone(),
+                why: format!(
+                    "the device code of {} was moved into kpack archives (.rocm_kpack_ref), and no wheel of its build dependencies holds one for {}: no device-wheel recipe of stack `{}` is built for {} (their `[targets] supported`, beside {}); build for a target one of them supports",
+                    shown.join(", "),
+                    targets.comma_list(),
+                    self.stack.name,
+                    if targets.names().len() == 1 { "it" } else { "them" },
+                    self.stack.file
+                ),
+            });
+        }
+        let code = found.code;
         if code.is_empty() {
             return Ok(());
         }
         self.progress.message(&r.name, &format!("GPU code: {}", crate::gpu_code::describe(&code)));
-        if let Some(why) = crate::gpu_code::refusal(self.stack, &code, &self.plan.targets) {
+        if let Some(why) = crate::gpu_code::refusal(self.stack, &code, targets) {
             return Err(BuildError::WheelTargets { recipe: r.name.clone(), why });
         }
         let dir = tree.join(crate::gpu_code::RECORD_DIR);

@@ -359,25 +359,32 @@ const SDK_LIB: Carries = Carries::Marked(
 const SDK_KPACK: Carries =
     Carries::Archive("_rocm_sdk_libraries", "blas_lib", "math-libs/BLAS/rocBLAS/stage/lib/librocblas.so.5");
 
-/// `(project, version, per Python, requires, what it carries)` of the stand-in wheels.
-const AMD_WHEELS: [(&str, &str, bool, &[&str], Carries); 8] = [
+/// `(project, version, per Python, requires, what it carries)` of the stand-in wheels: the
+/// host wheels, then each gfx101X target's three device wheels.
+const AMD_WHEELS: [(&str, &str, bool, &[&str], Carries); 14] = [
     ("rocm-sdk-core", "7.14.0", false, &[], Carries::Nothing),
     ("rocm-sdk-libraries", "7.14.0", false, &["rocm-sdk-core==7.14.0"], SDK_LIB),
-    ("rocm-sdk-device-gfx1010", "7.14.0", false, &["rocm-sdk-libraries==7.14.0"], SDK_KPACK),
     ("triton", "3.7.1+rocm7.14.0", true, &[], Carries::Nothing),
     (
         "torch",
         "2.12.0+rocm7.14.0",
         true,
+        // As rocm-kpack's splitter rewrites the host wheel's METADATA (`_rewrite_host_metadata`):
+        // each device wheel behind an extra.
         &[
             "filelock",
             "rocm[libraries]==7.14.0",
             "triton==3.7.1+rocm7.14.0",
             "numpy>=2; extra == \"numpy\"",
-            "amd-torch-device-gfx1010==2.12.0+rocm7.14.0; python_version >= \"3.8\"",
+            "rocm-sdk-core==7.14.0; python_version >= \"3.8\"",
+            "amd-torch-device-gfx1010 == 2.12.0+rocm7.14.0; extra == \"device-gfx1010\"",
+            "amd-torch-device-gfx1011 == 2.12.0+rocm7.14.0; extra == \"device-gfx1011\"",
+            "amd-torch-device-gfx1012 == 2.12.0+rocm7.14.0; extra == \"device-gfx1012\"",
         ],
         TORCH_LIB,
     ),
+    ("torchvision", "0.27.0+rocm7.14.0", true, &["torch==2.12.0+rocm7.14.0", "rocm[libraries]==7.14.0"], VISION_LIB),
+    ("rocm-sdk-device-gfx1010", "7.14.0", false, &["rocm-sdk-libraries==7.14.0"], SDK_KPACK),
     (
         "amd-torch-device-gfx1010",
         "2.12.0+rocm7.14.0",
@@ -385,9 +392,31 @@ const AMD_WHEELS: [(&str, &str, bool, &[&str], Carries); 8] = [
         &["torch==2.12.0+rocm7.14.0", "rocm-sdk-device-gfx1010==7.14.0"],
         TORCH_KPACK,
     ),
-    ("torchvision", "0.27.0+rocm7.14.0", true, &["torch==2.12.0+rocm7.14.0", "rocm[libraries]==7.14.0"], VISION_LIB),
     ("amd-torchvision-device-gfx1010", "0.27.0+rocm7.14.0", true, &["torchvision==0.27.0+rocm7.14.0"], VISION_KPACK),
+    ("rocm-sdk-device-gfx1011", "7.14.0", false, &["rocm-sdk-libraries==7.14.0"], SDK_KPACK),
+    (
+        "amd-torch-device-gfx1011",
+        "2.12.0+rocm7.14.0",
+        true,
+        &["torch==2.12.0+rocm7.14.0", "rocm-sdk-device-gfx1011==7.14.0"],
+        TORCH_KPACK,
+    ),
+    ("amd-torchvision-device-gfx1011", "0.27.0+rocm7.14.0", true, &["torchvision==0.27.0+rocm7.14.0"], VISION_KPACK),
+    ("rocm-sdk-device-gfx1012", "7.14.0", false, &["rocm-sdk-libraries==7.14.0"], SDK_KPACK),
+    (
+        "amd-torch-device-gfx1012",
+        "2.12.0+rocm7.14.0",
+        true,
+        &["torch==2.12.0+rocm7.14.0", "rocm-sdk-device-gfx1012==7.14.0"],
+        TORCH_KPACK,
+    ),
+    ("amd-torchvision-device-gfx1012", "0.27.0+rocm7.14.0", true, &["torchvision==0.27.0+rocm7.14.0"], VISION_KPACK),
 ];
+
+/// Whether a build for `target` fetches `project` (the host wheels, and `target`'s device wheels).
+fn fetched_for(project: &str, target: &str) -> bool {
+    !project.contains("-device-") || project.ends_with(target)
+}
 
 /// The target a device project is named for (`amd-torch-device-gfx1010`: gfx1010).
 fn named_target(project: &str) -> &str {
@@ -547,12 +576,17 @@ fn amd_wheels_lock_from_a_pep_503_index_build_and_fill_the_venv_without_the_rocm
     assert!(out.status.success(), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("built 8 recipe(s)"), "{}", text(&out));
+    assert!(text(&out).contains("amd-torch-device-gfx1012: skipped: the gfx1012 device wheel"), "{}", text(&out));
     assert!(stdout.contains("--no-deps after their requirements filelock"), "{}", text(&out));
     // Published into the stack's own index.
     let own = a.home.path().join("state/rocmforge/index").join(AMD_STACK);
     for (project, version, per_python, ..) in AMD_WHEELS {
         let tag = if per_python { "cp311-cp311-manylinux_2_28_x86_64" } else { "py3-none-linux_x86_64" };
-        assert_eq!(published(&own, project), [format!("{}-{version}-{tag}.whl", project.replace('-', "_"))]);
+        if fetched_for(project, "gfx1010") {
+            assert_eq!(published(&own, project), [format!("{}-{version}-{tag}.whl", project.replace('-', "_"))]);
+        } else {
+            assert!(published(&own, project).is_empty(), "{project}: another card's device wheel");
+        }
     }
     // The venv holds every wheel and filelock, and never asked any index for `rocm`.
     let py = a.home.path().join("state/rocmforge/venvs").join(AMD_STACK).join("bin/python");
@@ -615,6 +649,105 @@ fn amd_wheels_whose_kpack_archives_hold_gfx1030_only_are_refused_for_a_gfx1010()
     let own = a.home.path().join("state/rocmforge/index").join(AMD_STACK);
     assert!(published(&own, "rocm-sdk-device-gfx1010").is_empty(), "nothing published");
     assert!(published(&own, "torch").is_empty(), "nothing after it built");
+}
+
+/// An RX 5500 (gfx1012) on the same stack and lock file: `plan` and `build` take gfx1012's three
+/// device wheels and skip gfx1010's and gfx1011's (never downloaded), every host library's
+/// marker leads to gfx1012's archives, and the card runs natively.
+#[test]
+fn amd_wheels_for_a_gfx1012_fetch_only_its_device_wheels_and_run_it_natively() {
+    let a = AmdIndex::new();
+    let lock = a.ok(&["lock"]);
+    assert!(lock.contains("wrote ") && lock.contains(": 14 new"), "one lock file pins every card's wheels: {lock}");
+    let plan = a.ok(&["plan", "torchvision", "--target", "gfx1012", "--locked"]);
+    for (project, ..) in AMD_WHEELS {
+        // Its entry: from `N. <project> ` to the next entry.
+        let entry: Vec<&str> = plan
+            .lines()
+            .skip_while(|l| {
+                !l.trim_start().split_once(". ").is_some_and(|(_, r)| r.starts_with(&format!("{project} ")))
+            })
+            .take_while({
+                let mut first = true;
+                move |l| std::mem::take(&mut first) || !l.trim_start().starts_with(|c: char| c.is_ascii_digit())
+            })
+            .collect();
+        let skipped = entry.iter().any(|l| l.trim_start().starts_with("state:   skipped"));
+        assert_eq!(skipped, !fetched_for(project, "gfx1012"), "{project}: {}", entry.join("\n"));
+    }
+    let out = a.cmd().args(["build", "torchvision", "--locked", "--target", "gfx1012"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("built 8 recipe(s)"), "{}", text(&out));
+    let own = a.home.path().join("state/rocmforge/index").join(AMD_STACK);
+    for (project, ..) in AMD_WHEELS {
+        assert_eq!(!published(&own, project).is_empty(), fetched_for(project, "gfx1012"), "{project}");
+    }
+    let requests: Vec<String> = a.http.with(|s| s.requests.iter().map(|r| r.0.clone()).collect());
+    let files: Vec<&String> = requests.iter().filter(|p| p.contains("/files/") && p.contains("_device_")).collect();
+    assert_eq!(files.len(), 3, "{files:?}");
+    assert!(files.iter().all(|p| p.contains("gfx1012")), "{files:?}");
+    for wheel in [
+        "rocm_sdk_device_gfx1012-7.14.0-py3-none-linux_x86_64.whl",
+        "rocm_sdk_libraries-7.14.0-py3-none-linux_x86_64.whl",
+        "amd_torch_device_gfx1012-2.12.0+rocm7.14.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "torch-2.12.0+rocm7.14.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "torchvision-0.27.0+rocm7.14.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+    ] {
+        assert!(text(&out).contains(&format!("GPU code: {wheel}: gfx1012\n")), "{wheel}: {}", text(&out));
+    }
+    let env = a.ok(&["env", "--shell", "bash", "--target", "gfx1012"]);
+    assert!(!env.contains("HSA_OVERRIDE_GFX_VERSION"), "{env}");
+    assert!(env.contains("the wheels carry gfx1012 code"), "{env}");
+    let py = a.home.path().join("state/rocmforge/venvs").join(AMD_STACK).join("bin/python");
+    let got = std::process::Command::new(&py)
+        .args(["-c", "import torch, amd_torch_device_gfx1012, amd_torchvision_device_gfx1012, rocm_sdk_device_gfx1012; print('ok')"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&got.stdout), "ok\n", "{}", text(&got));
+    let site = py.parent().unwrap().parent().unwrap().join("lib/python3.11/site-packages");
+    assert!(site.join("torch/.kpack/torch_gfx1012.kpack").is_file(), "the archive lies where torch's marker looks");
+    assert!(!site.join("torch/.kpack/torch_gfx1010.kpack").exists());
+}
+
+/// Two cards in one build (`--target gfx1010,gfx1012`): each device wheel is checked against its
+/// own target, both cards' device wheels are built, and `env` runs either card natively, its
+/// code being split across the per-target wheels.
+#[test]
+fn amd_wheels_for_two_cards_build_both_device_wheels_and_run_each_natively() {
+    let a = AmdIndex::new();
+    a.ok(&["lock"]);
+    let out = a.cmd().args(["build", "torchvision", "--locked", "--target", "gfx1010,gfx1012"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("built 11 recipe(s)"), "{}", text(&out));
+    assert!(
+        text(&out)
+            .contains("GPU code: torch-2.12.0+rocm7.14.0-cp311-cp311-manylinux_2_28_x86_64.whl: gfx1010, gfx1012\n"),
+        "{}",
+        text(&out)
+    );
+    for t in ["gfx1010", "gfx1012"] {
+        let env = a.ok(&["env", "--shell", "bash", "--target", t]);
+        assert!(!env.contains("HSA_OVERRIDE_GFX_VERSION"), "{env}");
+        assert!(env.contains(&format!("the wheels carry {t} code")), "{t}: {env}");
+    }
+}
+
+/// A card none of the device wheels is for (gfx1030): every device recipe is skipped, and the
+/// first host wheel whose libraries' markers lead nowhere stops the build, saying why and what
+/// to do; it is not published.
+#[test]
+fn amd_wheels_for_a_target_without_device_wheels_stop_at_the_first_host_library_without_code() {
+    let a = AmdIndex::new();
+    a.ok(&["lock"]);
+    let out = a.cmd().args(["build", "torchvision", "--locked", "--target", "gfx1030"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("rocm-sdk-libraries: the device code of _rocm_sdk_libraries/lib/librocblas.so.5 was moved into kpack archives (.rocm_kpack_ref), and no wheel of its build dependencies holds one for gfx1030: no device-wheel recipe of stack `rocm-7.14-binary` is built for it"),
+        "{err}"
+    );
+    assert!(err.contains("recipes/rocm-7.14-binary/stack.toml"), "{err}");
+    assert!(published(&a.home.path().join("state/rocmforge/index").join(AMD_STACK), "rocm-sdk-libraries").is_empty());
 }
 
 /// With --no-deps nothing would notice torch pinning another Triton than the stack's: the fill
