@@ -5,7 +5,8 @@
 //! wheel is built (fetched), the GPU targets its libraries carry are read in memory
 //! ([`crate::offload`]'s reader; AMD's multi-arch wheels keep it in `.kpack` archives of their
 //! device wheels, which a host library's marker names: [`crate::offload::kpack`]) and recorded beside it in the artifact ([`RECORD_DIR`]). A
-//! requested target they carry runs natively; one they do not is run as a target they do carry
+//! requested target every package carries (in one of its wheels: AMD splits a package's device
+//! code into a wheel per target) runs natively; one they do not is run as a target they do carry
 //! by a profile whose `HSA_OVERRIDE_GFX_VERSION` names it (same gfx major: gfx101x as gfx1030),
 //! and that profile is the one `env` and `verify` activate for the card; with neither, the
 //! build fails naming what the wheels carry. Native stacks never take this road.
