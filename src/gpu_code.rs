@@ -5,7 +5,8 @@
 //! wheel is built (fetched), the GPU targets its libraries carry are read in memory
 //! ([`crate::offload`]'s reader; AMD's multi-arch wheels keep it in `.kpack` archives of their
 //! device wheels, which a host library's marker names: [`crate::offload::kpack`]) and recorded beside it in the artifact ([`RECORD_DIR`]). A
-//! requested target they carry runs natively; one they do not is run as a target they do carry
+//! requested target every package carries (in one of its wheels: AMD splits a package's device
+//! code into a wheel per target) runs natively; one they do not is run as a target they do carry
 //! by a profile whose `HSA_OVERRIDE_GFX_VERSION` names it (same gfx major: gfx101x as gfx1030),
 //! and that profile is the one `env` and `verify` activate for the card; with neither, the
 //! build fails naming what the wheels carry. Native stacks never take this road.
@@ -33,29 +34,53 @@ pub struct WheelCode {
 /// Reads the GPU targets of every library, code object and `.kpack` archive in `wheels`, in
 /// memory. A host library whose device code AMD's multi-arch packaging moved into `.kpack`
 /// archives (a `.rocm_kpack_ref` marker) is given the targets of the archives its marker names
-/// in any of the wheels, where they lie once installed (a device wheel's archives).
-pub fn read(wheels: &[PathBuf]) -> Result<Vec<WheelCode>, crate::offload::OffloadError> {
+/// in any of the wheels or of the wheels `beside` (installed with them: the device wheels),
+/// where they lie once installed. Only `wheels` are described.
+pub fn read(wheels: &[PathBuf], beside: &[PathBuf]) -> Result<Vec<WheelCode>, crate::offload::OffloadError> {
+    Ok(read_all(wheels, beside)?.code)
+}
+
+/// What [`read_all`] found.
+#[derive(Debug, Clone, Default)]
+pub struct Found {
+    pub code: Vec<WheelCode>,
+    /// Host libraries whose marker led to no archive (`<wheel>!<member>`), in wheels that
+    /// carry no GPU code otherwise: their device code is in a device wheel that was not given.
+    pub moved_out: Vec<String>,
+}
+
+/// [`read`], and the libraries whose device code is nowhere among the wheels.
+pub fn read_all(wheels: &[PathBuf], beside: &[PathBuf]) -> Result<Found, crate::offload::OffloadError> {
     let mut files = Vec::new();
     for w in wheels {
         files.push(crate::offload::inspect_wheel(w, &crate::offload::is_code_member)?);
     }
     let mut all: Vec<crate::offload::Inspected> = files.concat();
+    for w in beside {
+        all.extend(crate::offload::inspect_wheel(w, &crate::offload::is_kpack_member)?);
+    }
     if let Some(e) = crate::offload::follow_markers(&mut all).into_iter().next() {
         return Err(e);
     }
-    let mut out = Vec::new();
+    let mut found = Found::default();
     let mut all = all.into_iter();
     for (w, n) in wheels.iter().zip(files.iter().map(Vec::len)) {
         let mut targets = BTreeSet::new();
+        let mut unled = Vec::new();
         for i in all.by_ref().take(n) {
             targets.extend(i.processors().into_iter().map(str::to_string));
+            if i.kpack.as_ref().is_some_and(|k| k.archives.is_empty()) {
+                unled.push(i.path.clone());
+            }
         }
         if !targets.is_empty() {
             let wheel = w.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            out.push(WheelCode { wheel, targets: targets.into_iter().collect() });
+            found.code.push(WheelCode { wheel, targets: targets.into_iter().collect() });
+        } else {
+            found.moved_out.extend(unled);
         }
     }
-    Ok(out)
+    Ok(found)
 }
 
 /// Writes the record of `recipe` into its installed tree.
@@ -93,9 +118,27 @@ enum Runs {
     Not,
 }
 
-/// The targets every wheel with GPU code carries.
+/// The package a wheel's device code belongs to: its project, less a trailing target
+/// (`amd_torch_device_gfx1012-2.12.0-...whl`: `amd_torch_device`; `torch-...whl`: `torch`).
+/// AMD's multi-arch packaging splits one package's device code into a wheel per target
+/// (rocm-kpack's wheel splitter: `amd-torch-device-<target>`; TheRock's
+/// `rocm-sdk-device-<target>`), so those wheels carry it together.
+fn package_of(wheel: &str) -> &str {
+    let project = wheel.split_once('-').map(|(p, _)| p).unwrap_or(wheel);
+    match project.rfind("_gfx") {
+        Some(i) if project[i + 4..].bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') => &project[..i],
+        _ => project,
+    }
+}
+
+/// The targets every package with GPU code carries, in one of its wheels or another (a target
+/// split across per-target device wheels counts once any of them carries it).
 fn common(code: &[WheelCode]) -> BTreeSet<&str> {
-    let mut sets = code.iter().map(|c| c.targets.iter().map(String::as_str).collect::<BTreeSet<&str>>());
+    let mut packages: std::collections::BTreeMap<&str, BTreeSet<&str>> = std::collections::BTreeMap::new();
+    for c in code {
+        packages.entry(package_of(&c.wheel)).or_default().extend(c.targets.iter().map(String::as_str));
+    }
+    let mut sets = packages.into_values();
     let first = sets.next().unwrap_or_default();
     sets.fold(first, |acc, s| acc.intersection(&s).copied().collect())
 }
@@ -273,5 +316,43 @@ mod tests {
         let c = choose(&s, Some("as-1030-gemm"), &code(&["gfx1030"]), &gfx1010).unwrap();
         assert_eq!(c.profile.map(|p| p.name.as_str()), Some("as-1030-gemm"));
         assert!(c.warning.is_none() && c.note.unwrap().contains("profile as-1030-gemm runs the card as gfx1030"));
+    }
+
+    /// AMD's device code, one wheel per target: each requested target carried by one of a
+    /// package's device wheels runs natively; two packages still must both carry it.
+    #[test]
+    fn device_code_split_across_per_target_wheels_covers_each_target_one_wheel_carries() {
+        let s = stack();
+        let w = |wheel: &str, targets: &[&str]| WheelCode {
+            wheel: wheel.into(),
+            targets: targets.iter().map(|t| t.to_string()).collect(),
+        };
+        assert_eq!(
+            package_of("amd_torch_device_gfx1012-2.12.0+rocm7.14.0-cp312-cp312-linux_x86_64.whl"),
+            "amd_torch_device"
+        );
+        assert_eq!(package_of("amd_torch_device_gfx12_0-2.12.0-cp312-cp312-linux_x86_64.whl"), "amd_torch_device");
+        assert_eq!(package_of("rocm_sdk_device_gfx1010-7.14.0-py3-none-linux_x86_64.whl"), "rocm_sdk_device");
+        assert_eq!(package_of("torch-2.12.0+rocm7.14.0-cp312-cp312-linux_x86_64.whl"), "torch");
+        let split = [
+            w("rocm_sdk_device_gfx1010-7.14.0-py3-none-linux_x86_64.whl", &["gfx1010"]),
+            w("rocm_sdk_device_gfx1012-7.14.0-py3-none-linux_x86_64.whl", &["gfx1012"]),
+            w("amd_torch_device_gfx1010-2.12.0-cp312-cp312-linux_x86_64.whl", &["gfx1010"]),
+            w("amd_torch_device_gfx1012-2.12.0-cp312-cp312-linux_x86_64.whl", &["gfx1012"]),
+            w("torch-2.12.0-cp312-cp312-linux_x86_64.whl", &["gfx1010", "gfx1012"]),
+        ];
+        assert_eq!(runs(&s, &split, "gfx1010"), Runs::Natively);
+        assert_eq!(runs(&s, &split, "gfx1012"), Runs::Natively);
+        assert_eq!(refusal(&s, &split, &TargetSet::parse("gfx1010,gfx1012").unwrap()), None);
+        assert_eq!(runs(&s, &split, "gfx1011"), Runs::Not);
+        // Two packages: torch's gfx1030 code does not run a gfx1010 because torchvision has some.
+        let two = [
+            w("torch-1-cp312-cp312-linux_x86_64.whl", &["gfx1030"]),
+            w("torchvision-1-cp312-cp312-linux_x86_64.whl", &["gfx1010", "gfx1030"]),
+        ];
+        assert_eq!(runs(&s, &two, "gfx1010"), Runs::As { profile: "as-1030".into(), target: "gfx1030".into() });
+        // A package whose device wheels miss a target: not native for it.
+        let short = [split[0].clone(), split[2].clone(), split[3].clone()];
+        assert_eq!(runs(&s, &short, "gfx1012"), Runs::Not);
     }
 }

@@ -73,17 +73,48 @@ impl Engine<'_> {
 
     /// A prebuilt wheel's GPU code, read and recorded in `tree` ([`crate::gpu_code`]); on a
     /// binary stack, a requested target the wheels cannot run (natively or as another target
-    /// by a profile's override) stops the recipe before anything is stored.
-    pub(super) fn record_gpu_code(&self, r: &Recipe, tree: &Path) -> Result<(), BuildError> {
+    /// by a profile's override) stops the recipe before anything is stored. A host library
+    /// whose code AMD's packaging moved into `.kpack` archives gets the code of the archives its
+    /// marker names in the wheels its build dependencies deployed (torch's, in the device wheels
+    /// built for the requested targets).
+    ///
+    /// `targets`: those the recipe is built for (a per-target device wheel's own), else the
+    /// requested ones.
+    pub(super) fn record_gpu_code(
+        &self,
+        r: &Recipe,
+        tree: &Path,
+        prefix: &Prefix,
+        targets: &crate::target::TargetSet,
+    ) -> Result<(), BuildError> {
         if r.build.system != BuildSystem::PrebuiltWheel {
             return Ok(());
         }
-        let code = crate::gpu_code::read(&self.wheels_of(r, tree)?).map_err(unreadable_wheel(r))?;
+        let beside: Vec<PathBuf> = self.deployed_dependency_wheels(r, prefix).into_iter().map(|w| w.3).collect();
+        let found = crate::gpu_code::read_all(&self.wheels_of(r, tree)?, &beside).map_err(unreadable_wheel(r))?;
+        if !found.moved_out.is_empty() {
+            // AMD's host libraries without the device wheels of the requested targets: the card
+            // would find no code (hipErrorNoBinaryForGpu), with nothing recorded to say so.
+            let shown: Vec<&str> =
+                found.moved_out.iter().map(|p| p.rsplit_once(".whl!").map(|(_, m)| m).unwrap_or(p)).collect();
+            return Err(BuildError::WheelTargets {
+                recipe: r.name.clone(),
+                why: format!(
+                    "the device code of {} was moved into kpack archives (.rocm_kpack_ref), and no wheel of its build dependencies holds one for {}: no device-wheel recipe of stack `{}` is built for {} (their `[targets] supported`, beside {}); build for a target one of them supports",
+                    shown.join(", "),
+                    targets.comma_list(),
+                    self.stack.name,
+                    if targets.names().len() == 1 { "it" } else { "them" },
+                    self.stack.file
+                ),
+            });
+        }
+        let code = found.code;
         if code.is_empty() {
             return Ok(());
         }
         self.progress.message(&r.name, &format!("GPU code: {}", crate::gpu_code::describe(&code)));
-        if let Some(why) = crate::gpu_code::refusal(self.stack, &code, &self.plan.targets) {
+        if let Some(why) = crate::gpu_code::refusal(self.stack, &code, targets) {
             return Err(BuildError::WheelTargets { recipe: r.name.clone(), why });
         }
         let dir = tree.join(crate::gpu_code::RECORD_DIR);
@@ -133,18 +164,11 @@ impl Engine<'_> {
         Ok(())
     }
 
-    /// The wheels the recipe's build dependencies (transitively) deployed into the prefix, laid
-    /// out as links in `dir` (recreated) for pip's `--find-links`, and the files among them that
-    /// `install-wheels` names. `(None, [])` when no dependency deployed a wheel.
-    pub(super) fn dependency_wheels(
-        &self,
-        r: &Recipe,
-        prefix: &Prefix,
-        dir: &Path,
-    ) -> Result<(Option<PathBuf>, Vec<PathBuf>), BuildError> {
+    /// The wheels the recipe's build dependencies (transitively) deployed into the prefix (a
+    /// dependency skipped for the targets deployed none): (recipe, project, file name, path).
+    fn deployed_dependency_wheels(&self, r: &Recipe, prefix: &Prefix) -> Vec<(String, String, String, PathBuf)> {
         let mut seen = std::collections::BTreeSet::new();
         let mut todo: Vec<&str> = r.build_deps.iter().map(String::as_str).collect();
-        // (recipe, project, file name, path in the prefix)
         let mut wheels: Vec<(String, String, String, PathBuf)> = Vec::new();
         while let Some(dep) = todo.pop() {
             if !seen.insert(dep) {
@@ -163,6 +187,19 @@ impl Engine<'_> {
             }
         }
         wheels.sort();
+        wheels
+    }
+
+    /// The wheels the recipe's build dependencies (transitively) deployed into the prefix, laid
+    /// out as links in `dir` (recreated) for pip's `--find-links`, and the files among them that
+    /// `install-wheels` names. `(None, [])` when no dependency deployed a wheel.
+    pub(super) fn dependency_wheels(
+        &self,
+        r: &Recipe,
+        prefix: &Prefix,
+        dir: &Path,
+    ) -> Result<(Option<PathBuf>, Vec<PathBuf>), BuildError> {
+        let wheels = self.deployed_dependency_wheels(r, prefix);
         for req in &r.build.requirements {
             let name: String = req
                 .trim_start()

@@ -198,7 +198,7 @@ impl Engine<'_> {
                 self.progress.warn(&r.name, &format!("its steps installed nothing into `{}`", produced.display()));
             }
             self.clear_exec_stacks(r, &produced)?;
-            self.record_gpu_code(r, &produced)?;
+            self.record_gpu_code(r, &produced, prefix, d.targets.targets().unwrap_or(&self.plan.targets))?;
             self.check_wheels(r, &produced)?;
             self.check_outputs(r, d, &produced, &wd)?;
             if forced {

@@ -208,6 +208,11 @@ pub fn is_code_member(name: &str) -> bool {
         || [".o", ".co", ".hsaco", ".hipfb", ".kpack"].iter().any(|ext| file.ends_with(ext))
 }
 
+/// Whether a wheel member is a `.kpack` archive (what a marker in another wheel can name).
+pub fn is_kpack_member(name: &str) -> bool {
+    name.ends_with(".kpack")
+}
+
 /// The names of a wheel's members, in archive order.
 pub fn wheel_members(wheel: &Path) -> Result<Vec<String>, OffloadError> {
     let zip = open_wheel(wheel)?;

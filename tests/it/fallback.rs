@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::support::http::HttpServer;
 use crate::support::wheel::{make_with, sha256_hex};
-use crate::support::{copy_tree, hip_library, repo_root, rocmforge, text};
+use crate::support::{copy_tree, hip_library, kpack, repo_root, rocmforge, text};
 
 const TAG: &str = "cp310-cp310-linux_x86_64";
 
@@ -304,9 +304,26 @@ fn lock_names_the_page_when_the_index_does_not_link_the_file() {
 /// repo.amd.com/rocm/whl-multi-arch/ on 127.0.0.1: our own small wheels under the real project
 /// names, per-Python files (cp311, cp312) and an older release beside each, torch requiring
 /// `rocm[libraries]==7.14.0` (the sdist the index here does not even serve), triton and
-/// filelock, the device wheels carrying gfx1010 code (a HIP library stands in for their
-/// `.kpack` archives). A stand-in PyPI serves filelock. The venv's Python is 3.11 here (CI's);
-/// the stack's 3.12 is swapped, nothing else.
+/// filelock. A stand-in PyPI serves filelock. The venv's Python is 3.11 here (CI's); the stack's
+/// 3.12 is swapped, nothing else.
+///
+/// The device code is in AMD's kpack form, laid out as rocm-kpack's wheel splitter lays out
+/// torch's wheels (ROCm/rocm-systems shared/kpack/python/rocm_kpack/wheel_splitter.py, commit
+/// 2d9bbf45: `_compute_kpack_search_pattern`, `_create_single_kpack`, `_create_device_wheel`)
+/// with the overlay roots TheRock gives it (`torch/`, `torchvision/`:
+/// multi_arch_build_portable_linux_pytorch_wheels.yml:355, :367 at therock-7.14): the host
+/// library (`torch/lib/libtorch_hip.so`, clang-15) carries no device code and a
+/// `.rocm_kpack_ref` marker naming kernels `lib/libtorch_hip.so` (its path under the overlay
+/// root) in `../.kpack/torch_@GFXARCH@.kpack`; the device wheel holds
+/// `torch/.kpack/torch_<arch>.kpack` (zstd per kernel, the key `lib/libtorch_hip.so#0`, a
+/// hipcc code object). The SDK's as its artifact splitter and TheRock's packaging lay it out
+/// (rocm-kpack python/rocm_kpack/artifact_splitter.py `compute_kpack_search_pattern`,
+/// `inject_kpack_references` at e3483286; TheRock py_packaging.py:253-266 at therock-7.14: the
+/// device wheel overlays the libraries package's directory): `_rocm_sdk_libraries/lib/
+/// librocblas.so.5`, kernels `math-libs/BLAS/rocBLAS/stage/lib/librocblas.so.5` in
+/// `../.kpack/blas_lib_@GFXARCH@.kpack`. Assumed, not read from a real wheel: the directory
+/// name `_rocm_sdk_libraries` (its nonce suffix, `get_py_package_name`, taken as empty), the
+/// artifact prefix `blas_lib` and the stage path in the kernel name.
 struct AmdIndex {
     home: tempfile::TempDir,
     tree: PathBuf,
@@ -316,43 +333,128 @@ struct AmdIndex {
 
 const AMD_STACK: &str = "rocm-7.14-binary";
 
-/// `(project, version, per Python, requires, device code)` of the stand-in wheels.
-const AMD_WHEELS: [(&str, &str, bool, &[&str], bool); 8] = [
-    ("rocm-sdk-core", "7.14.0", false, &[], false),
-    ("rocm-sdk-libraries", "7.14.0", false, &["rocm-sdk-core==7.14.0"], false),
-    ("rocm-sdk-device-gfx1010", "7.14.0", false, &["rocm-sdk-libraries==7.14.0"], true),
-    ("triton", "3.7.1+rocm7.14.0", true, &[], false),
+/// What a stand-in wheel carries besides its module.
+#[derive(Clone, Copy, PartialEq)]
+enum Carries {
+    Nothing,
+    /// A host library without device code, its marker naming `(overlay, library under the
+    /// overlay, kernel name, search path)`.
+    Marked(&'static str, &'static str, &'static str, &'static str),
+    /// The archive `<overlay>/.kpack/<group>_<arch>.kpack` of the kernels of `kernel name`:
+    /// `(overlay, group, kernel name)`.
+    Archive(&'static str, &'static str, &'static str),
+}
+
+const TORCH_LIB: Carries =
+    Carries::Marked("torch", "lib/libtorch_hip.so", "lib/libtorch_hip.so", "../.kpack/torch_@GFXARCH@.kpack");
+const TORCH_KPACK: Carries = Carries::Archive("torch", "torch", "lib/libtorch_hip.so");
+const VISION_LIB: Carries = Carries::Marked("torchvision", "_C.so", "_C.so", ".kpack/torchvision_@GFXARCH@.kpack");
+const VISION_KPACK: Carries = Carries::Archive("torchvision", "torchvision", "_C.so");
+const SDK_LIB: Carries = Carries::Marked(
+    "_rocm_sdk_libraries",
+    "lib/librocblas.so.5",
+    "math-libs/BLAS/rocBLAS/stage/lib/librocblas.so.5",
+    "../.kpack/blas_lib_@GFXARCH@.kpack",
+);
+const SDK_KPACK: Carries =
+    Carries::Archive("_rocm_sdk_libraries", "blas_lib", "math-libs/BLAS/rocBLAS/stage/lib/librocblas.so.5");
+
+/// `(project, version, per Python, requires, what it carries)` of the stand-in wheels: the
+/// host wheels, then each gfx101X target's three device wheels.
+const AMD_WHEELS: [(&str, &str, bool, &[&str], Carries); 14] = [
+    ("rocm-sdk-core", "7.14.0", false, &[], Carries::Nothing),
+    ("rocm-sdk-libraries", "7.14.0", false, &["rocm-sdk-core==7.14.0"], SDK_LIB),
+    ("triton", "3.7.1+rocm7.14.0", true, &[], Carries::Nothing),
     (
         "torch",
         "2.12.0+rocm7.14.0",
         true,
+        // As rocm-kpack's splitter rewrites the host wheel's METADATA (`_rewrite_host_metadata`):
+        // each device wheel behind an extra.
         &[
             "filelock",
             "rocm[libraries]==7.14.0",
             "triton==3.7.1+rocm7.14.0",
             "numpy>=2; extra == \"numpy\"",
-            "amd-torch-device-gfx1010==2.12.0+rocm7.14.0; python_version >= \"3.8\"",
+            "rocm-sdk-core==7.14.0; python_version >= \"3.8\"",
+            "amd-torch-device-gfx1010 == 2.12.0+rocm7.14.0; extra == \"device-gfx1010\"",
+            "amd-torch-device-gfx1011 == 2.12.0+rocm7.14.0; extra == \"device-gfx1011\"",
+            "amd-torch-device-gfx1012 == 2.12.0+rocm7.14.0; extra == \"device-gfx1012\"",
         ],
-        false,
+        TORCH_LIB,
     ),
+    ("torchvision", "0.27.0+rocm7.14.0", true, &["torch==2.12.0+rocm7.14.0", "rocm[libraries]==7.14.0"], VISION_LIB),
+    ("rocm-sdk-device-gfx1010", "7.14.0", false, &["rocm-sdk-libraries==7.14.0"], SDK_KPACK),
     (
         "amd-torch-device-gfx1010",
         "2.12.0+rocm7.14.0",
         true,
         &["torch==2.12.0+rocm7.14.0", "rocm-sdk-device-gfx1010==7.14.0"],
-        true,
+        TORCH_KPACK,
     ),
-    ("torchvision", "0.27.0+rocm7.14.0", true, &["torch==2.12.0+rocm7.14.0", "rocm[libraries]==7.14.0"], false),
-    ("amd-torchvision-device-gfx1010", "0.27.0+rocm7.14.0", true, &["torchvision==0.27.0+rocm7.14.0"], true),
+    ("amd-torchvision-device-gfx1010", "0.27.0+rocm7.14.0", true, &["torchvision==0.27.0+rocm7.14.0"], VISION_KPACK),
+    ("rocm-sdk-device-gfx1011", "7.14.0", false, &["rocm-sdk-libraries==7.14.0"], SDK_KPACK),
+    (
+        "amd-torch-device-gfx1011",
+        "2.12.0+rocm7.14.0",
+        true,
+        &["torch==2.12.0+rocm7.14.0", "rocm-sdk-device-gfx1011==7.14.0"],
+        TORCH_KPACK,
+    ),
+    ("amd-torchvision-device-gfx1011", "0.27.0+rocm7.14.0", true, &["torchvision==0.27.0+rocm7.14.0"], VISION_KPACK),
+    ("rocm-sdk-device-gfx1012", "7.14.0", false, &["rocm-sdk-libraries==7.14.0"], SDK_KPACK),
+    (
+        "amd-torch-device-gfx1012",
+        "2.12.0+rocm7.14.0",
+        true,
+        &["torch==2.12.0+rocm7.14.0", "rocm-sdk-device-gfx1012==7.14.0"],
+        TORCH_KPACK,
+    ),
+    ("amd-torchvision-device-gfx1012", "0.27.0+rocm7.14.0", true, &["torchvision==0.27.0+rocm7.14.0"], VISION_KPACK),
 ];
+
+/// Whether a build for `target` fetches `project` (the host wheels, and `target`'s device wheels).
+fn fetched_for(project: &str, target: &str) -> bool {
+    !project.contains("-device-") || project.ends_with(target)
+}
+
+/// The target a device project is named for (`amd-torch-device-gfx1010`: gfx1010).
+fn named_target(project: &str) -> &str {
+    project.rsplit('-').next().filter(|t| t.starts_with("gfx")).unwrap_or_else(|| panic!("{project}: no target"))
+}
+
+/// The members `carries` adds to a stand-in wheel of `project`, whose device archives hold code
+/// for `arch` (the target the project is named for, unless a test says otherwise).
+fn carried(dir: &Path, project: &str, carries: Carries, arch: &str) -> Vec<(String, Vec<u8>)> {
+    match carries {
+        Carries::Nothing => Vec::new(),
+        Carries::Marked(overlay, lib, kernels, search) => {
+            let file = lib.rsplit('/').next().unwrap();
+            let built =
+                kpack::marked_library(&dir.join(project), file, ".rocm_kpack_ref", &kpack::marker(kernels, &[search]));
+            vec![(format!("{overlay}/{lib}"), std::fs::read(built).unwrap())]
+        }
+        Carries::Archive(overlay, group, kernels) => {
+            let code = kpack::code_object(arch);
+            let archive = kpack::kpack_archive(&[arch], &[(&format!("{kernels}#0"), arch, &code)], true);
+            vec![(format!("{overlay}/.kpack/{group}_{}.kpack", named_target(project)), archive)]
+        }
+    }
+}
 
 impl AmdIndex {
     fn new() -> AmdIndex {
-        AmdIndex::with_torch_requiring("triton==3.7.1+rocm7.14.0")
+        AmdIndex::with(&AMD_WHEELS, "triton==3.7.1+rocm7.14.0", None)
     }
 
     /// The stand-in index, torch requiring `triton` (its Requires-Dist on triton).
     fn with_torch_requiring(triton: &str) -> AmdIndex {
+        AmdIndex::with(&AMD_WHEELS, triton, None)
+    }
+
+    /// The stand-in index serving `wheels`, torch requiring `triton`, the device wheels'
+    /// archives holding code for `archive_arch` instead of the target they are named for.
+    fn with(wheels: &[(&str, &str, bool, &[&str], Carries)], triton: &str, archive_arch: Option<&str>) -> AmdIndex {
         let home = tempfile::tempdir().unwrap();
         let tree = home.path().join("tree");
         let dst = tree.join("recipes").join(AMD_STACK);
@@ -362,13 +464,15 @@ impl AmdIndex {
         assert!(t.contains("python = \"3.12\"\n"));
         std::fs::write(&st, t.replace("python = \"3.12\"\n", "python = \"3.11\"\n")).unwrap();
         let http = HttpServer::start();
-        let device = hip_library(&["gfx1010"]);
-        for (project, version, per_python, requires, code) in AMD_WHEELS {
+        for &(project, version, per_python, requires, carries) in wheels {
             let module = project.replace('-', "_");
             let requires: Vec<&str> =
                 requires.iter().map(|r| if r.starts_with("triton==") { triton } else { *r }).collect();
-            let extra: Vec<(String, Vec<u8>)> =
-                if code { vec![(format!("{module}/lib/libdevice_gfx1010.so"), device.clone())] } else { Vec::new() };
+            let arch = match carries {
+                Carries::Archive(..) => archive_arch.unwrap_or(named_target(project)),
+                _ => "",
+            };
+            let extra = carried(&home.path().join("libs"), project, carries, arch);
             let tags: &[&str] = if per_python {
                 &["cp311-cp311-manylinux_2_28_x86_64", "cp312-cp312-manylinux_2_28_x86_64"]
             } else {
@@ -472,12 +576,17 @@ fn amd_wheels_lock_from_a_pep_503_index_build_and_fill_the_venv_without_the_rocm
     assert!(out.status.success(), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("built 8 recipe(s)"), "{}", text(&out));
+    assert!(text(&out).contains("amd-torch-device-gfx1012: skipped: the gfx1012 device wheel"), "{}", text(&out));
     assert!(stdout.contains("--no-deps after their requirements filelock"), "{}", text(&out));
     // Published into the stack's own index.
     let own = a.home.path().join("state/rocmforge/index").join(AMD_STACK);
     for (project, version, per_python, ..) in AMD_WHEELS {
         let tag = if per_python { "cp311-cp311-manylinux_2_28_x86_64" } else { "py3-none-linux_x86_64" };
-        assert_eq!(published(&own, project), [format!("{}-{version}-{tag}.whl", project.replace('-', "_"))]);
+        if fetched_for(project, "gfx1010") {
+            assert_eq!(published(&own, project), [format!("{}-{version}-{tag}.whl", project.replace('-', "_"))]);
+        } else {
+            assert!(published(&own, project).is_empty(), "{project}: another card's device wheel");
+        }
     }
     // The venv holds every wheel and filelock, and never asked any index for `rocm`.
     let py = a.home.path().join("state/rocmforge/venvs").join(AMD_STACK).join("bin/python");
@@ -499,18 +608,146 @@ fn amd_wheels_lock_from_a_pep_503_index_build_and_fill_the_venv_without_the_rocm
     assert!(!requests.iter().any(|p| p.contains("/rocm/") && p.ends_with("/rocm/")), "{requests:?}");
     assert!(!requests.iter().any(|p| p.contains("simple/rocm") || p.contains("/numpy")), "{requests:?}");
 
-    // The device wheels carry gfx1010 code: the card runs natively, no override.
-    assert!(
-        text(&out).contains("GPU code: rocm_sdk_device_gfx1010-7.14.0-py3-none-linux_x86_64.whl: gfx1010"),
-        "{}",
-        text(&out)
-    );
+    // The device wheels' kpack archives carry gfx1010 code, and the host libraries' markers
+    // lead there: every wheel with device code is recorded as gfx1010, so the card runs
+    // natively, no override.
+    for wheel in [
+        "rocm_sdk_device_gfx1010-7.14.0-py3-none-linux_x86_64.whl",
+        "rocm_sdk_libraries-7.14.0-py3-none-linux_x86_64.whl",
+        "amd_torch_device_gfx1010-2.12.0+rocm7.14.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "torch-2.12.0+rocm7.14.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "amd_torchvision_device_gfx1010-0.27.0+rocm7.14.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "torchvision-0.27.0+rocm7.14.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+    ] {
+        assert!(text(&out).contains(&format!("GPU code: {wheel}: gfx1010\n")), "{wheel}: {}", text(&out));
+    }
+    let records = a.home.path().join("state/rocmforge/prefix").join(AMD_STACK).join("share/rocmforge/gpu-targets");
+    let torch: serde_json::Value = serde_json::from_slice(&std::fs::read(records.join("torch.json")).unwrap()).unwrap();
+    assert_eq!(torch[0]["targets"], serde_json::json!(["gfx1010"]), "{torch}");
     let env = a.ok(&["env", "--shell", "bash", "--target", "gfx1010"]);
     assert!(!env.contains("HSA_OVERRIDE_GFX_VERSION"), "{env}");
     assert!(env.contains("the wheels carry gfx1010 code"), "{env}");
     // And a second build does nothing.
     let again = a.ok(&["build", "torchvision", "--locked"]);
     assert!(!again.contains("built 8"), "{again}");
+}
+
+/// The same wheels whose kpack archives hold gfx1030 code only (the device wheels' names and the
+/// markers unchanged): the stack has no profile that runs a gfx1010 as a gfx1030, so the first
+/// device wheel stops the build, naming what it carries, and is not published.
+#[test]
+fn amd_wheels_whose_kpack_archives_hold_gfx1030_only_are_refused_for_a_gfx1010() {
+    let a = AmdIndex::with(&AMD_WHEELS, "triton==3.7.1+rocm7.14.0", Some("gfx1030"));
+    a.ok(&["lock"]);
+    let out = a.cmd().args(["build", "torchvision", "--locked", "--target", "gfx1010"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("rocm-sdk-device-gfx1010: the wheels carry GPU code for gfx1030 only (rocm_sdk_device_gfx1010-7.14.0-py3-none-linux_x86_64.whl: gfx1030), and no profile of stack `rocm-7.14-binary` runs a gfx1010 as one of those targets"),
+        "{err}"
+    );
+    let own = a.home.path().join("state/rocmforge/index").join(AMD_STACK);
+    assert!(published(&own, "rocm-sdk-device-gfx1010").is_empty(), "nothing published");
+    assert!(published(&own, "torch").is_empty(), "nothing after it built");
+}
+
+/// An RX 5500 (gfx1012) on the same stack and lock file: `plan` and `build` take gfx1012's three
+/// device wheels and skip gfx1010's and gfx1011's (never downloaded), every host library's
+/// marker leads to gfx1012's archives, and the card runs natively.
+#[test]
+fn amd_wheels_for_a_gfx1012_fetch_only_its_device_wheels_and_run_it_natively() {
+    let a = AmdIndex::new();
+    let lock = a.ok(&["lock"]);
+    assert!(lock.contains("wrote ") && lock.contains(": 14 new"), "one lock file pins every card's wheels: {lock}");
+    let plan = a.ok(&["plan", "torchvision", "--target", "gfx1012", "--locked"]);
+    for (project, ..) in AMD_WHEELS {
+        // Its entry: from `N. <project> ` to the next entry.
+        let entry: Vec<&str> = plan
+            .lines()
+            .skip_while(|l| {
+                !l.trim_start().split_once(". ").is_some_and(|(_, r)| r.starts_with(&format!("{project} ")))
+            })
+            .take_while({
+                let mut first = true;
+                move |l| std::mem::take(&mut first) || !l.trim_start().starts_with(|c: char| c.is_ascii_digit())
+            })
+            .collect();
+        let skipped = entry.iter().any(|l| l.trim_start().starts_with("state:   skipped"));
+        assert_eq!(skipped, !fetched_for(project, "gfx1012"), "{project}: {}", entry.join("\n"));
+    }
+    let out = a.cmd().args(["build", "torchvision", "--locked", "--target", "gfx1012"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("built 8 recipe(s)"), "{}", text(&out));
+    let own = a.home.path().join("state/rocmforge/index").join(AMD_STACK);
+    for (project, ..) in AMD_WHEELS {
+        assert_eq!(!published(&own, project).is_empty(), fetched_for(project, "gfx1012"), "{project}");
+    }
+    let requests: Vec<String> = a.http.with(|s| s.requests.iter().map(|r| r.0.clone()).collect());
+    let files: Vec<&String> = requests.iter().filter(|p| p.contains("/files/") && p.contains("_device_")).collect();
+    assert_eq!(files.len(), 3, "{files:?}");
+    assert!(files.iter().all(|p| p.contains("gfx1012")), "{files:?}");
+    for wheel in [
+        "rocm_sdk_device_gfx1012-7.14.0-py3-none-linux_x86_64.whl",
+        "rocm_sdk_libraries-7.14.0-py3-none-linux_x86_64.whl",
+        "amd_torch_device_gfx1012-2.12.0+rocm7.14.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "torch-2.12.0+rocm7.14.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "torchvision-0.27.0+rocm7.14.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+    ] {
+        assert!(text(&out).contains(&format!("GPU code: {wheel}: gfx1012\n")), "{wheel}: {}", text(&out));
+    }
+    let env = a.ok(&["env", "--shell", "bash", "--target", "gfx1012"]);
+    assert!(!env.contains("HSA_OVERRIDE_GFX_VERSION"), "{env}");
+    assert!(env.contains("the wheels carry gfx1012 code"), "{env}");
+    let py = a.home.path().join("state/rocmforge/venvs").join(AMD_STACK).join("bin/python");
+    let got = std::process::Command::new(&py)
+        .args(["-c", "import torch, amd_torch_device_gfx1012, amd_torchvision_device_gfx1012, rocm_sdk_device_gfx1012; print('ok')"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&got.stdout), "ok\n", "{}", text(&got));
+    let site = py.parent().unwrap().parent().unwrap().join("lib/python3.11/site-packages");
+    assert!(site.join("torch/.kpack/torch_gfx1012.kpack").is_file(), "the archive lies where torch's marker looks");
+    assert!(!site.join("torch/.kpack/torch_gfx1010.kpack").exists());
+}
+
+/// Two cards in one build (`--target gfx1010,gfx1012`): each device wheel is checked against its
+/// own target, both cards' device wheels are built, and `env` runs either card natively, its
+/// code being split across the per-target wheels.
+#[test]
+fn amd_wheels_for_two_cards_build_both_device_wheels_and_run_each_natively() {
+    let a = AmdIndex::new();
+    a.ok(&["lock"]);
+    let out = a.cmd().args(["build", "torchvision", "--locked", "--target", "gfx1010,gfx1012"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("built 11 recipe(s)"), "{}", text(&out));
+    assert!(
+        text(&out)
+            .contains("GPU code: torch-2.12.0+rocm7.14.0-cp311-cp311-manylinux_2_28_x86_64.whl: gfx1010, gfx1012\n"),
+        "{}",
+        text(&out)
+    );
+    for t in ["gfx1010", "gfx1012"] {
+        let env = a.ok(&["env", "--shell", "bash", "--target", t]);
+        assert!(!env.contains("HSA_OVERRIDE_GFX_VERSION"), "{env}");
+        assert!(env.contains(&format!("the wheels carry {t} code")), "{t}: {env}");
+    }
+}
+
+/// A card none of the device wheels is for (gfx1030): every device recipe is skipped, and the
+/// first host wheel whose libraries' markers lead nowhere stops the build, saying why and what
+/// to do; it is not published.
+#[test]
+fn amd_wheels_for_a_target_without_device_wheels_stop_at_the_first_host_library_without_code() {
+    let a = AmdIndex::new();
+    a.ok(&["lock"]);
+    let out = a.cmd().args(["build", "torchvision", "--locked", "--target", "gfx1030"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("rocm-sdk-libraries: the device code of _rocm_sdk_libraries/lib/librocblas.so.5 was moved into kpack archives (.rocm_kpack_ref), and no wheel of its build dependencies holds one for gfx1030: no device-wheel recipe of stack `rocm-7.14-binary` is built for it"),
+        "{err}"
+    );
+    assert!(err.contains("recipes/rocm-7.14-binary/stack.toml"), "{err}");
+    assert!(published(&a.home.path().join("state/rocmforge/index").join(AMD_STACK), "rocm-sdk-libraries").is_empty());
 }
 
 /// With --no-deps nothing would notice torch pinning another Triton than the stack's: the fill

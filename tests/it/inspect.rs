@@ -505,10 +505,10 @@ fn inspect_follows_a_kpack_marker_to_the_archives_and_names_a_damaged_one() {
     );
     std::fs::write(wheels.join(&tname), twheel).unwrap();
     std::fs::write(wheels.join(&dname), dwheel).unwrap();
-    let code = rocmforge::gpu_code::read(&[wheels.join(&tname), wheels.join(&dname)]).unwrap();
+    let code = rocmforge::gpu_code::read(&[wheels.join(&tname), wheels.join(&dname)], &[]).unwrap();
     let got: Vec<(&str, Vec<&str>)> =
         code.iter().map(|c| (c.wheel.as_str(), c.targets.iter().map(String::as_str).collect())).collect();
     assert_eq!(got, [(tname.as_str(), vec!["gfx1010"]), (dname.as_str(), vec!["gfx1010"])]);
     // The torch wheel alone: its library's code is elsewhere, so no targets are recorded for it.
-    assert!(rocmforge::gpu_code::read(&[wheels.join(&tname)]).unwrap().is_empty());
+    assert!(rocmforge::gpu_code::read(&[wheels.join(&tname)], &[]).unwrap().is_empty());
 }

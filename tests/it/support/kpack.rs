@@ -161,6 +161,24 @@ pub fn marker(kernel_name: &str, paths: &[&str]) -> Vec<u8> {
     out
 }
 
+/// The code object of the test kernel for `target` (hipcc), made once per test run and target.
+pub fn code_object(target: &str) -> Vec<u8> {
+    static C: std::sync::Mutex<Vec<(String, Vec<u8>)>> = std::sync::Mutex::new(Vec::new());
+    let mut made = C.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, co)) = made.iter().find(|(t, _)| t == target) {
+        return co.clone();
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("kpack-co-{target}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("k.hip"), super::HIP_KERNEL).unwrap();
+    let arch = format!("--offload-arch={target}");
+    let out = format!("{target}.co");
+    super::hipcc(&dir, &["--cuda-device-only", "--no-gpu-bundle-output", &arch, "-c", "k.hip", "-o", &out]);
+    let co = std::fs::read(dir.join(out)).unwrap();
+    made.push((target.to_string(), co.clone()));
+    co
+}
+
 /// Code objects of the test kernel for gfx1010 and gfx1030 (hipcc), made once.
 pub fn code_objects() -> &'static (Vec<u8>, Vec<u8>) {
     static C: OnceLock<(Vec<u8>, Vec<u8>)> = OnceLock::new();
