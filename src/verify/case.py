@@ -342,6 +342,35 @@ def cumsum(c):
     return make
 
 
+def fft(c):
+    if not hasattr(torch, "fft") or not hasattr(torch.fft, "rfft"):
+        raise SystemExit(f"torch.fft is not in this torch ({torch.__version__}): it came with torch 1.7")
+    rows, n, h, w = c["rows"], c["n"], c["height"], c["width"]
+    x, image = data(rows, n), data(h, w)
+    g = data(rows, n // 2 + 1, 2)
+
+    def make(dev, dtype):
+        xd, imaged, gd = put(x, dev, dtype), put(image, dev, dtype), put(g, dev, dtype)
+
+        def run():
+            a = xd.detach().requires_grad_(True)
+            spectrum = torch.fft.rfft(a, dim=-1)
+            back = torch.fft.irfft(spectrum.detach(), n=n, dim=-1)
+            plane = torch.fft.fft2(imaged.to(spectrum.dtype))
+            spectrum_real = torch.view_as_real(spectrum)
+            spectrum_real.backward(gd)
+            return {
+                "rfft": spectrum_real,
+                "irfft": back,
+                "fft2": torch.view_as_real(plane),
+                "grad rfft": a.grad,
+            }
+
+        return run
+
+    return make
+
+
 def rnn(c):
     cell = {"lstm": nn.LSTM, "gru": nn.GRU}[c["cell"]]
     b, t, layers, hidden = c["batch"], c["seq"], c["layers"], c["hidden"]
@@ -691,6 +720,7 @@ CASES = {
     "scatter-add": scatter_add,
     "sort-topk": sort_topk,
     "cumsum": cumsum,
+    "fft": fft,
     "rnn": rnn,
     "sdpa": sdpa,
     "matmul": matmul,

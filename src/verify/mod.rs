@@ -137,6 +137,14 @@ pub enum Op {
     },
     /// Always with biases (`bias` is true): their gradient is the reduction MIOpen's backward
     /// weights does with `ReduceTensor`.
+    /// rocFFT through torch.fft: a real transform and its inverse along rows of `n` values (not a
+    /// power of two), a 2-D complex transform of `height` x `width`, and the gradient of the first.
+    Fft {
+        rows: u32,
+        n: u32,
+        height: u32,
+        width: u32,
+    },
     Rnn {
         cell: Cell,
         bias: bool,
@@ -246,6 +254,9 @@ impl Case {
             Op::ScatterAdd { n, bins } => format!("scatter_add fwd+bwd {n} -> {bins}"),
             Op::SortTopk { n, rows, cols, k } => format!("sort {n}, topk{k} {rows}x{cols}, bwd"),
             Op::Cumsum { n, rows } => format!("cumsum fwd+bwd {n}, {rows} rows, int32"),
+            Op::Fft { rows, n, height, width } => {
+                format!("rfft+irfft {rows}x{n}, fft2 {height}x{width}, bwd")
+            }
             Op::Rnn { cell, bias, input, hidden, layers, seq, batch } => {
                 let name = match cell {
                     Cell::Lstm => "lstm",
@@ -316,6 +327,9 @@ pub fn matrix() -> Vec<Case> {
     cases.push(Case::new("scatter-add", Op::ScatterAdd { n: 1 << 20, bins: 1000 }));
     cases.push(Case::new("sort-topk", Op::SortTopk { n: 1 << 20, rows: 256, cols: 1000, k: 10 }));
     cases.push(Case::new("cumsum", Op::Cumsum { n: 1 << 20, rows: 64 }));
+    // 1000 = 2^3 x 5^3 and 96 x 120: mixed radices, as images and signals have. rocFFT 6.2 is
+    // built without its kernel cache (issue 33), so the first call compiles these kernels.
+    cases.push(Case::new("fft", Op::Fft { rows: 64, n: 1000, height: 96, width: 120 }));
     for (id, cell) in [("lstm", Cell::Lstm), ("gru", Cell::Gru)] {
         cases.push(Case::new(id, Op::Rnn { cell, bias: true, input: 32, hidden: 64, layers: 2, seq: 50, batch: 8 }));
     }
