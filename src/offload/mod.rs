@@ -9,6 +9,7 @@
 //! - `kpack`: AMD's multi-arch form, where a host library's device code was moved into `.kpack`
 //!   archives and a `.rocm_kpack_ref` marker says where they are ([`follow_markers`] finds them
 //!   among the files read, or on disk beside a library);
+//! - `msgpack`: the MessagePack reader `kpack` needs;
 //! - `coverage`: whether a recipe's installed files carry what it declares (device code for
 //!   every target built, a string a patch put in);
 //! - this file: files, directories and wheels (a `.whl` is read as a zip in memory, never
@@ -18,6 +19,7 @@ pub mod bundle;
 pub mod coverage;
 pub mod elf;
 pub mod kpack;
+pub mod msgpack;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
