@@ -304,6 +304,23 @@ impl Context {
     /// `--target` if given, else the host's RDNA1 card's target (said on stderr), else the
     /// stack's default targets.
     pub fn targets(&self, stack: &Stack, spec: Option<&str>) -> Result<TargetSet, Failure> {
+        let targets = self.asked_targets(stack, spec)?;
+        if let Some(served) = &stack.supported_targets {
+            let others: Vec<String> = targets.iter().filter(|t| !served.contains(*t)).map(|t| t.to_string()).collect();
+            if !others.is_empty() {
+                return Err(Failure::usage(anyhow::anyhow!(
+                    "stack `{}` serves {} only ({}, `supported-targets`), not {}: pass `--target` with one of those, or pick another stack (`rocmforge recipes list`)",
+                    stack.name,
+                    served.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "),
+                    stack.file,
+                    others.join(", ")
+                )));
+            }
+        }
+        Ok(targets)
+    }
+
+    fn asked_targets(&self, stack: &Stack, spec: Option<&str>) -> Result<TargetSet, Failure> {
         match spec {
             Some(s) => TargetSet::parse(s).map_err(Failure::usage),
             None => {

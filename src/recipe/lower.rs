@@ -59,6 +59,21 @@ pub(super) fn lower_stack(
             .with_help("list the GPU targets the stack is for when the host's card cannot be read (`[\"gfx1010\"]`)"),
         );
     }
+    let supported_targets = raw.supported_targets.as_ref().map(|list| {
+        let set = lower_targets(file, list.get_ref(), diags);
+        if list.get_ref().is_empty() {
+            diags.push(
+                file.at(list.span(), "`supported-targets` is empty: the stack would serve no GPU")
+                    .with_help("list the targets its device code exists for, or remove the line (any target)"),
+            );
+        } else if let Some(t) = default_targets.iter().find(|t| !set.contains(*t)) {
+            diags.push(file.at(
+                raw.default_targets.span(),
+                format!("`default-targets` names {t}, which is not among `supported-targets` ({})", set.comma_list()),
+            ));
+        }
+        set
+    });
     let mut override_diags = Vec::new();
     let mut profiles = BTreeMap::new();
     for (name, p) in raw_profiles {
@@ -163,6 +178,7 @@ pub(super) fn lower_stack(
         rocm_version: raw.rocm_version,
         summary: raw.summary,
         default_targets,
+        supported_targets,
         is_default: raw.default,
         python: raw.python,
         venv_constraints,

@@ -45,6 +45,10 @@ pub struct Stack {
     pub rocm_version: String,
     pub summary: String,
     pub default_targets: TargetSet,
+    /// The only targets the stack can serve (`supported-targets`; a prebuilt stack whose device
+    /// wheels exist for these alone): `--target` outside them is refused before anything runs.
+    /// `None`: any target (a source stack builds for what it is asked).
+    pub supported_targets: Option<TargetSet>,
     pub is_default: bool,
     pub python: Option<String>,
     /// The oldest glibc the stack's hosts have (`glibc = "2.28"`): a wheel picked from an index
@@ -674,6 +678,25 @@ mod tests {
         assert_ne!(content(&s, &decision), content(&s, &real), "the two builds differ in content too");
         // The real build does not see the stand-in's table: changing it rebuilds no real library.
         assert_eq!(content(&other_args, &real), content(&s, &real));
+    }
+
+    #[test]
+    fn supported_targets_hold_the_default_ones() {
+        let stack = |extra: &str| {
+            let files = BTreeMap::from([(
+                "recipes/t/stack.toml".to_string(),
+                format!("[stack]\nname = \"t\"\nrocm-version = \"7\"\nsummary = \"t\"\ndefault-targets = [\"gfx1010\"]\n{extra}")
+                    .into_bytes(),
+            )]);
+            load_stack(&RecipeTree::from_files(Origin::Embedded, files), "t").map_err(|d| d.to_string())
+        };
+        let s = stack("supported-targets = [\"gfx1010\", \"gfx1012\"]\n").unwrap();
+        assert_eq!(s.supported_targets.map(|t| t.comma_list()).as_deref(), Some("gfx1010,gfx1012"));
+        assert_eq!(stack("").unwrap().supported_targets, None, "without the line: any target");
+        let e = stack("supported-targets = [\"gfx1030\"]\n").unwrap_err();
+        assert!(e.contains("`default-targets` names gfx1010, which is not among `supported-targets` (gfx1030)"), "{e}");
+        let e = stack("supported-targets = []\n").unwrap_err();
+        assert!(e.contains("`supported-targets` is empty") && e.contains("stack.toml:6:"), "{e}");
     }
 
     #[test]

@@ -52,6 +52,7 @@ pub(super) struct RawStack {
     pub rocm_version: String,
     pub summary: String,
     pub default_targets: Spanned<Vec<Spanned<String>>>,
+    pub supported_targets: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
     pub default: bool,
     pub python: Option<String>,

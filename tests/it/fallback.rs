@@ -739,6 +739,24 @@ fn amd_wheels_for_two_cards_build_both_device_wheels_and_run_each_natively() {
 fn amd_wheels_for_a_target_without_device_wheels_stop_at_the_first_host_library_without_code() {
     let a = AmdIndex::new();
     a.ok(&["lock"]);
+    // The stack serves gfx101X only: another target is refused before anything is fetched.
+    let asked = |a: &AmdIndex| a.http.with(|s| s.requests.len());
+    let requests = asked(&a);
+    for cmd in ["plan", "build"] {
+        let out = a.cmd().args([cmd, "torchvision", "--locked", "--target", "gfx1030"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("stack `rocm-7.14-binary` serves gfx1010, gfx1011, gfx1012 only (")
+                && err.contains("`supported-targets`), not gfx1030"),
+            "{err}"
+        );
+    }
+    assert_eq!(asked(&a), requests, "nothing fetched");
+    // Without that line, the engine's own rule stops the build at the first host library.
+    let st = a.tree.join("recipes").join(AMD_STACK).join("stack.toml");
+    let t = std::fs::read_to_string(&st).unwrap();
+    std::fs::write(&st, t.replace("supported-targets = [\"gfx1010\", \"gfx1011\", \"gfx1012\"]\n", "")).unwrap();
     let out = a.cmd().args(["build", "torchvision", "--locked", "--target", "gfx1030"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
