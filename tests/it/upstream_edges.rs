@@ -1038,3 +1038,16 @@ fn rocm_5_4_miopen_lock_file_compiles_with_boost_before_and_after_1_85() {
         .expect_err("upstream compiled with 1.85's layout");
     assert!(e.contains("filesystem_error"), "upstream with 1.85's layout failed, but not on filesystem_error:\n{e}");
 }
+
+/// PyTorch's build takes an MPI back end from whatever MPI the host has installed, and the wheel
+/// then needs that host's libmpi: both stacks turn it off, as AMD's TheRock does
+/// (external-builds/pytorch/build_prod_wheels.py:1103 at 89553ce3746e), so the wheel is the
+/// same on every host.
+#[test]
+fn pytorch_builds_no_mpi_back_end_whatever_the_host_has() {
+    for name in ["rocm-6.2", "rocm-5.4"] {
+        let stack = stack(name);
+        let env = &stack.recipe("pytorch").unwrap().build.env;
+        assert_eq!(env.get("USE_MPI").map(String::as_str), Some("0"), "{name}: pytorch's env {env:?}");
+    }
+}
