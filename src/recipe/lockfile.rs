@@ -60,7 +60,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{PinFrom, RecipeTree, SourceSpec, Stack};
 
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Pin {
     pub recipe: String,
@@ -93,36 +93,12 @@ pub struct Pin {
 impl Pin {
     /// A git pin: `tag` of `url` named `rev`.
     pub fn git(recipe: &str, url: &str, tag: &str, rev: &str) -> Pin {
-        Pin {
-            recipe: recipe.into(),
-            url: url.into(),
-            tag: Some(tag.into()),
-            rev: Some(rev.into()),
-            sha256: None,
-            page: None,
-            index: None,
-            project: None,
-            version: None,
-            python: None,
-            glibc: None,
-        }
+        Pin { recipe: recipe.into(), url: url.into(), tag: Some(tag.into()), rev: Some(rev.into()), ..Pin::default() }
     }
 
     /// A url pin: the content of `url` has this sha256.
     pub fn url(recipe: &str, url: &str, sha256: &str) -> Pin {
-        Pin {
-            recipe: recipe.into(),
-            url: url.into(),
-            tag: None,
-            rev: None,
-            sha256: Some(sha256.into()),
-            page: None,
-            index: None,
-            project: None,
-            version: None,
-            python: None,
-            glibc: None,
-        }
+        Pin { recipe: recipe.into(), url: url.into(), sha256: Some(sha256.into()), ..Pin::default() }
     }
 
     /// The file `picked` for what `asked`.
