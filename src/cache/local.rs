@@ -365,6 +365,22 @@ mod tests {
         }
     }
 
+    /// A store under `d` holding one artifact of `files` (path in the stage, bytes), and the
+    /// key's lock held while the test runs.
+    fn stored(d: &Path, files: &[(&str, &[u8])]) -> (LocalStore, KeyLock, Artifact) {
+        let stage = d.join("stage");
+        for (rel, bytes) in files {
+            let p = stage.join(rel);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, bytes).unwrap();
+        }
+        let cache = LocalStore::new(&d.join("cache"));
+        let key = inputs().key();
+        let lock = cache.lock(&key).unwrap();
+        let a = cache.store(&key, &inputs(), &stage).unwrap();
+        (cache, lock, a)
+    }
+
     #[test]
     fn store_get_verify_and_damage() {
         let d = tempfile::tempdir().unwrap();
@@ -389,14 +405,7 @@ mod tests {
     #[test]
     fn stat_fingerprints_catch_in_place_edits_and_replacements_and_old_entries_get_one() {
         let d = tempfile::tempdir().unwrap();
-        let stage = d.path().join("stage");
-        fs::create_dir_all(stage.join("lib")).unwrap();
-        fs::write(stage.join("lib/a.so"), b"aaaa").unwrap();
-        fs::write(stage.join("lib/b.so"), b"bbbb").unwrap();
-        let cache = LocalStore::new(&d.path().join("cache"));
-        let key = inputs().key();
-        let _l = cache.lock(&key).unwrap();
-        let a = cache.store(&key, &inputs(), &stage).unwrap();
+        let (cache, _l, a) = stored(d.path(), &[("lib/a.so", b"aaaa"), ("lib/b.so", b"bbbb")]);
         cache.check_intact(&a).unwrap();
         let names: Vec<_> = fs::read_dir(cache.root()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert!(names.iter().all(|n| !n.to_string_lossy().starts_with(".tmp-")), "{names:?}");
@@ -422,13 +431,7 @@ mod tests {
     #[test]
     fn a_file_with_a_new_inode_and_the_same_bytes_is_re_hashed_and_kept() {
         let d = tempfile::tempdir().unwrap();
-        let stage = d.path().join("stage");
-        fs::create_dir_all(&stage).unwrap();
-        fs::write(stage.join("a.so"), b"aaaa").unwrap();
-        let cache = LocalStore::new(&d.path().join("cache"));
-        let key = inputs().key();
-        let _l = cache.lock(&key).unwrap();
-        let a = cache.store(&key, &inputs(), &stage).unwrap();
+        let (cache, _l, a) = stored(d.path(), &[("a.so", b"aaaa")]);
         let file = a.tree().join("a.so");
         // What `cp -a` or a restore leaves: another inode, the same bytes and mtime.
         let replace = |bytes: &[u8]| {
@@ -450,13 +453,7 @@ mod tests {
     #[test]
     fn a_fifo_in_a_cached_tree_is_damage_named_by_verify_without_blocking() {
         let d = tempfile::tempdir().unwrap();
-        let stage = d.path().join("stage");
-        fs::create_dir_all(&stage).unwrap();
-        fs::write(stage.join("a.so"), b"aaaa").unwrap();
-        let cache = LocalStore::new(&d.path().join("cache"));
-        let key = inputs().key();
-        let _l = cache.lock(&key).unwrap();
-        let a = cache.store(&key, &inputs(), &stage).unwrap();
+        let (cache, _l, a) = stored(d.path(), &[("a.so", b"aaaa")]);
         let st = std::process::Command::new("mkfifo").arg(a.tree().join("pipe")).status().unwrap();
         assert!(st.success());
         let e = cache.verify(&a).unwrap_err().to_string();
