@@ -56,8 +56,12 @@ pub fn read_all(wheels: &[PathBuf], beside: &[PathBuf]) -> Result<Found, crate::
         files.push(crate::offload::inspect_wheel(w, &crate::offload::is_code_member)?);
     }
     let mut all: Vec<crate::offload::Inspected> = files.concat();
-    for w in beside {
-        all.extend(crate::offload::inspect_wheel(w, &crate::offload::is_kpack_member)?);
+    // The archives of the wheels beside are read only for a marker to follow: most wheels have
+    // none, and a device wheel's archives are hundreds of megabytes.
+    if all.iter().any(|i| i.kpack.is_some()) {
+        for w in beside {
+            all.extend(crate::offload::inspect_wheel(w, &crate::offload::is_kpack_member)?);
+        }
     }
     if let Some(e) = crate::offload::follow_markers(&mut all).into_iter().next() {
         return Err(e);
