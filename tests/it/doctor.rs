@@ -511,3 +511,38 @@ fn rocm_5_4_miopen_takes_any_boost_with_its_patch_and_names_the_bound_without_it
         assert!(text.contains(want), "missing `{want}` in:\n{text}");
     }
 }
+
+/// hipBLAS 6.2.4 enables Fortran on every Linux host (CMakeLists.txt:45-52), so without
+/// gfortran the night stops at its configure, hours in: `doctor hipblas` of the shipped stack
+/// names it before anything runs, with the line that installs it; with it, nothing about it.
+#[test]
+fn doctor_hipblas_on_a_host_without_gfortran_names_it_with_the_install_line() {
+    let home = tempfile::tempdir().unwrap();
+    let doctor = |h: &FakeHost| {
+        let out = h.rocmforge(home.path()).args(["--stack", "rocm-6.2", "doctor", "hipblas", "-j", "2"]).output().unwrap();
+        scrubbed(h, home.path(), &out)
+    };
+    let host = |with_gfortran: bool| {
+        let h = FakeHost::new();
+        h.os("PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nID=debian\nVERSION_ID=\"12\"\n")
+            .file("/lib/x86_64-linux-gnu/libc.so.6", &libc("Debian GLIBC 2.36-9+deb12u10", "2.36"))
+            .meminfo(24, 20)
+            .users(true, true);
+        build_tools(&h);
+        let mut packages = vec!["g++", "cmake", "ninja-build", "perl", "python3", "python3-venv"];
+        if with_gfortran {
+            packages.push("gfortran");
+            h.tool("gfortran", "GNU Fortran (Debian 12.2.0-14+deb12u1) 12.2.0");
+        }
+        h.dpkg(&packages);
+        h
+    };
+    let without = doctor(&host(false));
+    for want in ["MISSING package    gfortran  (hipblas)", "MISSING command    gfortran  (hipblas)"] {
+        assert!(without.contains(want), "missing `{want}` in:\n{without}");
+    }
+    let install = without.lines().find(|l| l.trim_start().starts_with("apt-get ")).unwrap_or_else(|| panic!("{without}"));
+    assert!(install.split_whitespace().any(|w| w == "gfortran"), "{install}");
+    let with = doctor(&host(true));
+    assert!(!with.lines().any(|l| l.contains("MISSING") && l.contains("gfortran")), "{with}");
+}
