@@ -1057,3 +1057,24 @@ fn pytorch_builds_no_mpi_back_end_whatever_the_host_has() {
         assert_eq!(env.get("USE_MPI").map(String::as_str), Some("0"), "{name}: pytorch's env {env:?}");
     }
 }
+
+/// Host code that names fixed-width integers without including `<cstdint>`: GCC 13 and later
+/// (Ubuntu 24.04's 13, Debian 13's 14, unstable's 16) no longer bring it in through the other
+/// standard headers, so the recipe compiles with `CXXFLAGS=-include cstdint`. Found by the
+/// real night on GCC 16.2 (docs/real-night.md), as the 5.4 audit had found it for 5.4.3.
+#[test]
+fn host_code_without_cstdint_compiles_with_gcc_13_and_later() {
+    const NEEDS: &[(&str, &str, &str)] = &[
+        ("rocm-6.2", "rocr", "ROCR-Runtime rocm-6.2.4 src/core/inc/amd_elf_image.hpp:62-66"),
+        ("rocm-5.4", "rocr", "ROCR-Runtime rocm-5.4.3 src/core/inc/amd_elf_image.hpp:62-64"),
+    ];
+    let mut failures = Vec::new();
+    for (name, recipe, why) in NEEDS {
+        let r = stack(name).recipe(recipe).unwrap().clone();
+        let flags = r.build.env.get("CXXFLAGS").cloned().unwrap_or_default();
+        if !flags.split_whitespace().collect::<Vec<_>>().windows(2).any(|w| w == ["-include", "cstdint"]) {
+            failures.push(format!("{name}/{recipe}: CXXFLAGS `{flags}` lacks `-include cstdint`: {why}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
