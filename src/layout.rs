@@ -66,6 +66,11 @@ impl WorkDir {
     pub fn step_log(&self, step: &str) -> PathBuf {
         self.logs().join(format!("{step}.log"))
     }
+    /// The core time a supervised step used, beside its log (`logs/build.cpu`): see
+    /// [`step_core_secs`].
+    pub fn step_cpu(&self, step: &str) -> PathBuf {
+        step_cpu_beside(&self.step_log(step))
+    }
     /// ccache's log of this recipe's compiles (`CCACHE_STATSLOG`), counted for the report.
     pub fn compiler_cache_log(&self) -> PathBuf {
         self.root.join("ccache-stats.log")
@@ -220,4 +225,17 @@ mod tests {
         assert_eq!(RunningStep::parse("1\n"), None, "never the init process");
         assert_eq!(RunningStep::parse("garbage"), None);
     }
+}
+
+/// The core-time file of the step whose log is `log` (`logs/build.log` -> `logs/build.cpu`).
+pub fn step_cpu_beside(log: &Path) -> PathBuf {
+    log.with_extension("cpu")
+}
+
+/// The core seconds (user + system, every process of the step) that a step's supervisor wrote
+/// beside its log when the step ended; `None` when it wrote none (an unsupervised step, or a
+/// step still running) or the file is not a number.
+pub fn step_core_secs(log: &Path) -> Option<f64> {
+    let text = std::fs::read_to_string(step_cpu_beside(log)).ok()?;
+    text.trim().parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0)
 }

@@ -30,6 +30,22 @@ use crate::layout::RunningStep;
 /// The hidden first argument that makes rocmforge a step's supervisor.
 pub const SUPERVISE: &str = "__supervise";
 
+/// Names the file the supervisor writes the step's core seconds to when the step ended
+/// (`layout::step_core_secs` reads it); not passed on to the step.
+pub const CORE_TIME_FILE_VAR: &str = "ROCMFORGE_STEP_CORE_TIME_FILE";
+
+/// User plus system seconds of this process's waited-for descendants (`cutime` and `cstime` of
+/// `/proc/self/stat`, in the kernel's fixed 100 ticks a second): as a subreaper that reaped
+/// every process of the step, that is the whole step's core time.
+fn reaped_core_secs() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command's closing parenthesis; cutime and cstime are fields 16 and 17.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<u64>().ok());
+    Some((ticks(16)? + ticks(17)?) as f64 / 100.0)
+}
+
 /// How long stopped processes get between SIGTERM and SIGKILL.
 const GRACE: Duration = Duration::from_millis(300);
 
@@ -224,7 +240,13 @@ pub fn main(command: Vec<OsString>) -> ExitCode {
     }
     // Held while starting the step, so a stop that began meanwhile sees the step's shell.
     let starting = done.lock().unwrap_or_else(|e| e.into_inner());
-    let child = match std::process::Command::new(program).args(args).stdin(std::process::Stdio::null()).spawn() {
+    let core_time_file = std::env::var_os(CORE_TIME_FILE_VAR);
+    let child = match std::process::Command::new(program)
+        .args(args)
+        .env_remove(CORE_TIME_FILE_VAR)
+        .stdin(std::process::Stdio::null())
+        .spawn()
+    {
         Ok(c) => c,
         Err(e) => {
             eprintln!("rocmforge: cannot start `{}`: {e}", program.to_string_lossy());
@@ -252,6 +274,9 @@ pub fn main(command: Vec<OsString>) -> ExitCode {
             Some(me.as_raw_nonzero().get()),
             Stop { grace: false, reap: true, give_up: Duration::from_secs(30) },
         );
+    }
+    if let (Some(file), Some(secs)) = (core_time_file, reaped_core_secs()) {
+        let _ = std::fs::write(file, format!("{secs:.2}\n"));
     }
     let Some(status) = status else { return ExitCode::from(127) };
     if let Some(code) = status.exit_status() {

@@ -287,6 +287,8 @@ pub fn run(
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
     );
     let supervised = supervised();
+    let core_time = wd.step_cpu(&step.name);
+    let _ = fs::remove_file(&core_time);
     let mut cmd = if supervised {
         reap::supervised("bash", &[script.as_os_str()])
     } else {
@@ -305,6 +307,10 @@ pub fn run(
         .stdout(log_file)
         .stderr(log_err)
         .process_group(0);
+    if supervised {
+        // For the supervisor only: it removes it from the step's environment.
+        cmd.env(reap::CORE_TIME_FILE_VAR, &core_time);
+    }
     if let Some(js) = jobserver {
         js.configure_make(&mut cmd);
     }

@@ -115,6 +115,10 @@ pub struct StepRecord {
     pub end_secs: Option<f64>,
     pub duration_secs: Option<f64>,
     pub log: PathBuf,
+    /// Core seconds (user + system) of every process of the step, from its supervisor; `None`
+    /// while it runs, or when it was not supervised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_secs: Option<f64>,
 }
 
 impl BuildRecord {
@@ -277,6 +281,7 @@ impl Recorder {
                 s.ended_at = Some(at.clone());
                 s.end_secs = Some(t);
                 s.duration_secs = Some(t - s.start_secs);
+                s.core_secs = crate::layout::step_core_secs(&s.log);
             }
         }
         rec.refresh_running();
@@ -340,6 +345,7 @@ impl Progress for Recorder {
                 s.ended_at = Some(at.to_string());
                 s.end_secs = Some(t);
                 s.duration_secs = Some(t - s.start_secs);
+                s.core_secs = crate::layout::step_core_secs(&s.log);
             }
         });
     }

@@ -519,7 +519,8 @@ fn rocm_5_4_miopen_takes_any_boost_with_its_patch_and_names_the_bound_without_it
 fn doctor_hipblas_on_a_host_without_gfortran_names_it_with_the_install_line() {
     let home = tempfile::tempdir().unwrap();
     let doctor = |h: &FakeHost| {
-        let out = h.rocmforge(home.path()).args(["--stack", "rocm-6.2", "doctor", "hipblas", "-j", "2"]).output().unwrap();
+        let out =
+            h.rocmforge(home.path()).args(["--stack", "rocm-6.2", "doctor", "hipblas", "-j", "2"]).output().unwrap();
         scrubbed(h, home.path(), &out)
     };
     let host = |with_gfortran: bool| {
@@ -541,7 +542,8 @@ fn doctor_hipblas_on_a_host_without_gfortran_names_it_with_the_install_line() {
     for want in ["MISSING package    gfortran  (hipblas)", "MISSING command    gfortran  (hipblas)"] {
         assert!(without.contains(want), "missing `{want}` in:\n{without}");
     }
-    let install = without.lines().find(|l| l.trim_start().starts_with("apt-get ")).unwrap_or_else(|| panic!("{without}"));
+    let install =
+        without.lines().find(|l| l.trim_start().starts_with("apt-get ")).unwrap_or_else(|| panic!("{without}"));
     assert!(install.split_whitespace().any(|w| w == "gfortran"), "{install}");
     let with = doctor(&host(true));
     assert!(!with.lines().any(|l| l.contains("MISSING") && l.contains("gfortran")), "{with}");

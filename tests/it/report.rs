@@ -141,8 +141,10 @@ fn report_has_one_trace_span_per_step_and_knows_cache_hits() {
     let mut ran = BTreeSet::new();
     for r in ["base", "mid", "tool", "top"] {
         for f in std::fs::read_dir(e.work(r).join("logs")).unwrap() {
-            let name = f.unwrap().file_name().to_string_lossy().trim_end_matches(".log").to_string();
-            ran.insert((r.to_string(), name));
+            let file = f.unwrap().file_name().to_string_lossy().to_string();
+            if let Some(name) = file.strip_suffix(".log") {
+                ran.insert((r.to_string(), name.to_string()));
+            }
         }
     }
     assert_eq!(set, ran);
@@ -380,4 +382,46 @@ fn a_second_build_into_the_same_prefix_waits_for_the_first_and_status_shows_both
         "{text}"
     );
     assert!(!e.stdout(&["status"]).contains("waiting  another build"), "the waiting record is gone");
+}
+
+/// Each step's core time (user + system of all its processes, the orphans its supervisor reaps
+/// included) is in the report: a step whose only work is done by a child it orphans (`setsid`
+/// in a subshell) shows at least most of what that work costs when measured on its own.
+#[test]
+fn report_records_each_steps_core_time_with_its_orphans() {
+    const WORK: &str = "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done";
+    // What the work costs here, from bash's own `times` (user and system of the shell).
+    let out = std::process::Command::new("bash").arg("-c").arg(format!("{WORK}; times")).output().unwrap();
+    let times = String::from_utf8_lossy(&out.stdout).to_string();
+    let secs = |t: &str| -> f64 {
+        let (m, s) = t.trim_end_matches('s').split_once('m').unwrap();
+        m.parse::<f64>().unwrap() * 60.0 + s.parse::<f64>().unwrap()
+    };
+    let first = times.lines().next().unwrap_or_else(|| panic!("no times: {times}"));
+    let cost: f64 = first.split_whitespace().map(secs).sum();
+    assert!(cost > 0.05, "the work must cost something to measure: {times}");
+
+    let e = Env::new();
+    e.edit(
+        "mid",
+        "then sleep 30; fi",
+        &format!("then sleep 30; fi; (setsid bash -c '{WORK}; touch orphan-done' &); while [ ! -e orphan-done ]; do sleep 0.05; done"),
+    );
+    let out = e.build_output();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report = json(&e.latest().join("report.json"));
+    let steps = recipe(&report, "mid")["steps"].as_array().unwrap().clone();
+    let step5 = steps.iter().find(|s| s["name"] == "step5").unwrap_or_else(|| panic!("{steps:?}"));
+    let logs: Vec<String> = std::fs::read_dir(e.work("mid").join("logs"))
+        .unwrap()
+        .map(|f| f.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    let core = step5["core_secs"].as_f64().unwrap_or_else(|| panic!("no core_secs: {step5} (logs: {logs:?})"));
+    let wall = step5["duration_secs"].as_f64().unwrap();
+    assert!(core >= 0.6 * cost, "core {core} s for work that costs {cost} s alone");
+    assert!(core <= 2.0 * wall + 0.1, "more than two cores' worth: core {core} s, wall {wall} s");
+    // Every step that ran a process has one (clean-stage only empties a folder).
+    for s in steps.iter().filter(|s| s["name"] != "clean-stage") {
+        assert!(s["core_secs"].as_f64().is_some_and(|c| c >= 0.0), "{s}");
+    }
 }

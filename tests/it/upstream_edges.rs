@@ -341,11 +341,26 @@ fn options_are_passed(audit: &Audit) {
 }
 
 const HOST_6_2: &[(&str, &str, &str, &str)] = &[
-    ("hipblas", "packages", "gfortran", "hipBLAS rocm-6.2.4 (f4095274efb0) CMakeLists.txt:45-52 project(... Fortran) on Linux"),
+    (
+        "hipblas",
+        "packages",
+        "gfortran",
+        "hipBLAS rocm-6.2.4 (f4095274efb0) CMakeLists.txt:45-52 project(... Fortran) on Linux",
+    ),
     ("hipblas", "commands", "gfortran", "hipBLAS rocm-6.2.4 CMakeLists.txt:47 CMAKE_Fortran_COMPILER gfortran"),
-    ("hipsparse", "packages", "gfortran", "hipSPARSE rocm-6.2.4 (f5098a0ed51a) CMakeLists.txt:59-67 project(... Fortran)"),
+    (
+        "hipsparse",
+        "packages",
+        "gfortran",
+        "hipSPARSE rocm-6.2.4 (f5098a0ed51a) CMakeLists.txt:59-67 project(... Fortran)",
+    ),
     ("hipsparse", "commands", "gfortran", "hipSPARSE rocm-6.2.4 CMakeLists.txt:61 CMAKE_Fortran_COMPILER gfortran"),
-    ("hipsolver", "packages", "gfortran", "hipSOLVER rocm-6.2.2 (be19fb7aed08) CMakeLists.txt:46-49 enable_language(Fortran)"),
+    (
+        "hipsolver",
+        "packages",
+        "gfortran",
+        "hipSOLVER rocm-6.2.2 (be19fb7aed08) CMakeLists.txt:46-49 enable_language(Fortran)",
+    ),
     ("hipsolver", "commands", "gfortran", "hipSOLVER rocm-6.2.2 CMakeLists.txt:43 CMAKE_Fortran_COMPILER gfortran"),
     ("miopen", "commands", "bzcat", "MIOpen CMakeLists.txt:542 find_program(UNZIPPER lbzcat bzcat REQUIRED)"),
     ("miopen", "packages", "bzip2", "Debian's bzcat; libbz2-dev does not bring it"),
