@@ -242,7 +242,10 @@ pub fn findings(text: &str, recipe: &str, stack: &Stack, prefix: &Path, manifest
         if !matches!(e.kind.as_str(), "PATH" | "FILEPATH" | "STRING" | "UNINITIALIZED" | "BOOL") {
             continue;
         }
-        let package = e.name.strip_suffix("_DIR").filter(|p| !p.is_empty());
+        // `<Pkg>_DIR` is a package's folder only once find_package(<Pkg>) has typed it `PATH`:
+        // one left `UNINITIALIZED` was given on the command line and never looked up (rocminfo's
+        // `-DROCM_DIR=<ROCm root>`, its own variable, is no search for rocm-cmake's `ROCM`).
+        let package = e.name.strip_suffix("_DIR").filter(|p| !p.is_empty() && e.kind != "UNINITIALIZED");
         let found = if e.value.is_empty() || e.value.ends_with("-NOTFOUND") {
             Found::NotFound
         } else if in_prefix(&e.value, prefix).is_some() {
@@ -413,6 +416,19 @@ mod tests {
         let text = e.to_string();
         assert!(text.contains("  - CMake package `rocblas`, which recipe `rocblas` installs (found in the prefix this time; CMakeCache.txt: rocblas_DIR=/p/lib/cmake/rocblas)"), "{text}");
         assert!(text.contains("fix: add \"rocblas\" to [dependencies] build in recipes/t/rocsparse.toml; or, if rocsparse must do without: turn off the option that looks for it, or add \"-DCMAKE_DISABLE_FIND_PACKAGE_rocblas=ON\" to its [build] args"), "{text}");
+    }
+
+    /// Found by the real night: rocminfo's recipe passes `-DROCM_DIR={rocm}`, a variable of
+    /// rocminfo's own (CMakeLists.txt:8,25 at rocm-6.2.2), and rocminfo never calls
+    /// find_package(ROCM): the entry stays `UNINITIALIZED` and names no package search.
+    #[test]
+    fn a_dir_variable_given_on_the_command_line_and_never_searched_is_no_package() {
+        let s = stack();
+        let given = format!("{HEAD}rocblas_DIR:UNINITIALIZED=/opt/rocm\n");
+        assert_eq!(findings(&given, "rocsparse", &s, "/p".as_ref(), &[]), vec![]);
+        // Once find_package(rocblas) ran, CMake typed it PATH: a search, and a finding.
+        let searched = format!("{HEAD}rocblas_DIR:PATH=/opt/rocm/lib/cmake/rocblas\n");
+        assert_eq!(findings(&searched, "rocsparse", &s, "/p".as_ref(), &[]).len(), 1);
     }
 
     #[test]
