@@ -464,6 +464,18 @@ impl Config {
         url.to_string()
     }
 
+    /// A URL reached through a rewrite, as the recipe would name it: the longest rewrite target it
+    /// starts with turned back into that rewrite's prefix (a redirect's final URL, so what is
+    /// pinned from it goes through the rewrite again); unchanged when it starts with none.
+    pub fn unrewrite_url(&self, url: &str) -> String {
+        let back = self
+            .url_rewrites
+            .iter()
+            .filter_map(|(from, to)| url.strip_prefix(to.as_str()).map(|rest| (to.len(), format!("{from}{rest}"))))
+            .max_by_key(|(len, _)| *len);
+        back.map(|(_, u)| u).unwrap_or_else(|| url.to_string())
+    }
+
     /// The local wheel index directory.
     pub fn index_dir(&self) -> PathBuf {
         self.index_dir.clone().unwrap_or_else(|| self.state_dir.join("index"))

@@ -34,6 +34,8 @@ pub enum VenvError {
         .unmet.iter().map(|(w, r, have)| format!("  - {w} requires `{r}`, but the stack's is {have}")).collect::<Vec<_>>().join("\n")
     )]
     Unmet { file: String, unmet: Vec<(String, String, String)> },
+    #[error("`venv-skip` in {file} names {}, which no wheel of the stack requires (outside extras), so skipping means nothing; the wheels require: {}. Remove it, or name the project as their `Requires-Dist` does", .unused.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", "), if .required.is_empty() { "nothing".to_string() } else { .required.join(", ") })]
+    SkipUnused { file: String, unused: Vec<String>, required: Vec<String> },
     #[error("cannot read the requirements of wheel `{file}`: {message}")]
     Metadata { file: String, message: String },
     #[error("cannot {what} `{}`", path.display())]
@@ -136,6 +138,10 @@ pub struct Requirements {
     /// on another project of the stack that the stack's file does not meet. `--no-deps` would
     /// install them side by side silently; the fill refuses.
     pub unmet: Vec<(String, String, String)>,
+    /// The skipped projects no requirement names: a `venv-skip` that means nothing.
+    pub unused_skips: Vec<String>,
+    /// Every project the wheels require (outside extras), in order, once each.
+    pub required: Vec<String>,
 }
 
 /// The requirements of `wheels` (their METADATA's `Requires-Dist`), sorted as [`Requirements`]
@@ -166,6 +172,9 @@ pub fn requirements_of(wheels: &[PathBuf], skip: &[String]) -> Result<Requiremen
             let end =
                 spec.find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))).unwrap_or(spec.len());
             let project = crate::wheel::normalize_name(&spec[..end]);
+            if !project.is_empty() && !out.required.contains(&project) {
+                out.required.push(project.clone());
+            }
             if project.is_empty() || skip.contains(&project) {
                 continue;
             }
@@ -180,6 +189,7 @@ pub fn requirements_of(wheels: &[PathBuf], skip: &[String]) -> Result<Requiremen
             }
         }
     }
+    out.unused_skips = skip.iter().filter(|p| !out.required.contains(p)).cloned().collect();
     Ok(out)
 }
 
@@ -269,7 +279,11 @@ pub fn fill(state_dir: &Path, stack: &Stack, wheels: &[PathBuf]) -> Result<Optio
     let requirements = if stack.venv_skip.is_empty() {
         None
     } else {
-        let Requirements { from_index: reqs, unmet } = requirements_of(wheels, &stack.venv_skip)?;
+        let Requirements { from_index: reqs, unmet, unused_skips, required } =
+            requirements_of(wheels, &stack.venv_skip)?;
+        if !unused_skips.is_empty() {
+            return Err(VenvError::SkipUnused { file: stack.file.clone(), unused: unused_skips, required });
+        }
         if !unmet.is_empty() {
             return Err(VenvError::Unmet { file: stack.file.clone(), unmet });
         }

@@ -142,12 +142,11 @@ impl RemoteCache {
         let secs = |name: &str, default: u64| {
             Duration::from_secs(crate::config::env_number(name).ok().flatten().unwrap_or(default))
         };
-        let client = reqwest::blocking::Client::builder()
-            .connect_timeout(secs("ROCMFORGE_CACHE_CONNECT_TIMEOUT_SECS", CONNECT_TIMEOUT.as_secs()))
-            .timeout(SMALL_TIMEOUT)
-            .user_agent(concat!("rocmforge/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| bad(&e.without_url().to_string()))?;
+        let client = crate::source::http::client(
+            secs("ROCMFORGE_CACHE_CONNECT_TIMEOUT_SECS", CONNECT_TIMEOUT.as_secs()),
+            SMALL_TIMEOUT,
+        )
+        .map_err(|e| bad(&e.without_url().to_string()))?;
         Ok(RemoteCache { base, auth, client, blob_timeout: secs("ROCMFORGE_CACHE_BLOB_TIMEOUT_SECS", 3600), retry })
     }
 
@@ -299,21 +298,14 @@ impl RemoteCache {
     }
 }
 
-/// The error and its causes in one line (reqwest's own message is "error sending request").
+/// The error and its causes in one line (reqwest's own message is "error sending request"), a
+/// refused certificate named (`source::http`).
 fn cause_chain(e: &reqwest::Error) -> String {
-    let mut s = if e.is_timeout() { "timed out".to_string() } else { String::new() };
-    let mut cur: Option<&dyn std::error::Error> = std::error::Error::source(e);
-    while let Some(c) = cur {
-        if !s.is_empty() {
-            s.push_str(": ");
-        }
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    if s.is_empty() {
-        e.without_url_ref()
-    } else {
-        s
+    match (std::error::Error::source(e).is_some(), e.is_timeout()) {
+        (true, true) => format!("timed out: {}", crate::source::http::explain(e)),
+        (true, false) => crate::source::http::explain(e),
+        (false, true) => "timed out".to_string(),
+        (false, false) => e.without_url_ref(),
     }
 }
 

@@ -95,6 +95,10 @@ pub fn run(ctx: &Context, cmd: Cmd) -> CliResult {
         }
         Cmd::Check => {
             let stacks = load_all(&tree).map_err(|d| Failure::new(exit::INVALID_RECIPES, d))?;
+            let unknown: Vec<_> = stacks.iter().flat_map(crate::verify::unknown_cases).collect();
+            if !unknown.is_empty() {
+                return Err(Failure::new(exit::INVALID_RECIPES, crate::diagnostic::Diagnostics(unknown)));
+            }
             let n: usize = stacks.iter().map(|s| s.recipes.len()).sum();
             let warnings: Vec<String> =
                 stacks.iter().flat_map(|s| s.unlisted_patch_warnings(&tree, &[])).map(|(_, w)| w).collect();

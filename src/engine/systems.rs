@@ -102,7 +102,9 @@ impl Vars {
         let mut out = String::with_capacity(text.len());
         for p in crate::recipe::placeholders::pieces(text) {
             match p {
-                crate::recipe::placeholders::Piece::Text(t) => out.push_str(t),
+                crate::recipe::placeholders::Piece::Text(t) | crate::recipe::placeholders::Piece::Unclosed(t) => {
+                    out.push_str(t)
+                }
                 crate::recipe::placeholders::Piece::Name(name) => out.push_str(&self.value(recipe, name, text)?),
             }
         }

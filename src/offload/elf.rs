@@ -11,7 +11,7 @@ use std::io::{Read, Seek, SeekFrom};
 
 use object::elf::{ELFCLASS64, ELFDATA2LSB, ET_DYN, ET_EXEC, PF_R, PF_W, PF_X, PN_XNUM, PT_GNU_STACK, PT_NULL};
 use object::read::elf::{ElfFile, FileHeader};
-use object::{Endianness, Object, ObjectSection};
+use object::{Endianness, Object, ObjectSection, ObjectSegment};
 use serde::Serialize;
 
 use super::{bundle, Container, DeviceCode, OffloadError};
@@ -112,10 +112,11 @@ fn read_elf<H: FileHeader<Endian = Endianness>>(bytes: &[u8]) -> Result<ElfConte
             // so such a library loads. Read its sections field by field instead.
             return match unaligned_sections(bytes) {
                 Some(sections) => host_sections(sections.into_iter()),
-                None => Err(OffloadError::Malformed(format!("bad ELF file: {e}"))),
+                None => Err(OffloadError::Malformed(format!("truncated or damaged ELF file: {e}"))),
             };
         }
     };
+    whole(&file, bytes.len() as u64)?;
     let header = file.elf_header();
     let endian = file.endian();
     if header.e_machine(endian) == EM_AMDGPU {
@@ -131,6 +132,33 @@ fn read_elf<H: FileHeader<Endian = Endianness>>(bytes: &[u8]) -> Result<ElfConte
         }
     }
     host_sections(sections.into_iter())
+}
+
+/// Whether every section has a name and every section and segment lies inside the file's `len`
+/// bytes: a file cut short or overwritten is refused, not read as one without device code.
+fn whole<H: FileHeader<Endian = Endianness>>(file: &ElfFile<'_, H>, len: u64) -> Result<(), OffloadError> {
+    let past = |what: String, (off, size): (u64, u64)| match off.checked_add(size) {
+        Some(end) if end <= len => Ok(()),
+        end => Err(OffloadError::Malformed(format!(
+            "truncated or damaged: {what} takes bytes {off} to {}, and the file has {len}",
+            end.map(|e| e.to_string()).unwrap_or_else(|| "past 2^64".into())
+        ))),
+    };
+    for section in file.sections() {
+        let name = section.name().map_err(|e| {
+            OffloadError::Malformed(format!(
+                "damaged: the name of section {} cannot be read ({e}), so its section name table is not whole",
+                section.index().0
+            ))
+        })?;
+        if let Some(range) = section.file_range() {
+            past(format!("section `{name}`"), range)?;
+        }
+    }
+    for (i, segment) in file.segments().enumerate() {
+        past(format!("program segment {i}"), segment.file_range())?;
+    }
+    Ok(())
 }
 
 fn is_device_section(name: &str) -> bool {
@@ -198,6 +226,8 @@ fn unaligned_sections(b: &[u8]) -> Option<Vec<(String, &[u8], u64)>> {
         }
         b.get(off..off.checked_add(usize::try_from(size).ok()?)?)
     };
+    // The whole table, and every section's data, inside the file (not only those read here).
+    b.get(shoff..shoff.checked_add(shnum.checked_mul(shentsize)?)?)?;
     let (_, strkind, stroff, strsize) = header(shstrndx)?;
     let names = data(strkind, stroff, strsize)?;
     let mut out = Vec::new();
@@ -205,8 +235,9 @@ fn unaligned_sections(b: &[u8]) -> Option<Vec<(String, &[u8], u64)>> {
         let (name, kind, off, size) = header(i)?;
         let name = names.get(name as usize..)?;
         let name = String::from_utf8_lossy(&name[..name.iter().position(|c| *c == 0)?]).into_owned();
+        let bytes = data(kind, off, size)?;
         if is_device_section(&name) {
-            out.push((name, data(kind, off, size)?, size));
+            out.push((name, bytes, size));
         }
     }
     Some(out)

@@ -188,9 +188,19 @@ fn resolve(
             })?;
             let want = lockfile::WheelAsked { index, project, version, python, glibc: &stack.glibc };
             progress.message(recipe, &format!("picking {project} {version} from {index}"));
-            crate::source::index_page::resolve_wheel(cfg, &want)
-                .map(|picked| Pin::wheel(recipe, &want, &picked))
-                .map_err(|e| LockError::Pick { recipe: recipe.to_string(), source: Box::new(e) })
+            let picked = crate::source::index_page::resolve_wheel(cfg, &want)
+                .map_err(|e| LockError::Pick { recipe: recipe.to_string(), source: Box::new(e) })?;
+            if let Some(why) = &picked.yanked {
+                let why = if why.is_empty() { String::new() } else { format!(" (reason given: {why})") };
+                progress.warn(
+                    recipe,
+                    &format!(
+                        "{project} {version}: the only file that fits, `{}`, is yanked on its index page{why}; it is pinned because the recipe names this exact version (PEP 592); ask for another version if the reason applies",
+                        picked.url
+                    ),
+                );
+            }
+            Ok(Pin::wheel(recipe, &want, &picked))
         }
         Unpinned::Tag { url, tag } => crate::source::git::resolve_tag(cfg, recipe, url, tag, progress)
             .map(|rev| Pin::git(recipe, url, tag, &rev))

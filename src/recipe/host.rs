@@ -176,7 +176,37 @@ impl VersionReq {
                 .ok_or_else(|| format!("`{rest}` is not a version (digits and dots, like `3.25.2`)"))?;
             clauses.push((op, v));
         }
-        Ok(VersionReq { clauses })
+        let req = VersionReq { clauses };
+        match req.contradiction() {
+            Some(why) => Err(format!("`{text}` holds for no version: {why}")),
+            None => Ok(req),
+        }
+    }
+
+    /// Two clauses no version meets at once (`>=12` and `<5`), said; `None` when some version
+    /// meets them all.
+    fn contradiction(&self) -> Option<String> {
+        let show = |c: &(Op, Vec<u64>)| VersionReq { clauses: vec![c.clone()] }.to_string();
+        // An exact version either meets every clause or none can.
+        if let Some(eq) = self.clauses.iter().find(|(op, _)| *op == Op::Eq) {
+            let v = eq.1.iter().map(u64::to_string).collect::<Vec<_>>().join(".");
+            return self
+                .clauses
+                .iter()
+                .find(|c| !VersionReq { clauses: vec![(*c).clone()] }.matches(&v))
+                .map(|c| format!("`{}` and `{}` exclude each other", show(eq), show(c)));
+        }
+        let lower = self.clauses.iter().filter(|(op, _)| matches!(op, Op::Ge | Op::Gt));
+        let upper: Vec<&(Op, Vec<u64>)> = self.clauses.iter().filter(|(op, _)| matches!(op, Op::Lt | Op::Le)).collect();
+        for lo in lower {
+            for hi in &upper {
+                let o = compare(&lo.1, &hi.1);
+                if o.is_gt() || (o.is_eq() && (lo.0 == Op::Gt || hi.0 == Op::Lt)) {
+                    return Some(format!("`{}` and `{}` exclude each other", show(lo), show(hi)));
+                }
+            }
+        }
+        None
     }
 
     /// Whether `version` (`3.25.1`, as `cmake --version` prints it) satisfies every clause.
@@ -463,6 +493,15 @@ mod tests {
         assert!(r.has_upper_bound() && !VersionReq::parse(">=3").unwrap().has_upper_bound());
         assert!(VersionReq::parse("3.25").is_err());
         assert!(VersionReq::parse(">=3.x").is_err());
+        assert_eq!(
+            VersionReq::parse(">=12, <5").unwrap_err(),
+            "`>=12, <5` holds for no version: `>=12` and `<5` exclude each other"
+        );
+        assert!(VersionReq::parse(">=1.85, <1.85").is_err() && VersionReq::parse(">1.85, <=1.85").is_err());
+        assert!(VersionReq::parse("==1.74, >=1.80").unwrap_err().contains("`==1.74` and `>=1.80` exclude each other"));
+        assert!(VersionReq::parse("==5.1, !=5.*").is_err());
+        assert!(VersionReq::parse(">=1.85, <=1.85").unwrap().matches("1.85"));
+        assert!(VersionReq::parse("==1.74, >=1.71, <1.85").is_ok());
         let a = VersionReq::parse(">=3.16, <4").unwrap();
         let b = VersionReq::parse(">=3.25.2").unwrap();
         assert_eq!(VersionReq::all_of([&a, &b]).unwrap().to_string(), ">=3.25.2, <4");

@@ -245,6 +245,9 @@ pub struct PickedWheel {
     pub sha256: String,
     /// The project's page, as the recipe's index names it.
     pub page: String,
+    /// The page marks the file yanked (PEP 592), with this reason (empty: none given): taken only
+    /// because the recipe's exact version names it and no other file fits.
+    pub yanked: Option<String>,
 }
 
 /// What an unpinned source needs to be pinned.

@@ -134,6 +134,15 @@ pub(super) fn lower_stack(
             );
         }
     }
+    if let (Some(first), None) = (raw.venv_skip.first(), &raw.python) {
+        diags.push(
+            file.at(
+                first.span(),
+                "`venv-skip` is set, but the stack names no `python`, so it has no venv to skip anything in",
+            )
+            .with_help("add `python = \"3.N\"` to [stack], or remove `venv-skip`"),
+        );
+    }
     let index_path = raw.index_path.and_then(|p| {
         let name = p.get_ref();
         let ok = !name.is_empty()
@@ -262,6 +271,8 @@ fn lower_profile(
         failure_ids.push(toml::Spanned::new(f.span(), id));
     }
     let known_failures = case_ids(file, "known-failures", &failure_ids, &known_hangs, diags);
+    let case_at =
+        raw.known_hangs.iter().chain(&failure_ids).map(|id| (id.get_ref().clone(), file.at(id.span(), ""))).collect();
     Profile {
         name: name.to_string(),
         description: raw.description,
@@ -269,6 +280,7 @@ fn lower_profile(
         known_hangs,
         known_failures,
         known_failure_reasons,
+        case_at,
     }
 }
 
@@ -895,7 +907,15 @@ fn lower_stand_in(
 /// `[targets]`: known targets, and a substitute list when `when-unsupported` asks for one.
 fn lower_target_policy(file: &FileText<'_>, raw: RawTargets, diags: &mut Diagnostics) -> TargetPolicy {
     let gpu = raw.gpu.unwrap_or(true);
-    let supported = raw.supported.as_ref().map(|l| lower_targets(file, l, diags));
+    let supported = raw.supported.as_ref().map(|l| {
+        if l.get_ref().is_empty() {
+            diags.push(
+                file.at(l.span(), "`[targets] supported` is empty: the recipe would build for no target, so never")
+                    .with_help("list the GPU targets its device code exists for, or remove the line (any target)"),
+            );
+        }
+        lower_targets(file, l.get_ref(), diags)
+    });
     let substitute = lower_targets(file, &raw.substitute, diags);
     let when_unsupported = raw.when_unsupported.unwrap_or(WhenUnsupported::Error);
     if when_unsupported == WhenUnsupported::Substitute && substitute.is_empty() {

@@ -84,6 +84,11 @@ pub struct Profile {
     /// For some of them, the text their message must hold to count as known (`because`): the
     /// stated reason; a failure for another reason is unexpected.
     pub known_failure_reasons: BTreeMap<String, String>,
+    /// Where each id of `known_hangs` and `known_failures` is written (a diagnostic there, its
+    /// message empty): the ids are cases of verify's matrix, which this layer does not know, so
+    /// `verify::unknown_cases` points at them.
+    #[serde(skip)]
+    pub case_at: BTreeMap<String, crate::diagnostic::Diagnostic>,
 }
 
 /// The one placeholder a profile's values may hold: the stack's venv, expanded by `activate`.

@@ -36,10 +36,12 @@ pub fn known_list() -> String {
 pub enum Piece<'a> {
     Text(&'a str),
     Name(&'a str),
+    /// A `{` no `}` closes, and the rest of the text: a placeholder cut short (`{root:vecmath`),
+    /// refused by [`check`] (the engine, given one anyway, takes it as text).
+    Unclosed(&'a str),
 }
 
-/// Splits `text` into its literal parts and placeholders. An unclosed `{` and a lone `}` are
-/// literal.
+/// Splits `text` into its literal parts and placeholders. A lone `}` is literal.
 pub fn pieces(text: &str) -> Vec<Piece<'_>> {
     let mut out = Vec::new();
     let mut rest = text;
@@ -58,7 +60,7 @@ pub fn pieces(text: &str) -> Vec<Piece<'_>> {
             continue;
         }
         let Some(end) = rest[i..].find('}') else {
-            out.push(Piece::Text(&rest[i..]));
+            out.push(Piece::Unclosed(&rest[i..]));
             return out;
         };
         out.push(Piece::Name(&rest[i + 1..i + end]));
@@ -74,6 +76,11 @@ pub fn pieces(text: &str) -> Vec<Piece<'_>> {
 /// build dependencies `build_deps`.
 pub fn check(text: &str, source_deps: &[String], build_deps: &[String]) -> Result<(), String> {
     for p in pieces(text) {
+        if let Piece::Unclosed(rest) = p {
+            return Err(format!(
+                "`{rest}` opens a placeholder that no `}}` closes: write `{{name}}`, or `{{{{` for a literal brace"
+            ));
+        }
         let Piece::Name(name) = p else { continue };
         if let Some(dep) = name.strip_prefix("root:") {
             if !build_deps.iter().any(|d| d == dep) {
@@ -122,8 +129,13 @@ mod tests {
                 Piece::Text("HOME"),
                 Piece::Text("}"),
                 Piece::Text(" "),
-                Piece::Text("{open"),
+                Piece::Unclosed("{open"),
             ]
+        );
+        let e = check("-DV={root:vecmath/include", &[], &["vecmath".into()]).unwrap_err();
+        assert_eq!(
+            e,
+            "`{root:vecmath/include` opens a placeholder that no `}` closes: write `{name}`, or `{{` for a literal brace"
         );
         assert!(check("-DX={targets} {src:hip}", &["hip".into()], &[]).is_ok());
         let e = check("make {nosuch}", &[], &[]).unwrap_err();

@@ -38,11 +38,52 @@ pub(super) struct RawProfile {
 
 /// A `known-failures` entry: a case id, or `{ case = "...", because = "..." }`, a case known to
 /// fail only with a message that says `because`.
-#[derive(Deserialize)]
-#[serde(untagged)]
 pub(super) enum RawKnownFailure {
     Id(String),
     Because { case: String, because: String },
+}
+
+const KNOWN_FAILURE_FORMS: &str =
+    "a known-failures entry is a case id (`\"sdpa\"`) or `{ case = \"sdpa\", because = \"text the case's message holds\" }`";
+
+/// By hand, not `untagged`: serde's untagged enums say only "data did not match any variant",
+/// and take keys they do not know.
+impl<'de> Deserialize<'de> for RawKnownFailure {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entry;
+        impl<'de> serde::de::Visitor<'de> for Entry {
+            type Value = RawKnownFailure;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(KNOWN_FAILURE_FORMS)
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawKnownFailure, E> {
+                Ok(RawKnownFailure::Id(v.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<RawKnownFailure, A::Error> {
+                use serde::de::Error;
+                let (mut case, mut because) = (None, None);
+                while let Some(key) = map.next_key::<String>()? {
+                    let slot = match key.as_str() {
+                        "case" => &mut case,
+                        "because" => &mut because,
+                        other => return Err(A::Error::custom(format!("unknown key `{other}`: {KNOWN_FAILURE_FORMS}"))),
+                    };
+                    if slot.is_some() {
+                        return Err(A::Error::custom(format!("`{key}` is given twice: {KNOWN_FAILURE_FORMS}")));
+                    }
+                    *slot = Some(map.next_value::<String>()?);
+                }
+                match (case, because) {
+                    (Some(case), Some(because)) => Ok(RawKnownFailure::Because { case, because }),
+                    (None, _) => Err(A::Error::custom(format!("the entry has no `case`: {KNOWN_FAILURE_FORMS}"))),
+                    (Some(case), None) => Err(A::Error::custom(format!(
+                        "the entry for `{case}` has no `because` (write the bare id `\"{case}\"` when any failure counts): {KNOWN_FAILURE_FORMS}"
+                    ))),
+                }
+            }
+        }
+        d.deserialize_any(Entry)
+    }
 }
 
 #[derive(Deserialize)]
@@ -216,7 +257,7 @@ pub(super) struct RawBuild {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub(super) struct RawTargets {
     pub gpu: Option<bool>,
-    pub supported: Option<Vec<Spanned<String>>>,
+    pub supported: Option<Spanned<Vec<Spanned<String>>>>,
     pub when_unsupported: Option<WhenUnsupported>,
     #[serde(default)]
     pub substitute: Vec<Spanned<String>>,

@@ -23,7 +23,7 @@ pub enum DownloadError {
     Mismatch { url: String, expected: String, actual: String, bytes: u64 },
     #[error("cannot download `{url}`{via}: the server answered HTTP {status} (after {attempts} attempt(s))")]
     Http { url: String, via: String, status: u16, attempts: u32 },
-    #[error("cannot download `{url}`{via} (after {attempts} attempt(s))")]
+    #[error("cannot download `{url}`{via} (after {attempts} attempt(s)){}", tls_hint(.source))]
     Network { url: String, via: String, attempts: u32, source: reqwest::Error },
     #[error("download of `{url}`{via} stopped making progress: {failures} attempts in a row did not get past byte {furthest} (each waits at most {timeout} s for data; {attempts} attempt(s) in all). The part downloaded is kept: run the same command again later, or point `[url-rewrite]` at a mirror, and it resumes")]
     Stalled {
@@ -41,6 +41,11 @@ pub enum DownloadError {
     OfflineUnpinned { url: String },
     #[error("`{path}`")]
     Io { path: PathBuf, source: std::io::Error },
+}
+
+/// A refused certificate named, with what to do (the chain below says it only in rustls's words).
+fn tls_hint(e: &reqwest::Error) -> String {
+    super::http::tls_problem(e).map(|t| format!(": {t}")).unwrap_or_default()
 }
 
 /// How hard to try. Tests shorten it with `ROCMFORGE_RETRY_BASE_MS`.
@@ -376,7 +381,10 @@ impl RetryWhy {
             }
             // A redirect loop (or too many hops) answers the same way next time.
             RetryWhy::Network(e) => {
-                e.is_builder() || e.is_redirect() || e.url().is_some_and(|u| !matches!(u.scheme(), "http" | "https"))
+                e.is_builder()
+                    || e.is_redirect()
+                    || super::http::is_certificate_error(e)
+                    || e.url().is_some_and(|u| !matches!(u.scheme(), "http" | "https"))
             }
             RetryWhy::Broken(_) | RetryWhy::Stalled(_) | RetryWhy::Restart => false,
         }
@@ -430,11 +438,7 @@ impl Downloader<'_> {
     /// a failure, and `policy.attempts` failures in a row end the download. The `.part` file is
     /// kept, so a later run resumes it.
     fn run(&self) -> Result<String, DownloadError> {
-        let client = reqwest::blocking::Client::builder()
-            .connect_timeout(self.policy.timeout)
-            .timeout(self.policy.timeout)
-            .user_agent(concat!("rocmforge/", env!("CARGO_PKG_VERSION")))
-            .build()
+        let client = super::http::client(self.policy.timeout, self.policy.timeout)
             .map_err(|source| DownloadError::Network { url: self.url.into(), via: self.via(), attempts: 0, source })?;
         let mut failures = 0u32;
         let mut attempts = 0u32;
@@ -511,7 +515,7 @@ impl Downloader<'_> {
                     }
                     let why_text = match &why {
                         RetryWhy::Status(s) => format!("HTTP {s}"),
-                        RetryWhy::Network(e) => error_chain(e),
+                        RetryWhy::Network(e) => super::http::explain(e),
                         RetryWhy::Broken(e) | RetryWhy::Stalled(e) => format!("transfer interrupted ({e})"),
                         RetryWhy::Restart => "restarting".into(),
                     };
@@ -694,16 +698,6 @@ fn parse_content_range(v: &str) -> Option<(u64, Option<u64>)> {
     let (range, total) = rest.split_once('/')?;
     let (start, _) = range.split_once('-')?;
     Some((start.trim().parse().ok()?, total.trim().parse().ok()))
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(&format!(": {c}"));
-        cur = c.source();
-    }
-    s
 }
 
 #[cfg(test)]

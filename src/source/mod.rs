@@ -10,6 +10,7 @@
 pub mod archive;
 pub mod download;
 pub mod git;
+pub mod http;
 pub mod index_page;
 
 use std::fs::File;

@@ -350,6 +350,29 @@ pub fn matrix() -> Vec<Case> {
     cases
 }
 
+/// The known hangs and known failures of `stack`'s profiles that are no case of the matrix,
+/// each at its line (`recipes check` refuses them, as `verify` would).
+pub fn unknown_cases(stack: &crate::recipe::Stack) -> Vec<crate::diagnostic::Diagnostic> {
+    let ids: Vec<String> = matrix().into_iter().map(|c| c.id).collect();
+    let mut out = Vec::new();
+    for p in stack.profiles.values() {
+        for (what, list) in [("known hang", &p.known_hangs), ("known failure", &p.known_failures)] {
+            for id in list.iter().filter(|id| !ids.contains(id)) {
+                let close = crate::recipe::load_closest(id, ids.iter().map(String::as_str));
+                let mut d =
+                    p.case_at.get(id).cloned().unwrap_or_else(|| crate::diagnostic::Diagnostic::file(&stack.file, ""));
+                d.message = format!("profile `{}` lists {what} `{id}`, which is no case of the verify matrix", p.name);
+                d.help = Some(match close.first() {
+                    Some(c) => format!("did you mean `{c}`? `rocmforge verify --list` lists the cases"),
+                    None => "`rocmforge verify --list` lists the cases".to_string(),
+                });
+                out.push(d);
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

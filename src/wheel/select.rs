@@ -77,6 +77,56 @@ pub fn parse_python(text: &str) -> Option<(u32, u32)> {
     Some((a.parse().ok()?, b.parse().ok()?))
 }
 
+/// Whether CPython `py` satisfies a file's `Requires-Python` (PEP 503's `data-requires-python`,
+/// PEP 440 clauses: `>=3.9, <3.14`, `!=3.0.*`, `~=3.8`, `===3.11`), the stack's `3.11` taken as
+/// the version 3.11, as `packaging` takes it. `None` when a clause is unreadable (pip then
+/// ignores the attribute).
+pub fn python_satisfies(spec: &str, py: (u32, u32)) -> Option<bool> {
+    let have = Version::parse(&format!("{}.{}", py.0, py.1))?;
+    let key = public_key(&have);
+    let mut all = true;
+    for clause in spec.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+        let (op, rest) = ["===", "~=", "==", "!=", "<=", ">=", "<", ">"]
+            .iter()
+            .find_map(|op| clause.strip_prefix(op).map(|r| (*op, r.trim())))?;
+        if op == "===" {
+            all &= rest == format!("{}.{}", py.0, py.1);
+            continue;
+        }
+        if let Some(prefix) = rest.strip_suffix(".*").filter(|_| op == "==" || op == "!=") {
+            let want: Vec<u64> = prefix.split('.').map(|p| p.parse().ok()).collect::<Option<_>>()?;
+            let got: Vec<u64> = (0..want.len()).map(|i| [py.0, py.1].get(i).map_or(0, |n| u64::from(*n))).collect();
+            all &= (got == want) == (op == "==");
+            continue;
+        }
+        let want = Version::parse(rest)?;
+        if !want.local.is_empty() {
+            return None;
+        }
+        let wk = public_key(&want);
+        all &= match op {
+            "==" => key == wk,
+            "!=" => key != wk,
+            "<=" => key <= wk,
+            ">=" => key >= wk,
+            "<" => key < wk,
+            ">" => key > wk,
+            _ => {
+                // `~=3.8` is `>=3.8, ==3.*`; it needs two release numbers.
+                if want.release.len() < 2 || key < wk {
+                    false
+                } else {
+                    let n = want.release.len() - 1;
+                    let got = [u64::from(py.0), u64::from(py.1)];
+                    (0..n)
+                        .all(|i| got.get(i).copied().unwrap_or(0) == want.release[i].parse::<u64>().unwrap_or(u64::MAX))
+                }
+            }
+        };
+    }
+    Some(all)
+}
+
 /// `(2, 28)` of `2.28`.
 pub fn parse_glibc(text: &str) -> Option<(u32, u32)> {
     parse_python(text)
@@ -192,6 +242,27 @@ pub fn pick(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requires_python_as_packaging_reads_it() {
+        let on = |spec: &str, py| python_satisfies(spec, py);
+        assert_eq!(on(">=3.13", (3, 11)), Some(false));
+        assert_eq!(on(">=3.9, <3.14", (3, 11)), Some(true));
+        assert_eq!(on(">=3.9,<3.11", (3, 11)), Some(false));
+        assert_eq!(on("!=3.0.*,!=3.1.*,>=2.7", (3, 11)), Some(true));
+        assert_eq!(on("!=3.11.*", (3, 11)), Some(false));
+        assert_eq!(on("==3.*", (3, 11)), Some(true));
+        assert_eq!(on("~=3.8", (3, 11)), Some(true));
+        assert_eq!(on("~=3.8", (4, 0)), Some(false));
+        assert_eq!(on("~=3.12.1", (3, 12)), Some(false));
+        assert_eq!(on("==3.11.0", (3, 11)), Some(true));
+        assert_eq!(on(">3.11", (3, 11)), Some(false));
+        assert_eq!(on(">=3.13.0a1", (3, 11)), Some(false));
+        assert_eq!(on("<=3.11", (3, 11)), Some(true));
+        assert_eq!(on("", (3, 11)), Some(true));
+        assert_eq!(on(">=three", (3, 11)), None);
+        assert_eq!(on("3.11", (3, 11)), None);
+    }
 
     fn files() -> Vec<String> {
         [

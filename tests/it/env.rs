@@ -276,3 +276,57 @@ fn a_profile_value_names_the_venv_and_nothing_else() {
     assert!(err.contains("stack.toml:13:"), "file and line: {err}");
     assert!(err.contains("only `{venv}` may be placed in a value"), "{err}");
 }
+
+/// What `recipes check` used to pass and meant nothing: profile case ids that are no case of
+/// verify's matrix (refused only later, by `verify`), known-failure entries with a key it does
+/// not know or missing one (refused with serde's "did not match any variant"), and `venv-skip`
+/// in a stack without a venv. Each is refused at its line, with the forms it takes.
+#[test]
+fn stack_fields_that_mean_nothing_are_refused_at_their_line() {
+    let e = EnvStack::new();
+    let st = e.tree.join("recipes/envstack/stack.toml");
+    let check = |edit: &dyn Fn(&str) -> String| {
+        std::fs::write(&st, edit(STACK)).unwrap();
+        let out = e.cmd().args(["recipes", "check"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let hangs = "known-hangs = [\"conv-16-32-s48-k3-b1\"]";
+    let err = check(&|t| {
+        t.replace(
+            hangs,
+            "known-hangs = [\"conv-16-32-s48-k3-b2\"]\nknown-failures = [\"sdpaa\", { case = \"fft\", because = \"slow\" }]",
+        )
+    });
+    for (line, msg) in [
+        (18, "profile `implicit-gemm` lists known hang `conv-16-32-s48-k3-b2`, which is no case of the verify matrix"),
+        (19, "profile `implicit-gemm` lists known failure `sdpaa`, which is no case of the verify matrix"),
+    ] {
+        assert!(err.contains(&format!("{msg}\n  --> {}:{line}:", st.display())), "{line}: {msg}\n{err}");
+    }
+    assert!(err.contains("did you mean `sdpa`?") && err.contains("`rocmforge verify --list`"), "{err}");
+    assert!(err.contains("2 problems found"), "`fft` is a case: {err}");
+
+    let forms = "a known-failures entry is a case id (`\"sdpa\"`) or `{ case = \"sdpa\", because = \"text the case's message holds\" }`";
+    for (entry, said) in [
+        ("{ case = \"sdpa\", because = \"no flash\", ticket = \"42\" }", "unknown key `ticket`: "),
+        (
+            "{ case = \"sdpa\" }",
+            "the entry for `sdpa` has no `because` (write the bare id `\"sdpa\"` when any failure counts): ",
+        ),
+        ("{ because = \"no flash\" }", "the entry has no `case`: "),
+        ("3", ""),
+    ] {
+        let err = check(&|t| t.replace(hangs, &format!("{hangs}\nknown-failures = [{entry}]")));
+        assert!(err.contains(&format!("{said}{forms}")), "{entry}: {err}");
+        assert!(err.contains(&format!("{}:19:", st.display())), "{entry}: the file and line: {err}");
+        assert!(!err.contains("untagged enum"), "{err}");
+    }
+
+    let err = check(&|t| t.replace("python = \"3.11\"\n", "venv-skip = [\"rocm\"]\n"));
+    assert!(
+        err.contains("`venv-skip` is set, but the stack names no `python`, so it has no venv to skip anything in")
+            && err.contains(&format!("{}:7:", st.display())),
+        "{err}"
+    );
+}

@@ -787,6 +787,32 @@ fn amd_wheels_that_pin_another_of_the_stacks_wheels_are_refused_before_the_venv_
     assert!(!site.join("torch").exists(), "nothing installed");
 }
 
+/// A `venv-skip` name no wheel of the stack requires means nothing: the fill refuses it, naming
+/// it, the stack file and what the wheels do require.
+#[test]
+fn a_venv_skip_no_wheel_requires_is_refused_before_the_venv_is_filled() {
+    let a = AmdIndex::new();
+    let st = a.tree.join("recipes").join(AMD_STACK).join("stack.toml");
+    let t = std::fs::read_to_string(&st).unwrap();
+    assert!(t.contains("venv-skip = [\"rocm\"]"));
+    std::fs::write(&st, t.replace("venv-skip = [\"rocm\"]", "venv-skip = [\"rocm\", \"rocm-nothing\"]")).unwrap();
+    a.ok(&["lock"]);
+    let out = a.cmd().args(["build", "torchvision", "--locked"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`venv-skip` in ")
+            && err.contains(
+                "recipes/rocm-7.14-binary/stack.toml names `rocm-nothing`, which no wheel of the stack requires"
+            )
+            && err.contains("the wheels require: ")
+            && err.contains("rocm, "),
+        "{err}"
+    );
+    let site = a.home.path().join("state/rocmforge/venvs").join(AMD_STACK).join("lib/python3.11/site-packages");
+    assert!(!site.join("torch").exists(), "nothing installed");
+}
+
 /// Without uv, pip fills the venv the same way: requirements first, then the wheels with
 /// --no-deps, and no index is asked for `rocm`.
 #[test]

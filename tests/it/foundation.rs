@@ -52,6 +52,24 @@ const REFUSED_FOR_WHAT_THE_RECIPE_SAYS: &[(&str, &str, &str, &str)] = &[
     (
         "miopen",
         "-DGPU_TARGETS={targets}",
+        "-DHALF_INCLUDE_DIR={root:half/include",
+        "`{root:half/include` opens a placeholder that no `}` closes: write `{name}`, or `{{` for a literal brace",
+    ),
+    (
+        "llvm",
+        "[targets]\ngpu = false\n",
+        "[targets]\nsupported = []\n",
+        "`[targets] supported` is empty: the recipe would build for no target, so never",
+    ),
+    (
+        "llvm",
+        "[targets]\n",
+        "[host]\nversions = { boost = \">=12, <5\" }\n\n[targets]\n",
+        "`[host] versions.boost = \">=12, <5\"`: `>=12, <5` holds for no version: `>=12` and `<5` exclude each other",
+    ),
+    (
+        "miopen",
+        "-DGPU_TARGETS={targets}",
         "-DGPU_TARGETS={nosuch}",
         "[build] args: `-DGPU_TARGETS={nosuch}`: unknown placeholder `{nosuch}`; known: {prefix} {targets}",
     ),

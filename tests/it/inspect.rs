@@ -361,6 +361,54 @@ fn inspect_names_the_host_libraries_that_need_an_executable_stack() {
     assert_eq!(json["files"][0]["stack"], "executable", "{json:#}");
 }
 
+/// A library cut short anywhere, or whose section name table points outside it, is an error
+/// naming the file and what is wrong (exit 1), never "no GPU code"; so is the odd-offset form
+/// (read field by field) cut by one byte.
+#[test]
+fn inspect_refuses_a_truncated_or_garbled_library_naming_it() {
+    let f = fixtures();
+    let home = tempfile::tempdir().unwrap();
+    let lib = std::fs::read(f.path("libtwo.so")).unwrap();
+    let dir = home.path().join("bad");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut bad = Vec::new();
+    let mut put = |name: String, bytes: &[u8]| {
+        let p = dir.join(&name);
+        std::fs::write(&p, bytes).unwrap();
+        bad.push((name, p));
+    };
+    let step = lib.len() / 40;
+    for cut in (64..lib.len()).step_by(step).chain([lib.len() - 1]) {
+        put(format!("cut-{cut}.so"), &lib[..cut]);
+    }
+    let shoff = u64::from_le_bytes(lib[0x28..0x30].try_into().unwrap()) as usize;
+    let shstrndx = u16::from_le_bytes([lib[0x3e], lib[0x3f]]) as usize;
+    let mut garbled = lib.clone();
+    let at = shoff + shstrndx * 64 + 0x18;
+    garbled[at..at + 8].copy_from_slice(&(lib.len() as u64 * 4).to_le_bytes());
+    put("garbled-names.so".into(), &garbled);
+    let odd = section_headers_at_an_odd_offset(&lib);
+    put("odd-cut.so".into(), &odd[..odd.len() - 1]);
+
+    let paths: Vec<&PathBuf> = bad.iter().map(|(_, p)| p).collect();
+    let out = rocmforge(home.path()).arg("inspect").args(&paths).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("error: {} file(s) could not be read", bad.len())), "{err}");
+    for (name, _) in &bad {
+        let line = err.lines().find(|l| l.contains(&format!("{name}`: "))).unwrap_or_else(|| panic!("{name}: {err}"));
+        assert!(line.contains("truncated or damaged") || line.contains("damaged: "), "{line}");
+    }
+    assert!(err.contains("garbled-names.so`: damaged: the name of section 1 cannot be read"), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("0 file(s) with GPU code, 0 without"), "{}", text(&out));
+    // The whole library still reads, in both forms.
+    std::fs::write(dir.join("odd.so"), &odd).unwrap();
+    let json = inspect_json(home.path(), &[f.path("libtwo.so"), dir.join("odd.so")]);
+    for file in json["files"].as_array().unwrap() {
+        assert_eq!(strings(&file["targets"]), ["gfx1010", "gfx1030"], "{json:#}");
+    }
+}
+
 /// The library with its section header table copied to the end at an offset that is not a
 /// multiple of 8 (`e_shoff` pointing there), as rocm-kpack's ELF surgery leaves the libraries it
 /// transforms (its own transform of a hipcc library put it at 20789); the loader never reads it.

@@ -475,6 +475,22 @@ impl WheelIndex {
         out
     }
 
+    /// A wheel of torch served at `<dir>/<name>` (the `+` escaped, and as written): its name,
+    /// bytes and sha256.
+    fn wheel(&self, dir: &str, version: &str, tag: &str) -> (String, Vec<u8>, String) {
+        let (name, bytes) = crate::support::wheel::make("torch", version, tag, "torch", &format!("{version} {tag}"));
+        self.http.add(&format!("{dir}/{}", name.replace('+', "%2B")), bytes.clone());
+        self.http.add(&format!("{dir}/{name}"), bytes.clone());
+        let digest = crate::support::wheel::sha256_hex(&bytes);
+        (name, bytes, digest)
+    }
+
+    /// The picked pin's url.
+    fn pinned_url(&self) -> String {
+        let lock: toml::Value = toml::from_str(&self.lock_text()).unwrap();
+        lock["pin"].as_array().unwrap()[0]["url"].as_str().unwrap().to_string()
+    }
+
     fn cmd(&self, args: &[&str]) -> Command {
         let mut c = rocmforge(self.home.path());
         c.env("ROCMFORGE_CONFIG", self.home.path().join("config.toml"))
@@ -665,4 +681,183 @@ fn lock_refuses_no_match_an_ambiguity_and_a_link_without_digest_naming_page_proj
     let out = w.cmd(&["lock"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("serves no project `torch` (HTTP 403 Forbidden at"), "{err}");
+}
+
+#[test]
+fn lock_reads_index_pages_as_html_comments_entities_and_any_attribute_syntax() {
+    let w = WheelIndex::new("2.9.1");
+    let (want, _, d1) = w.wheel("whl/files", "2.9.1+rocm7.10.0", "cp311-cp311-manylinux_2_28_x86_64");
+    let (py312, _, d2) = w.wheel("whl/files", "2.9.1+rocm7.10.0", "cp312-cp312-manylinux_2_28_x86_64");
+    let (old, _, d3) = w.wheel("whl/files", "2.9.1+rocm7.9.0", "cp311-cp311-manylinux_2_28_x86_64");
+    // The file the stack takes linked unquoted, its `+` as a character reference; another
+    // spaced around `=`; a third only inside a comment (taken, it would make two candidates).
+    let page = format!(
+        "<!DOCTYPE html>\n<html><body>\n<!-- withdrawn:\n<a href=\"../files/{old}#sha256={d3}\">{old}</a>\n-->\n\
+         <a href=../files/{}#sha256={d1}>{want}</a><br/>\n<a\n  href = \"../files/{py312}#sha256={d2}\" >{py312}</a>\n</body></html>\n",
+        want.replace('+', "&#43;")
+    );
+    w.http.add("whl/torch/", page.into_bytes());
+    let out = w.cmd(&["lock"]).output().unwrap();
+    assert!(out.status.success(), "{}", crate::support::text(&out));
+    assert_eq!(w.pinned_url(), format!("https://repo.example.invalid/whl/files/{want}"), "{}", w.lock_text());
+    let out = w.cmd(&["build", "torch", "--locked"]).output().unwrap();
+    assert!(out.status.success(), "{}", crate::support::text(&out));
+
+    // The spaced link is read too: Python 3.12 takes it.
+    let st = w.home.path().join("tree/recipes/w/stack.toml");
+    std::fs::write(&st, WHEEL_STACK.replace("python = \"3.11\"", "python = \"3.12\"")).unwrap();
+    let out = w.cmd(&["lock"]).output().unwrap();
+    assert!(out.status.success(), "{}", crate::support::text(&out));
+    assert_eq!(w.pinned_url(), format!("https://repo.example.invalid/whl/files/{py312}"), "{}", w.lock_text());
+}
+
+/// torch's page with 2.9.3 for Python 3.13 and later only, 2.9.2 yanked and 2.9.1, all for
+/// CPython 3.11 by their tags.
+fn marked_page(w: &WheelIndex) -> [String; 3] {
+    let tag = "cp311-cp311-manylinux_2_28_x86_64";
+    let (new, _, d1) = w.wheel("whl/files", "2.9.3", tag);
+    let (yanked, _, d2) = w.wheel("whl/files", "2.9.2", tag);
+    let (fine, _, d3) = w.wheel("whl/files", "2.9.1", tag);
+    let page = format!(
+        "<html><body>\n<a href=\"../files/{new}#sha256={d1}\" data-requires-python=\"&gt;=3.13\">{new}</a>\n\
+         <a href=\"../files/{yanked}#sha256={d2}\" data-requires-python=\"&gt;=3.9\" data-yanked=\"broken build &amp; withdrawn\">{yanked}</a>\n\
+         <a href=\"../files/{fine}#sha256={d3}\" data-requires-python=\"&gt;=3.9,&lt;3.14\">{fine}</a>\n</body></html>\n"
+    );
+    w.http.add("whl/torch/", page.into_bytes());
+    [new, yanked, fine]
+}
+
+#[test]
+fn lock_takes_no_file_for_another_python_and_a_yanked_one_only_when_named_and_said() {
+    // A wildcard takes the newest release the stack may install: not 2.9.3 (Python >= 3.13),
+    // not 2.9.2 (yanked).
+    let w = WheelIndex::new("==2.9.*");
+    let [_, _, fine] = marked_page(&w);
+    let out = w.cmd(&["lock"]).output().unwrap();
+    assert!(out.status.success(), "{}", crate::support::text(&out));
+    assert_eq!(w.pinned_url(), format!("https://repo.example.invalid/whl/files/{fine}"));
+
+    // Asked for exactly, the file for Python 3.13 is refused, saying why.
+    let w = WheelIndex::new("2.9.3");
+    let [new, ..] = marked_page(&w);
+    let out = w.cmd(&["lock"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", crate::support::text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("has `torch` `2.9.3` for CPython 3.11 on Linux x86_64 with glibc 2.28 only in files it marks as not for the stack")
+            && err.contains(&format!("{new} (requires Python `>=3.13`)")),
+        "{err}"
+    );
+    assert_eq!(w.lock_text(), "", "nothing locked");
+
+    // Asked for exactly, the yanked file is taken (PEP 592), with a warning giving the reason.
+    let w = WheelIndex::new("2.9.2");
+    let [_, yanked, _] = marked_page(&w);
+    let out = w.cmd(&["lock"]).output().unwrap();
+    assert!(out.status.success(), "{}", crate::support::text(&out));
+    let said = crate::support::text(&out);
+    assert!(
+        said.contains(&format!(
+            "the only file that fits, `https://repo.example.invalid/whl/files/{yanked}`, is yanked"
+        )) && said.contains("(reason given: broken build & withdrawn)"),
+        "{said}"
+    );
+    assert_eq!(w.pinned_url(), format!("https://repo.example.invalid/whl/files/{yanked}"));
+}
+
+#[test]
+fn lock_resolves_relative_links_against_the_page_a_redirect_led_to() {
+    let w = WheelIndex::new("2.9.1");
+    let (want, bytes, digest) = w.wheel("mirror/files", "2.9.1", "cp311-cp311-manylinux_2_28_x86_64");
+    w.http.with(|s| s.redirects.insert("/whl/torch/".into(), "/mirror/torch/".into()));
+    w.http.add("mirror/torch/", format!("<a href=\"../files/{want}#sha256={digest}\">{want}</a>\n").into_bytes());
+    let out = w.cmd(&["lock"]).output().unwrap();
+    assert!(out.status.success(), "{}", crate::support::text(&out));
+    // Where the page was, as the recipe would name it: the build goes through the rewrite.
+    assert_eq!(w.pinned_url(), format!("https://repo.example.invalid/mirror/files/{want}"), "{}", w.lock_text());
+    let out = w.cmd(&["build", "torch", "--locked"]).output().unwrap();
+    assert!(out.status.success(), "{}", crate::support::text(&out));
+    let own = w.home.path().join("state/rocmforge/index/w/simple/torch");
+    assert_eq!(std::fs::read(own.join(&want)).unwrap(), bytes);
+}
+
+#[test]
+fn lock_waits_for_a_stalled_page_as_configured_and_reads_no_page_past_its_bound() {
+    let w = WheelIndex::new("2.9.1");
+    w.serve(&AMD_LIKE);
+    std::fs::write(
+        w.home.path().join("config.toml"),
+        format!(
+            "download-timeout-secs = 2\n[url-rewrite]\n\"https://repo.example.invalid/\" = \"{}\"\n",
+            w.http.url("")
+        ),
+    )
+    .unwrap();
+    w.http.with(|s| {
+        s.stall_at = Some(40);
+        s.stall_for = std::time::Duration::from_secs(6);
+    });
+    let out = w.cmd(&["lock"]).env_remove("ROCMFORGE_HTTP_TIMEOUT_SECS").output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", crate::support::text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot read the index page `https://repo.example.invalid/whl/torch/`")
+            && err.contains("no answer within 2 s (`download-timeout-secs` in the config"),
+        "{err}"
+    );
+    assert!(!err.contains("error decoding response body"), "{err}");
+
+    w.http.with(|s| s.stall_at = None);
+    let mut huge = b"<html><body>".to_vec();
+    huge.resize(33 << 20, b' ');
+    w.http.add("whl/torch/", huge);
+    let out = w.cmd(&["lock"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", crate::support::text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the page is larger than 32 MiB, more than any index page: not read"), "{err}");
+}
+
+#[test]
+fn lock_and_downloads_trust_the_certificates_ssl_cert_file_names_and_name_a_refused_one() {
+    let w = WheelIndex::new("2.9.1");
+    let served = w.serve(&AMD_LIKE);
+    let tls = crate::support::tls::TlsFront::start(w.http.port, w.home.path());
+    std::fs::write(
+        w.home.path().join("config.toml"),
+        format!("[url-rewrite]\n\"https://repo.example.invalid/\" = \"{}\"\n", tls.url("")),
+    )
+    .unwrap();
+
+    // The proxy's CA trusted by no one: the error names the certificate problem and the fix.
+    let out = w.cmd(&["lock"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", crate::support::text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("TLS: the server's certificate is not signed by a certificate authority this machine trusts (invalid peer certificate: UnknownIssuer)")
+            && err.contains("rocmforge trusts the system's certificate store and Mozilla's roots")
+            && err.contains("point SSL_CERT_FILE at it"),
+        "{err}"
+    );
+
+    // Trusted through SSL_CERT_FILE, as curl and pip read it: lock reads the page over TLS.
+    let ca = tls.ca_pem.clone();
+    let out = w.cmd(&["lock"]).env("SSL_CERT_FILE", &ca).output().unwrap();
+    assert!(out.status.success(), "{}", crate::support::text(&out));
+
+    // A download refused the same way says so; trusted, it goes through.
+    let out = w.cmd(&["build", "torch", "--locked"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "cannot download `https://repo.example.invalid/whl/files/{}`",
+            served[1].0.replace('+', "%2B")
+        )) && err
+            .contains("TLS: the server's certificate is not signed by a certificate authority this machine trusts"),
+        "{err}"
+    );
+    let out = w.cmd(&["build", "torch", "--locked"]).env("SSL_CERT_FILE", &ca).output().unwrap();
+    assert!(out.status.success(), "{}", crate::support::text(&out));
+    let own = w.home.path().join("state/rocmforge/index/w/simple/torch");
+    assert_eq!(std::fs::read(own.join(&served[1].0)).unwrap(), served[1].1);
 }

@@ -11,6 +11,7 @@ pub mod git;
 pub mod host;
 pub mod http;
 pub mod kpack;
+pub mod tls;
 pub mod wheel;
 pub mod nginx;
 
