@@ -33,11 +33,14 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> io::Result<bool> {
 }
 
 /// Fills a temp file in `path`'s directory with `fill`, then renames it over `path`; `durable`:
-/// fsyncs the file before and the directory after the rename.
+/// fsyncs the file before and the directory after the rename. The file gets the mode a plain
+/// `fs::write` would give it (0666 less the umask), not the temp file's 0600: the index's pages
+/// and wheels are read by web servers running as other users.
 fn via_temp(path: &Path, durable: bool, fill: impl FnOnce(&mut fs::File) -> io::Result<()>) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    let mut tmp =
+        tempfile::Builder::new().prefix(".tmp-").permissions(fs::Permissions::from_mode(0o666)).tempfile_in(dir)?;
     fill(tmp.as_file_mut())?;
     if durable {
         tmp.as_file().sync_all()?;
