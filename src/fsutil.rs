@@ -59,6 +59,53 @@ pub fn sync_dir(dir: &Path) {
     }
 }
 
+/// An exclusive lock on a file that says who holds it (the holder writes its note, JSON, into
+/// the file). Released when dropped (the note wiped, so a finished holder leaves nothing
+/// behind), or when the process dies.
+pub struct HeldLock {
+    file: fs::File,
+}
+
+impl Drop for HeldLock {
+    fn drop(&mut self) {
+        let _ = self.file.set_len(0);
+    }
+}
+
+/// Takes the lock at `path` and writes `me` into it. If another process holds it: with
+/// `waiting`, that is told who (when its note can be read) and the call blocks until the holder
+/// lets go; without, `Err(holder)` is returned at once.
+pub fn lock_held<H: serde::Serialize + serde::de::DeserializeOwned>(
+    path: &Path,
+    me: &H,
+    waiting: Option<&mut dyn FnMut(Option<H>)>,
+) -> io::Result<Result<HeldLock, Option<H>>> {
+    use fs4::fs_std::FileExt;
+    use std::io::Seek;
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    let mut file = fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(path)?;
+    match file.try_lock_exclusive() {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            let holder = fs::read(path).ok().and_then(|b| serde_json::from_slice(&b).ok());
+            match waiting {
+                Some(wait) => {
+                    wait(holder);
+                    file.lock_exclusive()?;
+                }
+                None => return Ok(Err(holder)),
+            }
+        }
+        Err(e) => return Err(e),
+    }
+    file.set_len(0)?;
+    file.rewind()?;
+    file.write_all(&serde_json::to_vec(me).map_err(io::Error::other)?)?;
+    Ok(Ok(HeldLock { file }))
+}
+
 /// One entry of a tree listing, relative to the tree root.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Entry {

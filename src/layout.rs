@@ -6,6 +6,7 @@
 //!   group on the first line, then `token <T>`, the value of `ROCMFORGE_STEP_TOKEN` in its
 //!   processes' environment; see `RunningStep`) and `state.json` (which key the dir is for,
 //!   finished steps, stored or not), `ccache-stats.log` (ccache's count of the recipe's compiles).
+//!   Its lock, `<work-dir>/<stack>/.locks/<recipe>.lock`, is held by the build using it.
 //! - Scratch trees (pristine copies to compare or check against): `<work-dir>/.scratch/`.
 //! - The last build of each recipe: `<state-dir>/last-build/<stack>/<recipe>.json`, the cache-key
 //!   inputs of the artifact it last built or used (read by `plan` to say why a recipe rebuilds and
@@ -28,6 +29,27 @@ pub struct WorkState {
     /// runs, so every step sees the same wheel version (`local_version` of the index module).
     #[serde(default)]
     pub serial: u64,
+}
+
+/// Who holds a work dir's lock (see [`WorkDir::lock`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct WorkHolder {
+    pub pid: u32,
+    /// The command holding it (`build`, `clean`).
+    pub command: String,
+    pub stack: String,
+}
+
+impl WorkHolder {
+    pub fn me(command: &str, stack: &str) -> WorkHolder {
+        WorkHolder { pid: std::process::id(), command: command.to_string(), stack: stack.to_string() }
+    }
+}
+
+impl std::fmt::Display for WorkHolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`rocmforge {}` of stack `{}` (pid {})", self.command, self.stack, self.pid)
+    }
 }
 
 /// A recipe's work dir: `src/` (the patched tree), `build/`, `stage/`, `steps/`, `logs/`.
@@ -82,6 +104,24 @@ impl WorkDir {
     /// rocmforge before touching the build dir, and `status` can tell processes left behind.
     pub fn running_pid(&self) -> PathBuf {
         self.root.join("running.pid")
+    }
+
+    /// `<work-dir>/<stack>/.locks/<recipe>.lock`: held by the process using the dir (a build,
+    /// from its recipe's first step until the build ends, or `clean` while it removes the dir).
+    /// Outside the dir, so removing the dir never removes its lock.
+    fn lock_path(&self) -> PathBuf {
+        let recipe = self.root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        self.root.parent().unwrap_or(&self.root).join(".locks").join(format!("{recipe}.lock"))
+    }
+
+    /// Takes the dir's lock for `me`. Held by another process: with `waiting`, that is told who
+    /// and the call waits; without, `Err(holder)` at once.
+    pub fn lock(
+        &self,
+        me: &WorkHolder,
+        waiting: Option<&mut dyn FnMut(Option<WorkHolder>)>,
+    ) -> std::io::Result<Result<fsutil::HeldLock, Option<WorkHolder>>> {
+        fsutil::lock_held(&self.lock_path(), me, waiting)
     }
 
     /// What `running.pid` says, if it is there and readable.

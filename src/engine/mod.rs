@@ -140,6 +140,9 @@ pub struct Engine<'a> {
     history: History,
     /// Source trees are prepared one at a time (several recipes share one checkout).
     prepare_lock: std::sync::Mutex<()>,
+    /// The work dirs this build uses, each locked from its first use until the build ends, so
+    /// `clean` leaves them alone.
+    work_locks: std::sync::Mutex<std::collections::BTreeMap<String, crate::fsutil::HeldLock>>,
 }
 
 impl<'a> Engine<'a> {
@@ -153,7 +156,18 @@ impl<'a> Engine<'a> {
         opts: EngineOptions,
     ) -> Engine<'a> {
         let history = History::new(&cfg.state_dir, &stack.name);
-        Engine { cfg, tree, stack, plan, store, progress, opts, history, prepare_lock: std::sync::Mutex::new(()) }
+        Engine {
+            cfg,
+            tree,
+            stack,
+            plan,
+            store,
+            progress,
+            opts,
+            history,
+            prepare_lock: std::sync::Mutex::new(()),
+            work_locks: Default::default(),
+        }
     }
 
     /// Carries out the plan. Returns each recipe's outcome in plan order. A plan with blocked

@@ -137,6 +137,27 @@ impl Engine<'_> {
             .unwrap_or_else(|| WorkDir::new(&self.cfg.work_dir, &self.stack.name, recipe))
     }
 
+    /// Locks `recipe`'s work dir for the rest of the build (once: later calls find it held),
+    /// waiting, and saying so, while another process holds it.
+    fn hold_work_dir(&self, recipe: &str) -> Result<(), BuildError> {
+        let held = || self.work_locks.lock().unwrap_or_else(|e| e.into_inner());
+        if held().contains_key(recipe) {
+            return Ok(());
+        }
+        let wd = self.work_dir(recipe);
+        let me = crate::layout::WorkHolder::me("build", &self.stack.name);
+        let mut waiting = |holder: Option<crate::layout::WorkHolder>| {
+            let who = holder.map(|h| h.to_string()).unwrap_or_else(|| "another process".into());
+            self.progress.warn(recipe, &format!("waiting for {who}, which holds the work dir `{}`", wd.root.display()));
+        };
+        let lock = wd
+            .lock(&me, Some(&mut waiting))
+            .map_err(io_err("cannot lock the work dir", &wd.root))?
+            .unwrap_or_else(|_| unreachable!("it waits"));
+        held().entry(recipe.to_string()).or_insert(lock);
+        Ok(())
+    }
+
     fn build_one(
         &self,
         r: &Recipe,
@@ -146,6 +167,7 @@ impl Engine<'_> {
         prefix: &Prefix,
     ) -> Result<(), BuildError> {
         let _lock = self.store.lock(&d.key)?;
+        self.hold_work_dir(&r.name)?;
         let wd = d.work();
         let mut forced = forced;
         let cached = if forced { None } else { self.get_or_build(r, d)? };
@@ -475,6 +497,7 @@ impl Engine<'_> {
         }
         match &r.source {
             SourceSpec::From { recipe, subdir } => {
+                self.hold_work_dir(recipe)?;
                 let base = self.work_dir(recipe).src();
                 Ok(match subdir {
                     Some(s) => base.join(s),
@@ -487,6 +510,7 @@ impl Engine<'_> {
 
     /// Fetches, checks out and patches a recipe's own source into its work dir.
     fn prepare_own(&self, r: &Recipe) -> Result<PathBuf, BuildError> {
+        self.hold_work_dir(&r.name)?;
         let src = self.work_dir(&r.name).src();
         let subdir = match &r.source {
             SourceSpec::Git { subdir, .. } | SourceSpec::Url { subdir, .. } => subdir.clone(),

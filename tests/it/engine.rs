@@ -199,6 +199,42 @@ fn cache_list_verify_gc_and_clean() {
     e.build(&[]).success().stdout(predicate::str::starts_with("nothing to build"));
 }
 
+/// `clean --all` while a build runs: the running recipe's work dir (and those of the recipes
+/// the build did before) are the build's; clean keeps them, naming the build, and the build
+/// goes on to the end. (Before: mid's dir was removed under its steps, and the build failed.)
+#[test]
+fn clean_all_during_a_build_keeps_the_dirs_the_build_holds_and_names_it() {
+    let e = Env::new();
+    let flag = e.home.path().join("paused");
+    let child = e
+        .process()
+        .args(["build", "top", "--prefix"])
+        .arg(e.prefix())
+        .env("ROCMFORGE_FAULT", "pause:step:step1:mid")
+        .env("ROCMFORGE_FAULT_PAUSE", &flag)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("mid's first step", Duration::from_secs(30), || flag.exists());
+    let out = e.cmd().args(["clean", "--all"]).output().unwrap();
+    let text = output_text(&out);
+    assert!(out.status.success(), "{text}");
+    let pid = child.id();
+    assert!(
+        text.contains(&format!("kept: in use by `rocmforge build` of stack `scripts` (pid {pid}), now running")),
+        "{text}"
+    );
+    assert!(e.work("mid").join("state.json").is_file(), "mid's work dir was removed under its build: {text}");
+    std::fs::remove_file(&flag).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    // Once the build has ended, the same command removes them.
+    let out = e.cmd().args(["clean", "--all"]).output().unwrap();
+    assert!(out.status.success() && !output_text(&out).contains("kept"), "{}", output_text(&out));
+    assert!(!e.work("mid").exists());
+}
+
 #[test]
 fn an_artifact_removed_after_the_plan_is_rebuilt_and_the_build_says_why() {
     let e = Env::new();
