@@ -452,6 +452,25 @@ pub fn owner_alive(name: &str) -> bool {
     }
 }
 
+/// Removes the entries of `dir` named `<prefix><pid>` whose process is gone: what a killed run
+/// of the same work left, which the run now redoing it (holding that work's lock) takes over, so
+/// `cache verify` is clean after a resume without a `cache gc`.
+pub fn remove_dead_temps(dir: &Path, prefix: &str) -> io::Result<()> {
+    let Ok(rd) = fs::read_dir(dir) else { return Ok(()) };
+    for e in rd.filter_map(Result::ok) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.strip_prefix(prefix).is_some_and(|pid| pid.parse::<u32>().is_ok() && !owner_alive(pid)) {
+            let p = e.path();
+            if p.is_dir() {
+                remove_dir_all_if_exists(&p)?;
+            } else {
+                remove_if_exists(&p)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn join_rel(root: &Path, rel: &str) -> PathBuf {
     root.join(rel.trim_start_matches('/'))
 }

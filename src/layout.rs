@@ -1,7 +1,7 @@
 //! Where things live on disk: the one place that spells each layout other modules read.
 //!
 //! - A recipe's work dir, `<work-dir>/<stack>/<recipe>/`: `src/` (the patched tree) and its
-//!   marker `src.prepared.json`, `build/`, `stage/`, `steps/NN-<step>.sh` (each step's script,
+//!   marker `src.prepared.json`, `build/`, `stage/`, `tmp/` (the steps' `TMPDIR`), `steps/NN-<step>.sh` (each step's script,
 //!   numbered in run order), `logs/<step>.log`, `running.pid` (the step now running: its process
 //!   group on the first line, then `token <T>`, the value of `ROCMFORGE_STEP_TOKEN` in its
 //!   processes' environment; see `RunningStep`) and `state.json` (which key the dir is for,
@@ -70,6 +70,11 @@ impl WorkDir {
     }
     pub fn stage(&self) -> PathBuf {
         self.root.join("stage")
+    }
+    /// The steps' temp dir (`TMPDIR`), emptied when the steps start, removed when the artifact
+    /// is stored.
+    pub fn tmp(&self) -> PathBuf {
+        self.root.join("tmp")
     }
     pub fn steps(&self) -> PathBuf {
         self.root.join("steps")
@@ -177,7 +182,7 @@ impl WorkDir {
                 Ok(s)
             }
             _ => {
-                for d in [self.build(), self.stage(), self.steps(), self.logs()] {
+                for d in [self.build(), self.stage(), self.tmp(), self.steps(), self.logs()] {
                     fsutil::remove_dir_all_if_exists(&d)?;
                 }
                 fsutil::remove_if_exists(&self.compiler_cache_log())?;

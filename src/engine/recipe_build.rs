@@ -227,8 +227,9 @@ impl Engine<'_> {
                 self.store.remove(&d.key)?;
             }
             self.store.put(&d.key, &d.inputs, &produced)?;
-            let stage = wd.stage();
-            crate::fsutil::remove_dir_all_if_exists(&stage).map_err(io_err("cannot clean", &stage))?;
+            for done in [wd.stage(), wd.tmp()] {
+                crate::fsutil::remove_dir_all_if_exists(&done).map_err(io_err("cannot clean", &done))?;
+            }
             state.stored = true;
             wd.save(&state).map_err(io_err("cannot record step in", &wd.root))?;
         }
@@ -285,6 +286,10 @@ impl Engine<'_> {
                 state.steps_done.retain(|n| !refill.contains(&n.as_str()));
             }
         }
+        // The steps' temp dir starts empty: what a killed run's steps left there goes (their
+        // processes were stopped before this).
+        crate::fsutil::remove_dir_all_if_exists(&vars.tmp).map_err(io_err("cannot empty", &vars.tmp))?;
+        std::fs::create_dir_all(&vars.tmp).map_err(io_err("cannot create", &vars.tmp))?;
         // A compiler cache's server, if it has one, runs while the steps do (outside their
         // process groups, which are stopped after each step).
         let server = match steps.iter().find(|s| !state.steps_done.contains(&s.name)) {
@@ -439,6 +444,7 @@ impl Engine<'_> {
             src,
             build: wd.build(),
             stage: wd.stage(),
+            tmp: wd.tmp(),
             work_dir: self.cfg.work_dir.clone(),
             python,
             host_python,
