@@ -237,10 +237,12 @@ pub fn next_build_serial(state_dir: &Path, stack: &str, recipe: &str) -> std::io
     let path = state_dir.join("build-serials").join(stack).join(recipe);
     let last = fs::read_to_string(&path).ok().and_then(|t| t.trim().parse::<u64>().ok()).unwrap_or(0);
     let next = last + 1;
+    // Said with its path: it is the state dir's, not the work dir's the caller names.
+    let named = |e: std::io::Error| std::io::Error::new(e.kind(), format!("cannot write `{}`: {e}", path.display()));
     if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir)?;
+        fs::create_dir_all(dir).map_err(named)?;
     }
-    fsutil::write_atomic(&path, format!("{next}\n").as_bytes())?;
+    fsutil::write_atomic(&path, format!("{next}\n").as_bytes()).map_err(named)?;
     Ok(next)
 }
 

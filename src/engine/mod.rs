@@ -42,6 +42,8 @@ pub enum BuildError {
     Step(#[from] StepError),
     #[error("{}: step `{}` failed because its disk is full: {disk}\n{failure}", failure.recipe, failure.step)]
     DiskFull { failure: Box<step::StepFailure>, disk: String },
+    #[error("{error}\nbecause a disk is full: {disk}")]
+    NoSpace { error: String, disk: String },
     #[error("{recipe}: its steps succeeded but installed nothing into `{stage}`, so its artifact would be empty; nothing was stored. Check that the project has install rules and that the recipe does not send them elsewhere")]
     NothingInstalled { recipe: String, stage: PathBuf },
     #[error("{recipe}: its steps left {} in the stage `{}` that cannot be stored or deployed (only files, directories and symlinks can): {}; nothing was stored. Remove them in a step (`rm -f {{stage}}/{}`) or make the step not install them", if files.len() == 1 { "a special file" } else { "special files" }, stage.display(), files.iter().map(|(f, k)| format!("`{f}` is {k}")).collect::<Vec<_>>().join(", "), files[0].0)]

@@ -42,6 +42,12 @@ impl Engine<'_> {
                 unreachable!("the engine refuses blocked plans")
             }
         };
+        // Out of space writing rocmforge's own files (the work dir's, the state's, the
+        // cache's): which disk filled, and the setting that moves it.
+        let result = result.map_err(|e| match no_space(&e).then(|| explain_full_disk(self.cfg, &d.work().root)) {
+            Some(Some(disk)) => BuildError::NoSpace { error: crate::diagnostic::one_line(&e), disk },
+            _ => e,
+        });
         if let Err(e) = &result {
             self.progress.recipe_failed(&d.name, &crate::diagnostic::one_line(e));
         }
@@ -536,6 +542,35 @@ impl Engine<'_> {
             None => src,
         })
     }
+}
+
+/// Whether `e` failed for want of space: a write that got ENOSPC or EDQUOT somewhere in its
+/// chain (a failed step is told apart by its log instead, [`disk_full`]).
+fn no_space(e: &BuildError) -> bool {
+    if matches!(e, BuildError::DiskFull { .. } | BuildError::NoSpace { .. } | BuildError::Step(StepError::Failed(_))) {
+        return false;
+    }
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            let full = [rustix::io::Errno::NOSPC, rustix::io::Errno::DQUOT].map(|e| e.raw_os_error());
+            if io.kind() == std::io::ErrorKind::StorageFull || io.raw_os_error().is_some_and(|n| full.contains(&n)) {
+                return true;
+            }
+        }
+        cause = c.source();
+    }
+    false
+}
+
+/// Which of rocmforge's disks is full, for a recipe whose work dir is `root`: its work dir's
+/// (with what the recipe left there), else the state or cache dir's.
+fn explain_full_disk(cfg: &crate::config::Config, root: &std::path::Path) -> Option<String> {
+    let space = crate::fsutil::disk_space(root).or_else(|| crate::fsutil::disk_space(&cfg.work_dir))?;
+    if space.free < NEARLY_FULL {
+        return disk_full(cfg, root, &[]);
+    }
+    other_disk_full(cfg, root, &space)
 }
 
 /// A step said a disk filled while its work dir's disk (`work`, holding `root`) has room: the

@@ -476,6 +476,47 @@ fn a_full_state_disk_is_named_not_the_work_dir_moved_to_an_empty_disk() {
     assert!(!err.contains("then set `ROCMFORGE_WORK_DIR`") && !err.contains("work-dir` in the config"), "{err}");
 }
 
+/// The state dir's disk full before a recipe begins, with only `work-dir` moved to a large
+/// disk: the error names the full disk and the setting that moves it, not the new work dir.
+/// (Before: "cannot prepare work dir `<new work dir>/mid`: No space left on device".)
+#[test]
+fn a_full_state_disk_before_a_recipe_begins_is_named_with_its_setting() {
+    let e = Env::new();
+    let disk = SmallDisk::mount(e.home.path().join("small"), "2m");
+    let state = disk.0.join("state");
+    let work = e.home.path().join("large/work");
+    let build = |recipe: &str| {
+        e.cmd()
+            .env("ROCMFORGE_WORK_DIR", &work)
+            .env("ROCMFORGE_STATE_DIR", &state)
+            .args(["build", recipe, "--prefix"])
+            .arg(e.prefix())
+            .output()
+            .unwrap()
+    };
+    let out = build("base");
+    assert!(out.status.success(), "{}", output_text(&out));
+    // Fill the state dir's disk to the last byte.
+    let _ = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("head -c 4000000 /dev/zero > {}/filler", disk.0.display()))
+        .status();
+    let out = build("top");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "because a disk is full: the disk holding the state dir `{}` (mounted at `{}`) is full:",
+            state.display(),
+            disk.0.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains(&format!("The work dir `{}", work.display())) && err.contains("which did not fill"), "{err}");
+    assert!(err.contains("set `ROCMFORGE_STATE_DIR` (set in this environment"), "{err}");
+    assert!(err.contains(&format!("cannot write `{}/build-serials/", state.display())), "the file is named: {err}");
+}
+
 #[test]
 fn a_cmake_recipe_that_installs_nothing_fails_and_stores_nothing() {
     use crate::support::archive::gz;
