@@ -44,17 +44,8 @@ pub enum DeployOutcome {
 }
 
 /// Held by the build that deploys into a prefix: two builds into one prefix would race on its
-/// files, so the second waits for the first. Released when dropped (the holder's note is wiped,
-/// so a finished build leaves the prefix as it found it), or when the process dies.
-pub struct PrefixLock {
-    file: fs::File,
-}
-
-impl Drop for PrefixLock {
-    fn drop(&mut self) {
-        let _ = self.file.set_len(0);
-    }
-}
+/// files, so the second waits for the first (see [`fsutil::HeldLock`]).
+pub type PrefixLock = fsutil::HeldLock;
 
 /// Who holds a prefix: written into the lock file by the holder.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -75,27 +66,14 @@ pub fn lock_prefix(
     stack: &str,
     waiting: impl FnOnce(Option<PrefixHolder>),
 ) -> std::io::Result<PrefixLock> {
-    use fs4::fs_std::FileExt;
-    use std::io::{Seek, Write};
-    let path = lock_path(root);
-    if let Some(parent) = path.parent() {
-        fs::create_dir_all(parent)?;
-    }
-    let mut file = fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path)?;
-    match file.try_lock_exclusive() {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-            let holder = fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok());
-            waiting(holder);
-            file.lock_exclusive()?;
-        }
-        Err(e) => return Err(e),
-    }
     let me = PrefixHolder { pid: std::process::id(), stack: stack.to_string() };
-    file.set_len(0)?;
-    file.rewind()?;
-    file.write_all(&serde_json::to_vec(&me).expect("serialises"))?;
-    Ok(PrefixLock { file })
+    let mut waiting = Some(waiting);
+    let mut tell = |holder| {
+        if let Some(w) = waiting.take() {
+            w(holder)
+        }
+    };
+    Ok(fsutil::lock_held(&lock_path(root), &me, Some(&mut tell))?.unwrap_or_else(|_| unreachable!("it waits")))
 }
 
 pub struct Prefix {

@@ -33,11 +33,14 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> io::Result<bool> {
 }
 
 /// Fills a temp file in `path`'s directory with `fill`, then renames it over `path`; `durable`:
-/// fsyncs the file before and the directory after the rename.
+/// fsyncs the file before and the directory after the rename. The file gets the mode a plain
+/// `fs::write` would give it (0666 less the umask), not the temp file's 0600: the index's pages
+/// and wheels are read by web servers running as other users.
 fn via_temp(path: &Path, durable: bool, fill: impl FnOnce(&mut fs::File) -> io::Result<()>) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    let mut tmp =
+        tempfile::Builder::new().prefix(".tmp-").permissions(fs::Permissions::from_mode(0o666)).tempfile_in(dir)?;
     fill(tmp.as_file_mut())?;
     if durable {
         tmp.as_file().sync_all()?;
@@ -54,6 +57,53 @@ pub fn sync_dir(dir: &Path) {
     if let Ok(f) = fs::File::open(dir) {
         let _ = f.sync_all();
     }
+}
+
+/// An exclusive lock on a file that says who holds it (the holder writes its note, JSON, into
+/// the file). Released when dropped (the note wiped, so a finished holder leaves nothing
+/// behind), or when the process dies.
+pub struct HeldLock {
+    file: fs::File,
+}
+
+impl Drop for HeldLock {
+    fn drop(&mut self) {
+        let _ = self.file.set_len(0);
+    }
+}
+
+/// Takes the lock at `path` and writes `me` into it. If another process holds it: with
+/// `waiting`, that is told who (when its note can be read) and the call blocks until the holder
+/// lets go; without, `Err(holder)` is returned at once.
+pub fn lock_held<H: serde::Serialize + serde::de::DeserializeOwned>(
+    path: &Path,
+    me: &H,
+    waiting: Option<&mut dyn FnMut(Option<H>)>,
+) -> io::Result<Result<HeldLock, Option<H>>> {
+    use fs4::fs_std::FileExt;
+    use std::io::Seek;
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    let mut file = fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(path)?;
+    match file.try_lock_exclusive() {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            let holder = fs::read(path).ok().and_then(|b| serde_json::from_slice(&b).ok());
+            match waiting {
+                Some(wait) => {
+                    wait(holder);
+                    file.lock_exclusive()?;
+                }
+                None => return Ok(Err(holder)),
+            }
+        }
+        Err(e) => return Err(e),
+    }
+    file.set_len(0)?;
+    file.rewind()?;
+    file.write_all(&serde_json::to_vec(me).map_err(io::Error::other)?)?;
+    Ok(Ok(HeldLock { file }))
 }
 
 /// One entry of a tree listing, relative to the tree root.
@@ -400,6 +450,25 @@ pub fn owner_alive(name: &str) -> bool {
         Ok(pid) => pid == std::process::id() || Path::new("/proc").join(pid.to_string()).exists(),
         Err(_) => true,
     }
+}
+
+/// Removes the entries of `dir` named `<prefix><pid>` whose process is gone: what a killed run
+/// of the same work left, which the run now redoing it (holding that work's lock) takes over, so
+/// `cache verify` is clean after a resume without a `cache gc`.
+pub fn remove_dead_temps(dir: &Path, prefix: &str) -> io::Result<()> {
+    let Ok(rd) = fs::read_dir(dir) else { return Ok(()) };
+    for e in rd.filter_map(Result::ok) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.strip_prefix(prefix).is_some_and(|pid| pid.parse::<u32>().is_ok() && !owner_alive(pid)) {
+            let p = e.path();
+            if p.is_dir() {
+                remove_dir_all_if_exists(&p)?;
+            } else {
+                remove_if_exists(&p)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 pub fn join_rel(root: &Path, rel: &str) -> PathBuf {

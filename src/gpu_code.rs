@@ -63,7 +63,7 @@ pub fn read_all(wheels: &[PathBuf], beside: &[PathBuf]) -> Result<Found, crate::
             all.extend(crate::offload::inspect_wheel(w, &crate::offload::is_kpack_member)?);
         }
     }
-    if let Some(e) = crate::offload::follow_markers(&mut all).into_iter().next() {
+    if let Some(e) = crate::offload::follow_markers(&mut all, &[]).into_iter().next() {
         return Err(e);
     }
     let mut found = Found::default();

@@ -1,11 +1,12 @@
 //! Where things live on disk: the one place that spells each layout other modules read.
 //!
 //! - A recipe's work dir, `<work-dir>/<stack>/<recipe>/`: `src/` (the patched tree) and its
-//!   marker `src.prepared.json`, `build/`, `stage/`, `steps/NN-<step>.sh` (each step's script,
+//!   marker `src.prepared.json`, `build/`, `stage/`, `tmp/` (the steps' `TMPDIR`), `steps/NN-<step>.sh` (each step's script,
 //!   numbered in run order), `logs/<step>.log`, `running.pid` (the step now running: its process
 //!   group on the first line, then `token <T>`, the value of `ROCMFORGE_STEP_TOKEN` in its
 //!   processes' environment; see `RunningStep`) and `state.json` (which key the dir is for,
 //!   finished steps, stored or not), `ccache-stats.log` (ccache's count of the recipe's compiles).
+//!   Its lock, `<work-dir>/<stack>/.locks/<recipe>.lock`, is held by the build using it.
 //! - Scratch trees (pristine copies to compare or check against): `<work-dir>/.scratch/`.
 //! - The last build of each recipe: `<state-dir>/last-build/<stack>/<recipe>.json`, the cache-key
 //!   inputs of the artifact it last built or used (read by `plan` to say why a recipe rebuilds and
@@ -30,6 +31,27 @@ pub struct WorkState {
     pub serial: u64,
 }
 
+/// Who holds a work dir's lock (see [`WorkDir::lock`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct WorkHolder {
+    pub pid: u32,
+    /// The command holding it (`build`, `clean`).
+    pub command: String,
+    pub stack: String,
+}
+
+impl WorkHolder {
+    pub fn me(command: &str, stack: &str) -> WorkHolder {
+        WorkHolder { pid: std::process::id(), command: command.to_string(), stack: stack.to_string() }
+    }
+}
+
+impl std::fmt::Display for WorkHolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`rocmforge {}` of stack `{}` (pid {})", self.command, self.stack, self.pid)
+    }
+}
+
 /// A recipe's work dir: `src/` (the patched tree), `build/`, `stage/`, `steps/`, `logs/`.
 #[derive(Debug, Clone)]
 pub struct WorkDir {
@@ -48,6 +70,11 @@ impl WorkDir {
     }
     pub fn stage(&self) -> PathBuf {
         self.root.join("stage")
+    }
+    /// The steps' temp dir (`TMPDIR`), emptied when the steps start, removed when the artifact
+    /// is stored.
+    pub fn tmp(&self) -> PathBuf {
+        self.root.join("tmp")
     }
     pub fn steps(&self) -> PathBuf {
         self.root.join("steps")
@@ -87,6 +114,24 @@ impl WorkDir {
     /// rocmforge before touching the build dir, and `status` can tell processes left behind.
     pub fn running_pid(&self) -> PathBuf {
         self.root.join("running.pid")
+    }
+
+    /// `<work-dir>/<stack>/.locks/<recipe>.lock`: held by the process using the dir (a build,
+    /// from its recipe's first step until the build ends, or `clean` while it removes the dir).
+    /// Outside the dir, so removing the dir never removes its lock.
+    fn lock_path(&self) -> PathBuf {
+        let recipe = self.root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        self.root.parent().unwrap_or(&self.root).join(".locks").join(format!("{recipe}.lock"))
+    }
+
+    /// Takes the dir's lock for `me`. Held by another process: with `waiting`, that is told who
+    /// and the call waits; without, `Err(holder)` at once.
+    pub fn lock(
+        &self,
+        me: &WorkHolder,
+        waiting: Option<&mut dyn FnMut(Option<WorkHolder>)>,
+    ) -> std::io::Result<Result<fsutil::HeldLock, Option<WorkHolder>>> {
+        fsutil::lock_held(&self.lock_path(), me, waiting)
     }
 
     /// What `running.pid` says, if it is there and readable.
@@ -142,7 +187,7 @@ impl WorkDir {
                 Ok(s)
             }
             _ => {
-                for d in [self.build(), self.stage(), self.steps(), self.logs()] {
+                for d in [self.build(), self.stage(), self.tmp(), self.steps(), self.logs()] {
                     fsutil::remove_dir_all_if_exists(&d)?;
                 }
                 fsutil::remove_if_exists(&self.compiler_cache_log())?;
@@ -197,10 +242,12 @@ pub fn next_build_serial(state_dir: &Path, stack: &str, recipe: &str) -> std::io
     let path = state_dir.join("build-serials").join(stack).join(recipe);
     let last = fs::read_to_string(&path).ok().and_then(|t| t.trim().parse::<u64>().ok()).unwrap_or(0);
     let next = last + 1;
+    // Said with its path: it is the state dir's, not the work dir's the caller names.
+    let named = |e: std::io::Error| std::io::Error::new(e.kind(), format!("cannot write `{}`: {e}", path.display()));
     if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir)?;
+        fs::create_dir_all(dir).map_err(named)?;
     }
-    fsutil::write_atomic(&path, format!("{next}\n").as_bytes())?;
+    fsutil::write_atomic(&path, format!("{next}\n").as_bytes()).map_err(named)?;
     Ok(next)
 }
 

@@ -151,7 +151,10 @@ impl LocalStore {
         let final_dir = self.dir_of(key);
         // An incomplete entry from a crash: never trusted, replaced.
         fsutil::remove_dir_all_if_exists(&final_dir).map_err(io(&final_dir))?;
-        let tmp = self.root.join(format!("{TEMP_PREFIX}{}-{}", key.short(), std::process::id()));
+        let ours = format!("{TEMP_PREFIX}{}-", key.short());
+        // A killed store of this key left its temp: this store redoes it.
+        fsutil::remove_dead_temps(&self.root, &ours).map_err(io(&self.root))?;
+        let tmp = self.root.join(format!("{ours}{}", std::process::id()));
         fsutil::remove_dir_all_if_exists(&tmp).map_err(io(&tmp))?;
         fs::create_dir_all(&tmp).map_err(io(&tmp))?;
         let guard = fsutil::TempDirGuard::new(tmp.clone());

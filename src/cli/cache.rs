@@ -167,7 +167,15 @@ pub fn clean(ctx: &Context, args: CleanArgs) -> CliResult {
                 println!("{:<24} {:>10}  {}", c.recipe, human_size(size), c.dir.display());
                 total += size;
             }
-            None => println!("{:<24} {:>10}  kept: build not finished (use --all to remove)", c.recipe, ""),
+            None => match c.held_by {
+                Some(holder) => println!(
+                    "{:<24} {:>10}  kept: in use by {}, now running (run `rocmforge clean` again once it ends)",
+                    c.recipe,
+                    "",
+                    holder.map(|h| h.to_string()).unwrap_or_else(|| "a running build".into())
+                ),
+                None => println!("{:<24} {:>10}  kept: build not finished (use --all to remove)", c.recipe, ""),
+            },
         }
     }
     println!("freed {}", human_size(total));

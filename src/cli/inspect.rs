@@ -44,7 +44,7 @@ fn render(r: &InspectReport) -> String {
         if let Some(k) = f.kpack.as_ref().filter(|k| k.archives.is_empty()) {
             without += 1;
             out.push_str(&format!(
-                "{}: device code moved out into kpack archives (.rocm_kpack_ref: kernels `{}`, search paths {}), none of them found here\n",
+                "{}: device code moved out into kpack archives (.rocm_kpack_ref: kernels `{}`, search paths {}), none of them in what was given (a marker is followed only inside it: give the directory that holds the library and its archives)\n",
                 f.path,
                 k.marker.kernel_name,
                 k.marker.search_paths.join(", ")

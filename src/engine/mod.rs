@@ -42,6 +42,8 @@ pub enum BuildError {
     Step(#[from] StepError),
     #[error("{}: step `{}` failed because its disk is full: {disk}\n{failure}", failure.recipe, failure.step)]
     DiskFull { failure: Box<step::StepFailure>, disk: String },
+    #[error("{error}\nbecause a disk is full: {disk}")]
+    NoSpace { error: String, disk: String },
     #[error("{recipe}: its steps succeeded but installed nothing into `{stage}`, so its artifact would be empty; nothing was stored. Check that the project has install rules and that the recipe does not send them elsewhere")]
     NothingInstalled { recipe: String, stage: PathBuf },
     #[error("{recipe}: its steps left {} in the stage `{}` that cannot be stored or deployed (only files, directories and symlinks can): {}; nothing was stored. Remove them in a step (`rm -f {{stage}}/{}`) or make the step not install them", if files.len() == 1 { "a special file" } else { "special files" }, stage.display(), files.iter().map(|(f, k)| format!("`{f}` is {k}")).collect::<Vec<_>>().join(", "), files[0].0)]
@@ -140,6 +142,9 @@ pub struct Engine<'a> {
     history: History,
     /// Source trees are prepared one at a time (several recipes share one checkout).
     prepare_lock: std::sync::Mutex<()>,
+    /// The work dirs this build uses, each locked from its first use until the build ends, so
+    /// `clean` leaves them alone.
+    work_locks: std::sync::Mutex<std::collections::BTreeMap<String, crate::fsutil::HeldLock>>,
 }
 
 impl<'a> Engine<'a> {
@@ -153,7 +158,18 @@ impl<'a> Engine<'a> {
         opts: EngineOptions,
     ) -> Engine<'a> {
         let history = History::new(&cfg.state_dir, &stack.name);
-        Engine { cfg, tree, stack, plan, store, progress, opts, history, prepare_lock: std::sync::Mutex::new(()) }
+        Engine {
+            cfg,
+            tree,
+            stack,
+            plan,
+            store,
+            progress,
+            opts,
+            history,
+            prepare_lock: std::sync::Mutex::new(()),
+            work_locks: Default::default(),
+        }
     }
 
     /// Carries out the plan. Returns each recipe's outcome in plan order. A plan with blocked

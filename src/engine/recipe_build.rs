@@ -42,6 +42,12 @@ impl Engine<'_> {
                 unreachable!("the engine refuses blocked plans")
             }
         };
+        // Out of space writing rocmforge's own files (the work dir's, the state's, the
+        // cache's): which disk filled, and the setting that moves it.
+        let result = result.map_err(|e| match no_space(&e).then(|| explain_full_disk(self.cfg, &d.work().root)) {
+            Some(Some(disk)) => BuildError::NoSpace { error: crate::diagnostic::one_line(&e), disk },
+            _ => e,
+        });
         if let Err(e) = &result {
             self.progress.recipe_failed(&d.name, &crate::diagnostic::one_line(e));
         }
@@ -137,6 +143,27 @@ impl Engine<'_> {
             .unwrap_or_else(|| WorkDir::new(&self.cfg.work_dir, &self.stack.name, recipe))
     }
 
+    /// Locks `recipe`'s work dir for the rest of the build (once: later calls find it held),
+    /// waiting, and saying so, while another process holds it.
+    fn hold_work_dir(&self, recipe: &str) -> Result<(), BuildError> {
+        let held = || self.work_locks.lock().unwrap_or_else(|e| e.into_inner());
+        if held().contains_key(recipe) {
+            return Ok(());
+        }
+        let wd = self.work_dir(recipe);
+        let me = crate::layout::WorkHolder::me("build", &self.stack.name);
+        let mut waiting = |holder: Option<crate::layout::WorkHolder>| {
+            let who = holder.map(|h| h.to_string()).unwrap_or_else(|| "another process".into());
+            self.progress.warn(recipe, &format!("waiting for {who}, which holds the work dir `{}`", wd.root.display()));
+        };
+        let lock = wd
+            .lock(&me, Some(&mut waiting))
+            .map_err(io_err("cannot lock the work dir", &wd.root))?
+            .unwrap_or_else(|_| unreachable!("it waits"));
+        held().entry(recipe.to_string()).or_insert(lock);
+        Ok(())
+    }
+
     fn build_one(
         &self,
         r: &Recipe,
@@ -146,6 +173,7 @@ impl Engine<'_> {
         prefix: &Prefix,
     ) -> Result<(), BuildError> {
         let _lock = self.store.lock(&d.key)?;
+        self.hold_work_dir(&r.name)?;
         let wd = d.work();
         let mut forced = forced;
         let cached = if forced { None } else { self.get_or_build(r, d)? };
@@ -205,8 +233,9 @@ impl Engine<'_> {
                 self.store.remove(&d.key)?;
             }
             self.store.put(&d.key, &d.inputs, &produced)?;
-            let stage = wd.stage();
-            crate::fsutil::remove_dir_all_if_exists(&stage).map_err(io_err("cannot clean", &stage))?;
+            for done in [wd.stage(), wd.tmp()] {
+                crate::fsutil::remove_dir_all_if_exists(&done).map_err(io_err("cannot clean", &done))?;
+            }
             state.stored = true;
             wd.save(&state).map_err(io_err("cannot record step in", &wd.root))?;
         }
@@ -263,6 +292,10 @@ impl Engine<'_> {
                 state.steps_done.retain(|n| !refill.contains(&n.as_str()));
             }
         }
+        // The steps' temp dir starts empty: what a killed run's steps left there goes (their
+        // processes were stopped before this).
+        crate::fsutil::remove_dir_all_if_exists(&vars.tmp).map_err(io_err("cannot empty", &vars.tmp))?;
+        std::fs::create_dir_all(&vars.tmp).map_err(io_err("cannot create", &vars.tmp))?;
         // A compiler cache's server, if it has one, runs while the steps do (outside their
         // process groups, which are stopped after each step).
         let server = match steps.iter().find(|s| !state.steps_done.contains(&s.name)) {
@@ -417,6 +450,7 @@ impl Engine<'_> {
             src,
             build: wd.build(),
             stage: wd.stage(),
+            tmp: wd.tmp(),
             work_dir: self.cfg.work_dir.clone(),
             python,
             host_python,
@@ -475,6 +509,7 @@ impl Engine<'_> {
         }
         match &r.source {
             SourceSpec::From { recipe, subdir } => {
+                self.hold_work_dir(recipe)?;
                 let base = self.work_dir(recipe).src();
                 Ok(match subdir {
                     Some(s) => base.join(s),
@@ -487,6 +522,7 @@ impl Engine<'_> {
 
     /// Fetches, checks out and patches a recipe's own source into its work dir.
     fn prepare_own(&self, r: &Recipe) -> Result<PathBuf, BuildError> {
+        self.hold_work_dir(&r.name)?;
         let src = self.work_dir(&r.name).src();
         let subdir = match &r.source {
             SourceSpec::Git { subdir, .. } | SourceSpec::Url { subdir, .. } => subdir.clone(),
@@ -506,6 +542,35 @@ impl Engine<'_> {
             None => src,
         })
     }
+}
+
+/// Whether `e` failed for want of space: a write that got ENOSPC or EDQUOT somewhere in its
+/// chain (a failed step is told apart by its log instead, [`disk_full`]).
+fn no_space(e: &BuildError) -> bool {
+    if matches!(e, BuildError::DiskFull { .. } | BuildError::NoSpace { .. } | BuildError::Step(StepError::Failed(_))) {
+        return false;
+    }
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            let full = [rustix::io::Errno::NOSPC, rustix::io::Errno::DQUOT].map(|e| e.raw_os_error());
+            if io.kind() == std::io::ErrorKind::StorageFull || io.raw_os_error().is_some_and(|n| full.contains(&n)) {
+                return true;
+            }
+        }
+        cause = c.source();
+    }
+    false
+}
+
+/// Which of rocmforge's disks is full, for a recipe whose work dir is `root`: its work dir's
+/// (with what the recipe left there), else the state or cache dir's.
+fn explain_full_disk(cfg: &crate::config::Config, root: &std::path::Path) -> Option<String> {
+    let space = crate::fsutil::disk_space(root).or_else(|| crate::fsutil::disk_space(&cfg.work_dir))?;
+    if space.free < NEARLY_FULL {
+        return disk_full(cfg, root, &[]);
+    }
+    other_disk_full(cfg, root, &space)
 }
 
 /// A step said a disk filled while its work dir's disk (`work`, holding `root`) has room: the

@@ -25,7 +25,6 @@ const PASS_THROUGH: &[&str] = &[
     "HOME",
     "USER",
     "LOGNAME",
-    "TMPDIR",
     "http_proxy",
     "https_proxy",
     "no_proxy",
@@ -45,6 +44,10 @@ pub struct Vars {
     pub src: PathBuf,
     pub build: PathBuf,
     pub stage: PathBuf,
+    /// The steps' temp dir (`TMPDIR`, `TMP`, `TEMP`), inside the recipe's work dir: what hipcc,
+    /// pip and the rest leave there, a killed step's too, goes with the work dir, never into the
+    /// user's `$TMPDIR`.
+    pub tmp: PathBuf,
     /// `{installed}`: where the recipe's installed files are before they are stored (the stage,
     /// or for cmake the prefix's path inside it), which `[[check]]` steps test.
     pub installed: PathBuf,
@@ -173,6 +176,9 @@ pub fn step_env(
         env.insert("VIRTUAL_ENV".into(), vars.build.join("venv").display().to_string());
     }
     env.insert("LANG".into(), "C.UTF-8".into());
+    for var in ["TMPDIR", "TMP", "TEMP"] {
+        env.insert(var.into(), vars.tmp.display().to_string());
+    }
     let cmake_prefix_path = match &vars.rocm_path {
         Some(rocm) => format!("{prefix}:{}", rocm.display()),
         None => prefix.clone(),
@@ -384,6 +390,7 @@ mod tests {
             src: "/w/src".into(),
             build: "/w/build".into(),
             stage: "/w/stage".into(),
+            tmp: "/w/tmp".into(),
             installed: "/w/stage/opt/rf".into(),
             requested: None,
             work_dir: "/w".into(),

@@ -65,8 +65,6 @@ pub struct Kernel {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Archive {
     pub scheme: &'static str,
-    /// The table's `gfx_arches`.
-    pub arches: Vec<String>,
     pub kernels: Vec<Kernel>,
 }
 
@@ -124,18 +122,14 @@ pub fn read(bytes: &[u8]) -> Result<Archive, OffloadError> {
         )?;
     let toc = msgpack::decode(toc_bytes).map_err(|e| bad(format!("table of contents at offset {toc_offset}: {e}")))?;
     let field = |k: &str| toc.get(k).ok_or_else(|| bad(format!("the table of contents has no `{k}`")));
-    let arches: Vec<String> = field("gfx_arches")?
-        .as_array()
-        .ok_or_else(|| bad("`gfx_arches` is not a list"))?
-        .iter()
-        .map(|a| a.as_str().map(str::to_string).ok_or_else(|| bad("`gfx_arches` holds a non-string")))
-        .collect::<Result<_, _>>()?;
+    if field("gfx_arches")?.as_array().ok_or_else(|| bad("`gfx_arches` is not a list"))?.any(|a| a.as_str().is_none()) {
+        return Err(bad("`gfx_arches` holds a non-string"));
+    }
     let scheme = field("compression_scheme")?.as_str().ok_or_else(|| bad("`compression_scheme` is not a string"))?;
     let frames: Vec<&[u8]> = match scheme {
         "none" => field("blobs")?
             .as_array()
             .ok_or_else(|| bad("`blobs` is not a list"))?
-            .iter()
             .enumerate()
             .map(|(i, b)| {
                 let (o, s) = (b.get("offset").and_then(|v| v.as_u64()), b.get("size").and_then(|v| v.as_u64()));
@@ -155,11 +149,22 @@ pub fn read(bytes: &[u8]) -> Result<Archive, OffloadError> {
     let scheme: &'static str = if scheme == "none" { "none" } else { "zstd-per-kernel" };
     let table = field("toc")?.as_map().ok_or_else(|| bad("`toc` is not a map"))?;
     let mut kernels = Vec::new();
+    // Each kernel keeps its binary's name: a table naming one long name for many kernels would
+    // make the names cost more than the archive holds, which no archive written by rocm-kpack
+    // does (each kernel has a code object of its own, far longer than its name).
+    let mut named: usize = 0;
     for (binary, per_arch) in table {
         let binary = binary.as_str().ok_or_else(|| bad("a `toc` key is not a string"))?;
         for (arch, entry) in per_arch.as_map().ok_or_else(|| bad(format!("`toc` entry `{binary}` is not a map")))? {
             let arch = arch.as_str().ok_or_else(|| bad(format!("`{binary}`: an architecture is not a string")))?;
             let at = format!("kernel `{binary}` for {arch}");
+            named = named.saturating_add(binary.len() + arch.len());
+            if named > bytes.len() {
+                return Err(bad(format!(
+                    "{at}: the table names its kernels over more bytes than the whole archive holds ({}): it lists them many times over",
+                    bytes.len()
+                )));
+            }
             let ordinal =
                 entry.get("ordinal").and_then(|v| v.as_u64()).ok_or_else(|| bad(format!("{at} has no ordinal")))?;
             let frame = usize::try_from(ordinal).ok().and_then(|o| frames.get(o)).ok_or_else(|| {
@@ -176,7 +181,7 @@ pub fn read(bytes: &[u8]) -> Result<Archive, OffloadError> {
             kernels.push(Kernel { binary: binary.to_string(), target, size });
         }
     }
-    Ok(Archive { scheme, arches, kernels })
+    Ok(Archive { scheme, kernels })
 }
 
 fn slice(bytes: &[u8], offset: u64, size: u64) -> Option<&[u8]> {
@@ -237,7 +242,6 @@ pub fn read_marker(data: &[u8]) -> Result<Marker, OffloadError> {
         .get("kpack_search_paths")
         .and_then(|p| p.as_array())
         .ok_or_else(|| bad("no `kpack_search_paths` list".into()))?
-        .iter()
         .map(|p| p.as_str().map(str::to_string).ok_or_else(|| bad("a search path is not a string".into())))
         .collect::<Result<_, _>>()?;
     Ok(Marker { kernel_name, search_paths })
@@ -284,9 +288,9 @@ mod tests {
     fn msgpack_values_and_damage() {
         // {"a": [1, -1, 300, "x"], "b": true}
         let v = decode(b"\x82\xa1a\x94\x01\xff\xcd\x01\x2c\xa1x\xa1b\xc3").unwrap();
-        assert_eq!(v.get("a").unwrap().as_array().unwrap()[2].as_u64(), Some(300));
-        assert_eq!(v.get("a").unwrap().as_array().unwrap()[1], Value::Int(-1));
-        assert_eq!(v.get("b"), Some(&Value::Bool(true)));
+        let a: Vec<Value<'_>> = v.get("a").unwrap().as_array().unwrap().collect();
+        assert_eq!(a, [Value::Int(1), Value::Int(-1), Value::Int(300), Value::Str("x")]);
+        assert_eq!(v.get("b"), Some(Value::Bool(true)));
         assert!(decode(b"\x82\xa1a").unwrap_err().contains("ends early"));
         assert!(decode(b"\xdd\xff\xff\xff\xff").unwrap_err().contains("longer than the data left"));
     }

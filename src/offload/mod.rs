@@ -8,7 +8,7 @@
 //! - `bundle`: clang offload bundles, plain and compressed (zlib, zstd);
 //! - `kpack`: AMD's multi-arch form, where a host library's device code was moved into `.kpack`
 //!   archives and a `.rocm_kpack_ref` marker says where they are ([`follow_markers`] finds them
-//!   among the files read, or on disk beside a library);
+//!   among the files read, or on disk inside a directory the caller gave, never outside it);
 //! - `msgpack`: the MessagePack reader `kpack` needs;
 //! - `coverage`: whether a recipe's installed files carry what it declares (device code for
 //!   every target built, a string a patch put in);
@@ -355,11 +355,15 @@ fn place(shown: &str) -> &str {
 
 /// Follows the `.rocm_kpack_ref` marker of every host library in `files`: the archives its
 /// search paths name, among `files` (by their place: a wheel's member as installed, so one
-/// wheel's marker finds another wheel's archives) or, for a library on disk, on disk beside it
-/// (read then, not added to `files`). Their kernels filed under the library's name become the
-/// library's code. An archive on disk that cannot be read is an error; one not found is not (a
-/// device package for another architecture is simply not installed).
-pub fn follow_markers(files: &mut [Inspected]) -> Vec<OffloadError> {
+/// wheel's marker finds another wheel's archives) or, for a library on disk below one of
+/// `roots` (the directories the user gave: a Python environment's site-packages), on disk below
+/// that root (read then, not added to `files`). A marker never leads out of what was given: an
+/// absolute search path, or one whose `..` climbs out of the root (a symlink included), is not
+/// followed, and nothing on disk is read for a library outside every root. Their kernels filed
+/// under the library's name become the library's code. An archive on disk that cannot be read
+/// is an error; one not found is not (a device package for another architecture is simply not
+/// installed).
+pub fn follow_markers(files: &mut [Inspected], roots: &[PathBuf]) -> Vec<OffloadError> {
     let mut errors = Vec::new();
     let mut from_disk: Vec<Inspected> = Vec::new();
     let archives: Vec<(String, usize)> = files
@@ -372,26 +376,22 @@ pub fn follow_markers(files: &mut [Inspected]) -> Vec<OffloadError> {
         let Some(link) = files[i].kpack.clone() else { continue };
         let here = place(&files[i].path);
         let dir = here.rsplit_once('/').map(|(d, _)| d).unwrap_or(".");
-        let on_disk = !files[i].path.contains(".whl!");
+        let root = match files[i].path.contains(".whl!") {
+            true => None,
+            false => roots.iter().find(|r| Path::new(&files[i].path).starts_with(r)),
+        };
         let mut found: Vec<(String, Vec<DeviceCode>)> = Vec::new();
-        for sp in &link.marker.search_paths {
-            let pattern = kpack::normalize(&if sp.starts_with('/') { sp.clone() } else { format!("{dir}/{sp}") });
+        for sp in link.marker.search_paths.iter().filter(|sp| !sp.starts_with('/')) {
+            let pattern = kpack::normalize(&format!("{dir}/{sp}"));
             let mut hits: Vec<&Inspected> =
                 archives.iter().filter(|(p, _)| kpack::names(&pattern, p)).map(|(_, j)| &files[*j]).collect();
-            if hits.is_empty() && on_disk {
-                for p in disk_matches(&pattern) {
+            if let Some(root) = root.filter(|_| hits.is_empty()) {
+                for p in disk_matches(&pattern, root) {
                     let shown = p.display().to_string();
                     if !from_disk.iter().any(|f| f.path == shown) {
-                        match std::fs::read(&p) {
-                            Err(source) => errors.push(OffloadError::Io { path: p.clone(), source }),
-                            Ok(bytes) => match inspect_bytes(&shown, &bytes) {
-                                Ok(Some(a)) if a.kind == FileKind::Kpack => from_disk.push(a),
-                                Ok(_) => errors.push(OffloadError::File {
-                                    path: shown,
-                                    message: "named by a .rocm_kpack_ref marker, but not a kpack archive".into(),
-                                }),
-                                Err(e) => errors.push(e),
-                            },
+                        match read_archive(&p) {
+                            Err(e) => errors.push(e),
+                            Ok(a) => from_disk.push(a),
                         }
                     }
                 }
@@ -425,19 +425,55 @@ pub fn follow_markers(files: &mut [Inspected]) -> Vec<OffloadError> {
     errors
 }
 
-/// The files on disk a normalised search path names (`@GFXARCH@`: each architecture there).
-fn disk_matches(pattern: &str) -> Vec<PathBuf> {
+/// A file a marker named, read as a `.kpack` archive: its head is looked at first, so another
+/// kind of file is never read whole.
+fn read_archive(p: &Path) -> Result<Inspected, OffloadError> {
+    let shown = p.display().to_string();
+    let not_kpack = || OffloadError::File {
+        path: shown.clone(),
+        message: "named by a .rocm_kpack_ref marker, but not a kpack archive".into(),
+    };
+    let io = |source| OffloadError::Io { path: p.to_path_buf(), source };
+    let mut head = [0u8; 16];
+    let n = std::fs::File::open(p).and_then(|mut f| read_head(&mut f, &mut head)).map_err(io)?;
+    if !kpack::is_kpack(&head[..n]) {
+        return Err(not_kpack());
+    }
+    match inspect_bytes(&shown, &std::fs::read(p).map_err(io)?)? {
+        Some(a) if a.kind == FileKind::Kpack => Ok(a),
+        _ => Err(not_kpack()),
+    }
+}
+
+/// The files on disk a normalised search path names (`@GFXARCH@`: each architecture there),
+/// inside `root` only: the path must stay below it lexically and once symlinks are resolved.
+fn disk_matches(pattern: &str, root: &Path) -> Vec<PathBuf> {
+    let root_norm = kpack::normalize(&root.display().to_string());
+    let lexically_inside = Path::new(pattern)
+        .strip_prefix(&root_norm)
+        .is_ok_and(|rest| !rest.components().any(|c| c == std::path::Component::ParentDir));
+    if !lexically_inside {
+        return Vec::new();
+    }
+    let Ok(real_root) = root.canonicalize() else { return Vec::new() };
+    let really_inside = |p: &Path| p.canonicalize().is_ok_and(|c| c.starts_with(&real_root));
     if !pattern.contains(kpack::ARCH_PLACEHOLDER) {
         let p = PathBuf::from(pattern);
-        return if p.is_file() { vec![p] } else { Vec::new() };
+        return if p.is_file() && really_inside(&p) { vec![p] } else { Vec::new() };
     }
     let (dir, _) = pattern.rsplit_once('/').unwrap_or((".", pattern));
-    let mut out: Vec<PathBuf> = std::fs::read_dir(if dir.is_empty() { "/" } else { dir })
+    let dir = if dir.is_empty() { "/" } else { dir };
+    if !really_inside(Path::new(dir)) {
+        return Vec::new();
+    }
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| p.is_file() && kpack::names(pattern, &kpack::normalize(&p.display().to_string())))
+        .filter(|p| {
+            p.is_file() && kpack::names(pattern, &kpack::normalize(&p.display().to_string())) && really_inside(p)
+        })
         .collect();
     out.sort();
     out

@@ -365,3 +365,32 @@ fn version_1_compressed_bundle_runs_to_the_next_one() {
     let got = inspect_bytes("x.hipfb", &section).unwrap().unwrap();
     assert_eq!(got.targets, ["gfx1010", "gfx1030"]);
 }
+
+/// A table naming one long binary for many kernels (the same architecture over and over, all
+/// one code object): each kernel would copy the name, so the names would cost many times what
+/// the archive holds. Refused before they do.
+#[test]
+fn a_kpack_table_naming_its_kernels_many_times_over_is_refused() {
+    let co = elf(224, 0x233, 64, 2, &[(".text", b"\0\0\0\0")]);
+    let mut out = b"KPAK".to_vec();
+    out.extend(1u32.to_le_bytes());
+    out.extend(0u64.to_le_bytes());
+    out.resize(64, 0);
+    out.extend(&co);
+    let name = "x".repeat(250);
+    let again: Vec<(&str, Vec<u8>)> = (0..200).map(|_| ("gfx1010", mp_map(vec![("ordinal", mp_u(0))]))).collect();
+    let table = vec![
+        ("gfx_arches", mp_array(vec![mp_str("gfx1010")])),
+        ("compression_scheme", mp_str("none")),
+        ("blobs", mp_array(vec![mp_map(vec![("offset", mp_u(64)), ("size", mp_u(co.len() as u64))])])),
+        ("toc", mp_map(vec![(name.as_str(), mp_map(again))])),
+    ];
+    let toc = out.len() as u64;
+    out.extend(mp_map(table));
+    out[8..16].copy_from_slice(&toc.to_le_bytes());
+    let e = inspect_bytes("x.kpack", &out).unwrap_err().to_string();
+    assert!(e.contains("the table names its kernels over more bytes than the whole archive holds"), "{e}");
+    // Named once, the same archive is read.
+    let once = kpack_archive(&[("gfx1010".to_string(), co)], false);
+    assert_eq!(inspect_bytes("y.kpack", &once).unwrap().unwrap().targets, ["gfx1010:xnack-"]);
+}

@@ -10,7 +10,7 @@ use crate::config::Config;
 use crate::fsutil::tree_size;
 use crate::index::{IndexError, IndexProblem};
 use crate::key::CacheKey;
-use crate::layout::WorkDir;
+use crate::layout::{WorkDir, WorkHolder};
 use crate::recipe::Stack;
 use crate::source::download::{self, DownloadProblem};
 use crate::source::git;
@@ -174,13 +174,19 @@ pub fn cache_gc(cfg: &Config, req: GcRequest) -> anyhow::Result<(usize, u64)> {
 pub struct Cleaned {
     pub recipe: String,
     pub dir: PathBuf,
-    /// Bytes freed; `None` when the dir was kept (its build has not finished).
+    /// Bytes freed; `None` when the dir was kept.
     pub freed: Option<u64>,
+    /// Why it was kept when a running build holds it (the dir's lock), else its build has not
+    /// finished.
+    pub held_by: Option<Option<WorkHolder>>,
 }
 
-/// Removes the work dirs of recipes whose artifact is stored (with `all`, every work dir).
+/// Removes the work dirs of recipes whose artifact is stored (with `all`, every work dir),
+/// except those a running build holds: each is removed under its lock, so a build never loses
+/// the dir it works in.
 pub fn clean(cfg: &Config, stack: &Stack, all: bool) -> anyhow::Result<Vec<Cleaned>> {
     let mut out = Vec::new();
+    let me = WorkHolder::me("clean", &stack.name);
     for (name, recipe) in &stack.recipes {
         let wd = WorkDir::new(&cfg.work_dir, &stack.name, name);
         if !wd.root.exists() {
@@ -188,15 +194,24 @@ pub fn clean(cfg: &Config, stack: &Stack, all: bool) -> anyhow::Result<Vec<Clean
         }
         let finished = wd.state().is_some_and(|s| s.stored);
         let source_only = recipe.is_source_only();
+        let mut held_by = None;
         let freed = if finished || all || (source_only && wd.state().is_none()) {
-            let size = tree_size(&wd.root);
-            crate::fsutil::remove_dir_all_if_exists(&wd.root)
-                .map_err(|e| anyhow::Error::new(e).context(format!("cannot remove {}", wd.root.display())))?;
-            Some(size)
+            let cannot = |e: std::io::Error| anyhow::Error::new(e).context(format!("cannot remove {}", wd.root.display()));
+            match wd.lock(&me, None).map_err(cannot)? {
+                Err(holder) => {
+                    held_by = Some(holder);
+                    None
+                }
+                Ok(_lock) => {
+                    let size = tree_size(&wd.root);
+                    crate::fsutil::remove_dir_all_if_exists(&wd.root).map_err(cannot)?;
+                    Some(size)
+                }
+            }
         } else {
             None
         };
-        out.push(Cleaned { recipe: name.clone(), dir: wd.root, freed });
+        out.push(Cleaned { recipe: name.clone(), dir: wd.root, freed, held_by });
     }
     Ok(out)
 }

@@ -29,7 +29,8 @@ pub fn inspect(paths: &[PathBuf]) -> InspectReport {
         report.errors.extend(found.errors.iter().map(|e| e.to_string()));
     }
     // Host libraries whose device code went into `.kpack` archives: among the files read, or
-    // beside them on disk.
-    report.errors.extend(offload::follow_markers(&mut report.files).iter().map(|e| e.to_string()));
+    // on disk inside a directory given (never outside what was given).
+    let dirs: Vec<PathBuf> = paths.iter().filter(|p| p.is_dir()).cloned().collect();
+    report.errors.extend(offload::follow_markers(&mut report.files, &dirs).iter().map(|e| e.to_string()));
     report
 }

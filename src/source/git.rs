@@ -138,6 +138,10 @@ pub fn ensure_mirror(cfg: &Config, url: &str, progress: &dyn Progress, label: &s
     if fresh {
         progress.message(label, &format!("cloning mirror of {url}{}", via(url, &fetch_url)));
         let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+        // A killed clone of this mirror left its temp dir: this clone redoes it.
+        if let Some(name) = path.with_extension("tmp-").file_name() {
+            let _ = crate::fsutil::remove_dead_temps(parent, &name.to_string_lossy());
+        }
         let _ = std::fs::remove_dir_all(&tmp);
         // A failed clone removes its temp dir; a killed one leaves it to `cache gc`.
         let guard = crate::fsutil::TempDirGuard::new(tmp.clone());

@@ -25,6 +25,8 @@ pub enum IndexPageError {
     Excluded { at: String, project: String, version: String, on: String, excluded: Vec<String> },
     #[error("the index page {at} links `{file}`, the file of `{project}` `{version}` for the stack, without a `#sha256=` digest, so nothing could verify its download: name it in the recipe with `url` and its `sha256` instead (`sha256sum FILE`)")]
     PickedNoDigest { at: String, project: String, version: String, file: String },
+    #[error("the index page {at} links `{file}`, the file of `{project}` `{version}` for the stack, as `{url}`, which is not on the web: a remote page's links are remote, so it is not taken (a page must not make the build use this machine's files); name the wheel in the recipe with `url` and its `sha256` instead")]
+    NotRemote { at: String, project: String, version: String, file: String, url: String },
     #[error("the index `{index}` serves no project `{project}` ({message} at {at}; an index answers 404, or 403 as repo.amd.com does, for a project it lacks): check the recipe's `project` and `index`")]
     NoProject { index: String, project: String, at: String, message: String },
     #[error("`{file}` is not a wheel file name, so its project page in `{index}` is unknown: {message}")]
@@ -148,9 +150,18 @@ pub fn resolve_wheel(
             page: page.clone(),
             via: via.clone(),
             message: format!("its link `{}` is not a URL: {e}", link.href),
-        })?
-        .to_string();
-    Ok(crate::recipe::lockfile::PickedWheel { url, sha256, page, yanked: link.yanked.clone() })
+        })?;
+    // The page as the recipe names it decides (a rewrite to a local mirror changes nothing).
+    if !page.starts_with("file://") && !matches!(url.scheme(), "http" | "https") {
+        return Err(IndexPageError::NotRemote {
+            at,
+            project: want.project.to_string(),
+            version: want.version.to_string(),
+            file: link.file.clone(),
+            url: url.to_string(),
+        });
+    }
+    Ok(crate::recipe::lockfile::PickedWheel { url: url.to_string(), sha256, page, yanked: link.yanked.clone() })
 }
 
 /// The page of the project that `file` (a wheel file name) belongs to, in the index `index`.

@@ -252,7 +252,10 @@ pub fn assess(printed: Printed, card: Option<&str>) -> TorchFound {
             files.extend(found.files);
             unreadable.extend(found.errors.iter().map(|e| e.to_string()));
         }
-        unreadable.extend(crate::offload::follow_markers(&mut files).iter().map(|e| e.to_string()));
+        // Archives on disk are looked for only in the environment torch lies in (its
+        // site-packages), where the device wheels install them.
+        let roots: Vec<PathBuf> = torch_dir.iter().filter_map(|d| d.parent()).map(Path::to_path_buf).collect();
+        unreadable.extend(crate::offload::follow_markers(&mut files, &roots).iter().map(|e| e.to_string()));
         for f in files {
             if !f.code.is_empty() {
                 let targets: Vec<String> = f.processors().into_iter().map(str::to_string).collect();

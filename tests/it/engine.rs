@@ -199,6 +199,110 @@ fn cache_list_verify_gc_and_clean() {
     e.build(&[]).success().stdout(predicate::str::starts_with("nothing to build"));
 }
 
+/// `clean --all` while a build runs: the running recipe's work dir (and those of the recipes
+/// the build did before) are the build's; clean keeps them, naming the build, and the build
+/// goes on to the end. (Before: mid's dir was removed under its steps, and the build failed.)
+#[test]
+fn clean_all_during_a_build_keeps_the_dirs_the_build_holds_and_names_it() {
+    let e = Env::new();
+    let flag = e.home.path().join("paused");
+    let child = e
+        .process()
+        .args(["build", "top", "--prefix"])
+        .arg(e.prefix())
+        .env("ROCMFORGE_FAULT", "pause:step:step1:mid")
+        .env("ROCMFORGE_FAULT_PAUSE", &flag)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("mid's first step", Duration::from_secs(30), || flag.exists());
+    let out = e.cmd().args(["clean", "--all"]).output().unwrap();
+    let text = output_text(&out);
+    assert!(out.status.success(), "{text}");
+    let pid = child.id();
+    assert!(
+        text.contains(&format!("kept: in use by `rocmforge build` of stack `scripts` (pid {pid}), now running")),
+        "{text}"
+    );
+    assert!(e.work("mid").join("state.json").is_file(), "mid's work dir was removed under its build: {text}");
+    std::fs::remove_file(&flag).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    // Once the build has ended, the same command removes them.
+    let out = e.cmd().args(["clean", "--all"]).output().unwrap();
+    assert!(out.status.success() && !output_text(&out).contains("kept"), "{}", output_text(&out));
+    assert!(!e.work("mid").exists());
+}
+
+/// A step's temp files: a real hipcc compile (which leaves its `<name>-XXXXXX` dirs in
+/// `$TMPDIR`), Python's `tempfile` and `mktemp` land in the recipe's work dir, never in the
+/// user's `$TMPDIR` (`TMP`, `TEMP`), and go when its artifact is stored; a killed step's
+/// leftovers go when the steps start again.
+#[test]
+fn steps_get_a_temp_dir_inside_their_work_dir_removed_with_it() {
+    let e = Env::new();
+    let user_tmp = e.home.path().join("user-tmp");
+    std::fs::create_dir_all(&user_tmp).unwrap();
+    e.edit(
+        "mid",
+        "\"mkdir -p {stage}/lib\",",
+        &format!(
+            "\"mkdir -p {{stage}}/lib\",\n  \"hipcc --offload-arch=gfx1010 -c {}/k.hip -o {{build}}/k.o\",\n  \"python3 -c 'import tempfile; print(tempfile.mkdtemp())' > {}/made.txt\",\n  \"mktemp >> {}/made.txt; echo \\\"$TMPDIR $TMP $TEMP\\\" >> {}/made.txt\",\n  \"if [ -e {{prefix}}/../pause-mid ]; then touch {{prefix}}/../paused; sleep 30; fi\",",
+            e.out().display(),
+            e.out().display(),
+            e.out().display(),
+            e.out().display()
+        ),
+    );
+    std::fs::write(e.out().join("k.hip"), crate::support::HIP_KERNEL).unwrap();
+    let build = || {
+        e.cmd()
+            .env("TMPDIR", &user_tmp)
+            .env("TMP", &user_tmp)
+            .env("TEMP", &user_tmp)
+            .args(["build", "top", "--prefix"])
+            .arg(e.prefix())
+            .output()
+            .unwrap()
+    };
+    let out = build();
+    assert!(out.status.success(), "{}", output_text(&out));
+    let left: Vec<_> = std::fs::read_dir(&user_tmp).unwrap().map(|e| e.unwrap().path()).collect();
+    assert!(left.is_empty(), "the steps left {left:?} in the user's TMPDIR");
+    let tmp = e.work("mid").join("tmp");
+    let made = std::fs::read_to_string(e.out().join("made.txt")).unwrap();
+    let lines: Vec<&str> = made.lines().collect();
+    assert!(lines[0].starts_with(&format!("{}/", tmp.display())), "{made}");
+    assert!(lines[1].starts_with(&format!("{}/", tmp.display())), "{made}");
+    let t = tmp.display().to_string();
+    assert_eq!(lines[2], format!("{t} {t} {t}"), "{made}");
+    assert!(!tmp.exists(), "the temp dir stays after the artifact was stored");
+
+    // Killed during a step: its temp files stay in the work dir, and go when the steps start
+    // again.
+    e.edit("mid", "echo done >", "echo done again >");
+    std::fs::write(e.out().join("pause-mid"), "").unwrap();
+    let mut child = e
+        .process()
+        .env("TMPDIR", &user_tmp)
+        .args(["build", "top", "--prefix"])
+        .arg(e.prefix())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("mid's pausing step", Duration::from_secs(60), || e.out().join("paused").exists());
+    let _ = rustix::process::kill_process(Pid::from_child(&child), Signal::KILL);
+    child.wait().unwrap();
+    let stale: Vec<_> = std::fs::read_dir(&tmp).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(!stale.is_empty(), "the killed run's temp files are in the work dir");
+    std::fs::remove_file(e.out().join("pause-mid")).unwrap();
+    let out = build();
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert!(!tmp.exists() && std::fs::read_dir(&user_tmp).unwrap().next().is_none());
+}
+
 #[test]
 fn an_artifact_removed_after_the_plan_is_rebuilt_and_the_build_says_why() {
     let e = Env::new();
@@ -370,6 +474,47 @@ fn a_full_state_disk_is_named_not_the_work_dir_moved_to_an_empty_disk() {
     assert!(err.contains("which did not fill") && err.contains(&format!("The work dir `{}", work.display())), "{err}");
     assert!(err.contains("set `ROCMFORGE_STATE_DIR` (set in this environment"), "{err}");
     assert!(!err.contains("then set `ROCMFORGE_WORK_DIR`") && !err.contains("work-dir` in the config"), "{err}");
+}
+
+/// The state dir's disk full before a recipe begins, with only `work-dir` moved to a large
+/// disk: the error names the full disk and the setting that moves it, not the new work dir.
+/// (Before: "cannot prepare work dir `<new work dir>/mid`: No space left on device".)
+#[test]
+fn a_full_state_disk_before_a_recipe_begins_is_named_with_its_setting() {
+    let e = Env::new();
+    let disk = SmallDisk::mount(e.home.path().join("small"), "2m");
+    let state = disk.0.join("state");
+    let work = e.home.path().join("large/work");
+    let build = |recipe: &str| {
+        e.cmd()
+            .env("ROCMFORGE_WORK_DIR", &work)
+            .env("ROCMFORGE_STATE_DIR", &state)
+            .args(["build", recipe, "--prefix"])
+            .arg(e.prefix())
+            .output()
+            .unwrap()
+    };
+    let out = build("base");
+    assert!(out.status.success(), "{}", output_text(&out));
+    // Fill the state dir's disk to the last byte.
+    let _ = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("head -c 4000000 /dev/zero > {}/filler", disk.0.display()))
+        .status();
+    let out = build("top");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "because a disk is full: the disk holding the state dir `{}` (mounted at `{}`) is full:",
+            state.display(),
+            disk.0.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains(&format!("The work dir `{}", work.display())) && err.contains("which did not fill"), "{err}");
+    assert!(err.contains("set `ROCMFORGE_STATE_DIR` (set in this environment"), "{err}");
+    assert!(err.contains(&format!("cannot write `{}/build-serials/", state.display())), "the file is named: {err}");
 }
 
 #[test]
@@ -615,15 +760,7 @@ fn a_status_temp_file_left_by_a_killed_build_is_listed_by_verify_and_removed_by_
 #[test]
 fn a_store_killed_half_way_leaves_leftovers_that_verify_reports_and_gc_reclaims() {
     let e = Env::new();
-    let root = e.home.path().join(format!("cache/rocmforge/artifacts-v{}", rocmforge::key::CACHE_FORMAT));
-    let entries = || -> Vec<String> {
-        std::fs::read_dir(&root)
-            .map(|rd| rd.map(|d| d.unwrap().file_name().to_string_lossy().to_string()).collect::<Vec<_>>())
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|n| n != ".locks")
-            .collect()
-    };
+    let entries = || entries_of(&e);
     // Killed while filling the temp dir, then killed between the rename and the marker.
     for (fault, leftover) in
         [("store-tmp:tool", "was left by a killed store or clone"), ("store:tool", "incomplete artifact entry")]
@@ -649,6 +786,29 @@ fn a_store_killed_half_way_leaves_leftovers_that_verify_reports_and_gc_reclaims(
     e.cmd().args(["build", "tool", "--prefix"]).arg(e.prefix()).assert().success();
     e.cmd().args(["cache", "verify"]).assert().success().stdout(predicate::str::contains("ok: 1 artifact(s)"));
     assert_eq!(std::fs::read_to_string(e.prefix().join("bin/tool.txt")).unwrap(), "tool\n");
+
+    // Killed while storing, then resumed with no `cache gc` between: the store that redoes it
+    // takes the killed one's temp away, and verify is clean.
+    let e = Env::new();
+    let out =
+        e.cmd().args(["build", "tool", "--prefix"]).arg(e.prefix()).env("ROCMFORGE_FAULT", "store-tmp:tool").output().unwrap();
+    assert!(!out.status.success(), "{}", output_text(&out));
+    assert!(entries_of(&e).iter().any(|n| n.starts_with(".tmp-")));
+    e.cmd().args(["build", "tool", "--prefix"]).arg(e.prefix()).assert().success();
+    let out = e.cmd().args(["cache", "verify"]).output().unwrap();
+    assert!(out.status.success(), "a resumed store left its killed run's temp: {}", output_text(&out));
+    assert!(!entries_of(&e).iter().any(|n| n.starts_with(".tmp-")));
+}
+
+/// The artifact store's entries (its lock dir aside).
+fn entries_of(e: &Env) -> Vec<String> {
+    let root = e.home.path().join(format!("cache/rocmforge/artifacts-v{}", rocmforge::key::CACHE_FORMAT));
+    std::fs::read_dir(&root)
+        .map(|rd| rd.map(|d| d.unwrap().file_name().to_string_lossy().to_string()).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| n != ".locks")
+        .collect()
 }
 
 #[test]

@@ -654,12 +654,61 @@ fn cache_verify_lists_a_temp_file_of_a_publish_killed_before_the_first_index_wri
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+#[test]
+fn a_web_server_running_as_another_user_can_read_every_published_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = tempfile::tempdir().unwrap();
+    // The user's own dirs are theirs to open up (a temp dir is 0700); the index's are ours.
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let idx = home.path().join("idx");
+    let w = home.path().join("w");
+    std::fs::create_dir_all(&w).unwrap();
+    let wheel = synthetic_wheel(&w, "rf_served", "1.0", "A = 1\n");
+    // Published under the usual umask (022), whatever the test runner's is.
+    let out = Command::new("sh")
+        .args(["-c", "umask 022 && exec \"$@\"", "sh"])
+        .arg(assert_cmd::cargo::cargo_bin("rocmforge"))
+        .args(["index", "--index"])
+        .arg(&idx)
+        .arg("publish")
+        .arg(&wheel)
+        .env("HOME", home.path())
+        .env("XDG_STATE_HOME", home.path().join("state"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let files: Vec<PathBuf> = walkdir::WalkDir::new(&idx)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.into_path())
+        .collect();
+    for want in ["simple/index.html", "simple/rf-served/index.html", "simple/rf-served/rf_served-1.0-py3-none-any.whl"] {
+        assert!(files.contains(&idx.join(want)), "{want} not published: {files:?}");
+    }
+    // Read as `nobody`, as nginx or `python3 -m http.server` run by another user would.
+    for f in &files {
+        let read = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "cat"])
+            .arg(f)
+            .output()
+            .expect("setpriv (util-linux) runs a command as another user");
+        assert!(
+            read.status.success() && read.stdout == std::fs::read(f).unwrap(),
+            "another user cannot read {} (mode {:o}): {}",
+            f.display(),
+            std::fs::metadata(f).unwrap().permissions().mode() & 0o7777,
+            String::from_utf8_lossy(&read.stderr)
+        );
+    }
+}
+
 /// Every file of the index with its bytes (the lock file aside).
 fn tree(dir: &Path) -> Vec<(String, Vec<u8>, std::time::SystemTime)> {
     let mut out: Vec<_> = walkdir::WalkDir::new(dir)
         .into_iter()
         .map(|e| e.unwrap())
-        .filter(|e| e.file_type().is_file() && e.file_name() != ".lock")
+        .filter(|e| e.file_type().is_file())
         .map(|e| {
             (
                 e.path().strip_prefix(dir).unwrap().display().to_string(),

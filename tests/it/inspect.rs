@@ -430,8 +430,8 @@ fn section_headers_at_an_odd_offset(lib: &[u8]) -> Vec<u8> {
 /// `.rocm_kpack_ref` section) points at `../.kpack/torch_@GFXARCH@.kpack`, and two archives
 /// written here as rocm-kpack writes them (one zstd-per-kernel, one uncompressed) holding its
 /// kernel for gfx1010 and gfx1030, real hipcc code objects. `inspect` reads the archives' targets
-/// from the code objects, gives the library the targets of the archives its marker names (in the
-/// directory, or beside the library when given alone), and names a damaged archive and the
+/// from the code objects, gives the library the targets of the archives its marker names (among
+/// what it was given), and names a damaged archive and the
 /// manifest form it does not read; a torch wheel and a device wheel read together (as `build`
 /// reads a stack's wheels) give the torch wheel the device wheel's gfx1010.
 #[test]
@@ -470,8 +470,9 @@ fn inspect_follows_a_kpack_marker_to_the_archives_and_names_a_damaged_one() {
     // Only its own kernels: libother.so's is not counted as the library's.
     assert_eq!(host["code"].as_array().unwrap().len(), 2, "{host}");
 
-    // The library alone: its archives are found on disk beside it.
-    let out = rocmforge(home.path()).arg("inspect").arg(&lib).output().unwrap();
+    // The library and its archives' directory given: the archives are among what was read.
+    let kpacks = tree.join("torch/.kpack");
+    let out = rocmforge(home.path()).arg("inspect").arg(&lib).arg(&kpacks).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
@@ -479,10 +480,17 @@ fn inspect_follows_a_kpack_marker_to_the_archives_and_names_a_damaged_one() {
             && stdout.contains("torch_gfx1010.kpack"),
         "{stdout}"
     );
+    // The library alone: its marker leads out of what was given, so it is not followed.
+    let out = rocmforge(home.path()).arg("inspect").arg(&lib).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("none of them in what was given (a marker is followed only inside it: give the directory that holds the library and its archives)"),
+        "{}",
+        text(&out)
+    );
     // As rocm-kpack's transform leaves it: the section header table at an odd offset.
     let odd = tree.join("torch/lib/libodd.so");
     std::fs::write(&odd, section_headers_at_an_odd_offset(&std::fs::read(&lib).unwrap())).unwrap();
-    let out = rocmforge(home.path()).arg("inspect").arg(&odd).output().unwrap();
+    let out = rocmforge(home.path()).arg("inspect").arg(&odd).arg(&kpacks).output().unwrap();
     assert!(
         out.status.success()
             && String::from_utf8_lossy(&out.stdout).contains("libodd.so: gfx1010 gfx1030 (kpack archives"),
@@ -499,7 +507,7 @@ fn inspect_follows_a_kpack_marker_to_the_archives_and_names_a_damaged_one() {
     let out = rocmforge(home.path()).arg("inspect").arg(&lone).output().unwrap();
     assert!(
         String::from_utf8_lossy(&out.stdout).contains(
-            "libx.so: device code moved out into kpack archives (.rocm_kpack_ref: kernels `lib/libx.so`, search paths ../.kpack/x.kpack), none of them found here"
+            "libx.so: device code moved out into kpack archives (.rocm_kpack_ref: kernels `lib/libx.so`, search paths ../.kpack/x.kpack), none of them in what was given"
         ),
         "{}",
         text(&out)
@@ -559,4 +567,54 @@ fn inspect_follows_a_kpack_marker_to_the_archives_and_names_a_damaged_one() {
     assert_eq!(got, [(tname.as_str(), vec!["gfx1010"]), (dname.as_str(), vec!["gfx1010"])]);
     // The torch wheel alone: its library's code is elsewhere, so no targets are recorded for it.
     assert!(rocmforge::gpu_code::read(&[wheels.join(&tname)], &[]).unwrap().is_empty());
+}
+
+/// Hostile markers: a library's `.rocm_kpack_ref` naming an archive by an absolute path, by a
+/// path that climbs out of the directory given, through a symlink leading out of it, and `/etc`
+/// with `@GFXARCH@`. Each names a real archive holding the library's kernel for gfx1030 outside
+/// the directory; none may credit the library with it, open it, or list a directory outside.
+#[test]
+fn inspect_follows_a_kpack_marker_only_inside_what_it_was_given() {
+    let home = tempfile::tempdir().unwrap();
+    let (_, gfx1030) = kpack::code_objects();
+    let outside = home.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let archive = kpack::kpack_archive(&["gfx1030"], &[("lib/libx.so#0", "gfx1030", gfx1030)], true);
+    std::fs::write(outside.join("x_gfx1030.kpack"), &archive).unwrap();
+    let given = home.path().join("given");
+    std::fs::create_dir_all(given.join("lib")).unwrap();
+    std::os::unix::fs::symlink(&outside, given.join("link")).unwrap();
+    let abs = outside.join("x_gfx1030.kpack").display().to_string();
+    let abs_arch = outside.join("x_@GFXARCH@.kpack").display().to_string();
+    for (name, search) in [
+        ("libabs.so", abs.as_str()),
+        ("libabsarch.so", abs_arch.as_str()),
+        ("libclimb.so", "../../outside/x_@GFXARCH@.kpack"),
+        ("liblink.so", "../link/x_gfx1030.kpack"),
+        ("libetc.so", "/etc/@GFXARCH@"),
+    ] {
+        kpack::marked_library(&given.join("lib"), name, ".rocm_kpack_ref", &kpack::marker("lib/libx.so", &[search]));
+    }
+    // The same marker inside the directory is followed (the control).
+    std::fs::create_dir_all(given.join("lib/.kpack")).unwrap();
+    std::fs::write(given.join("lib/.kpack/x_gfx1030.kpack"), &archive).unwrap();
+    kpack::marked_library(
+        &given.join("lib"),
+        "libinside.so",
+        ".rocm_kpack_ref",
+        &kpack::marker("lib/libx.so", &[".kpack/x_@GFXARCH@.kpack"]),
+    );
+    let report = inspect_json(home.path(), std::slice::from_ref(&given));
+    let files = report["files"].as_array().unwrap();
+    let file = |end: &str| {
+        files.iter().find(|f| f["path"].as_str().unwrap().ends_with(end)).unwrap_or_else(|| panic!("{end}: {report}"))
+    };
+    assert_eq!(strings(&file("libinside.so")["targets"]), ["gfx1030"], "{report:#}");
+    for name in ["libabs.so", "libabsarch.so", "libclimb.so", "liblink.so", "libetc.so"] {
+        let f = file(name);
+        assert!(f["targets"].as_array().unwrap().is_empty(), "{name} credited from outside: {f}");
+        assert!(f["kpack"]["archives"].as_array().unwrap().is_empty(), "{name}: {f}");
+    }
+    assert!(report["errors"].as_array().unwrap().is_empty(), "nothing outside was opened: {report:#}");
+    assert!(!files.iter().any(|f| f["path"].as_str().unwrap().starts_with(&outside.display().to_string())));
 }

@@ -608,6 +608,36 @@ fn a_wheel_unlike_its_picked_digest_is_refused_by_the_build() {
     assert!(!w.home.path().join("state/rocmforge/index/w/simple/torch").exists(), "nothing published");
 }
 
+/// A remote page linking the wheel as a `file://` URL (with the local file's right digest):
+/// the build would have used a file of this machine as the published wheel. Refused, naming the
+/// page, the file and the link; nothing is locked.
+#[test]
+fn lock_refuses_a_remote_index_pages_link_to_a_local_file() {
+    let w = WheelIndex::new("2.9.1");
+    let (name, bytes) =
+        crate::support::wheel::make("torch", "2.9.1", "cp311-cp311-manylinux_2_28_x86_64", "torch", "local");
+    let local = w.home.path().join(&name);
+    std::fs::write(&local, &bytes).unwrap();
+    let link = format!("file://{}", local.display());
+    w.http.add(
+        "whl/torch/",
+        format!(
+            "<html><body><a href=\"{link}#sha256={}\">{name}</a></body></html>\n",
+            crate::support::wheel::sha256_hex(&bytes)
+        )
+        .into_bytes(),
+    );
+    let out = w.cmd(&["lock"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", crate::support::text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("links `{name}`, the file of `torch` `2.9.1` for the stack, as `{link}`, which is not on the web: a remote page's links are remote")),
+        "{err}"
+    );
+    assert!(err.contains("the index page `https://repo.example.invalid/whl/torch/`"), "{err}");
+    assert_eq!(w.lock_text(), "", "nothing locked");
+}
+
 #[test]
 fn lock_refuses_no_match_an_ambiguity_and_a_link_without_digest_naming_page_project_version_and_files() {
     let page = "https://repo.example.invalid/whl/torch/";

@@ -21,6 +21,7 @@ mod layering;
 mod legacy_ck;
 mod lock;
 mod lookback_fence;
+mod memory;
 mod miopen_sweep;
 mod prebuilt;
 mod proofs;

@@ -1102,6 +1102,16 @@ fn a_failed_clone_leaves_no_temp_dir_and_a_killed_one_is_found_by_verify_and_rec
     // And the fetch works afterwards.
     let out = w.cmd().args(["fetch", "top"]).output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
+
+    // Killed again, then simply run again: the clone that redoes it takes the leftover away,
+    // and verify is clean with no `cache gc`.
+    let w = world();
+    let out = w.cmd().args(["fetch", "top"]).env("ROCMFORGE_FAULT", "clone:top").output().unwrap();
+    assert!(!out.status.success(), "the fault point kills the fetch");
+    let out = w.cmd().args(["fetch", "top"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = w.cmd().args(["cache", "verify"]).output().unwrap();
+    assert!(out.status.success(), "a resumed clone left its killed run's temp: {}", text(&out.stderr));
 }
 
 /// A one-recipe stack whose source is `url` (`sha256` pinned or not), in `home/tree`.

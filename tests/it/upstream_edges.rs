@@ -240,6 +240,7 @@ fn configure_command(stack: &Stack, recipe: &str) -> String {
         src: "/w/src".into(),
         build: "/w/build".into(),
         stage: "/w/stage".into(),
+        tmp: "/w/tmp".into(),
         installed: "/w/stage/opt/rf".into(),
         requested: None,
         work_dir: "/w".into(),
