@@ -268,6 +268,13 @@ pub fn processes_with_env(var: &str, value: &str) -> Vec<i32> {
     pids
 }
 
+/// Makes a FIFO (named pipe) at `path`: opening it for reading blocks until a writer comes.
+pub fn mkfifo(path: &Path) {
+    use rustix::fs::{FileType, Mode, CWD};
+    rustix::fs::mknodat(CWD, path, FileType::Fifo, Mode::from_raw_mode(0o644), 0)
+        .unwrap_or_else(|e| panic!("cannot make a FIFO at {}: {e}", path.display()));
+}
+
 /// A small tmpfs (this needs root, as CI has): unmounted when dropped.
 pub struct SmallDisk(pub PathBuf);
 
