@@ -69,6 +69,14 @@ case "$what" in
 esac
 "#;
 
+/// The `python3` on `PATH`.
+fn python3() -> PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join("python3"))
+        .find(|p| p.is_file())
+        .expect("python3 on PATH")
+}
+
 /// The marked processes alive now.
 fn marked(mark: &str) -> Vec<i32> {
     crate::support::processes_with_env("RF_VERIFY_MARK", mark)
@@ -174,14 +182,7 @@ impl Verify {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> std::process::Command {
-        let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("rocmforge"));
-        c.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.home.path())
-            .env("XDG_CONFIG_HOME", self.home.path().join("config"))
-            .env("XDG_CACHE_HOME", self.home.path().join("cache"))
-            .env("XDG_STATE_HOME", self.home.path().join("state"))
-            .env("NO_COLOR", "1");
+        let mut c = crate::support::rocmforge_process(self.home.path());
         c.arg("--recipes").arg(&self.tree);
         if let Some(s) = stack {
             c.args(["--stack", s]);
@@ -202,6 +203,20 @@ impl Verify {
             c.env(k, v);
         }
         c
+    }
+
+    /// The stand-in, but `probe.py` runs in a real python3 (with `flags`) whose `PYTHONPATH` is
+    /// `site`.
+    fn probing_python(&self, name: &str, site: &Path, flags: &str) -> PathBuf {
+        let python = self.home.path().join(name);
+        let probe = format!(
+            "#!/bin/bash\ncase \"$1\" in */probe.py) PYTHONPATH={site:?} PYTHONNOUSERSITE=1 exec {:?} {flags} \"$@\" ;; esac\n",
+            python3()
+        );
+        std::fs::write(&python, STAND_IN.replacen("#!/bin/bash\n", &probe, 1)).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+        python
     }
 
     fn report(&self, rel: &str) -> serde_json::Value {
@@ -529,15 +544,11 @@ fn a_known_hang_alone_passes_and_json_is_the_report() {
 #[test]
 fn the_case_script_runs_under_a_real_python_and_its_error_is_shown() {
     let v = Verify::new();
-    let python3 = std::env::split_paths(&std::env::var_os("PATH").unwrap())
-        .map(|d| d.join("python3"))
-        .find(|p| p.is_file())
-        .expect("python3 on PATH");
     let out = rocmforge(v.home.path())
         .arg("--recipes")
         .arg(&v.tree)
         .args(["--stack", "verifystack", "verify", "--timeout", "60", "--case", "matmul-1024", "--python"])
-        .arg(&python3)
+        .arg(python3())
         .env("PYTHONNOUSERSITE", "1")
         .timeout(Duration::from_secs(120))
         .output()
@@ -655,25 +666,10 @@ fn someone_elses_torch(site: &Path, version: &str, hip: Option<&str>, flags: Opt
 fn verify_python_without_a_stack_reports_the_torch_it_finds_and_runs_the_cases() {
     let v = Verify::new();
     v.control(&[("lstm", "raise")]);
-    let python3 = std::env::split_paths(&std::env::var_os("PATH").unwrap())
-        .map(|d| d.join("python3"))
-        .find(|p| p.is_file())
-        .expect("python3 on PATH");
     let site = v.home.path().join("site");
     someone_elses_torch(&site, "2.9.1+rocm7.1.0", Some("7.1.25424"), None);
     // The Python: probe.py runs in a real python3 with that torch; the cases in the stand-in.
-    let python = v.home.path().join("someone-elses-python");
-    std::fs::write(
-        &python,
-        STAND_IN.replacen(
-            "#!/bin/bash\n",
-            &format!("#!/bin/bash\ncase \"$1\" in */probe.py) PYTHONPATH={site:?} exec {python3:?} \"$@\" ;; esac\n"),
-            1,
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let python = v.probing_python("someone-elses-python", &site, "");
     let override_ = [("HSA_OVERRIDE_GFX_VERSION", "10.3.0")];
     let cases = ["--case", "conv-3-64-s32-k3-b1", "--case", "lstm"];
     let out = v.command(None, &python, &cases, &override_);
@@ -877,24 +873,10 @@ fn a_timeout_past_a_week_is_refused_naming_the_flag_and_the_bound() {
 #[test]
 fn without_a_torch_to_import_no_case_runs() {
     let v = Verify::new();
-    let python3 = std::env::split_paths(&std::env::var_os("PATH").unwrap())
-        .map(|d| d.join("python3"))
-        .find(|p| p.is_file())
-        .expect("python3 on PATH");
     let site = v.home.path().join("empty-site");
     std::fs::create_dir_all(&site).unwrap();
-    let python = v.home.path().join("torchless-python");
-    std::fs::write(
-        &python,
-        STAND_IN.replacen(
-            "#!/bin/bash\n",
-            &format!("#!/bin/bash\ncase \"$1\" in */probe.py) PYTHONPATH={site:?} PYTHONNOUSERSITE=1 exec {python3:?} -S \"$@\" ;; esac\n"),
-            1,
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // `-S`: no site-packages, where a torch of this machine's could be.
+    let python = v.probing_python("torchless-python", &site, "-S");
     let out = v.command(None, &python, &["--timeout", "600"], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);

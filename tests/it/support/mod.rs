@@ -25,7 +25,12 @@ pub fn fixture_tree() -> PathBuf {
 
 /// `rocmforge` with a clean environment: no user config, dirs inside `home`.
 pub fn rocmforge(home: &Path) -> Command {
-    let mut c = Command::cargo_bin("rocmforge").expect("binary built");
+    Command::from_std(rocmforge_process(home))
+}
+
+/// [`rocmforge`] as a plain process, to spawn, signal and stop.
+pub fn rocmforge_process(home: &Path) -> std::process::Command {
+    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("rocmforge"));
     c.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home)
@@ -96,18 +101,10 @@ impl ScriptsStack {
         c.arg("--recipes").arg(&self.tree);
         c
     }
-    /// `rocmforge --recipes <tree>` in the temp home, as a plain process to spawn and stop
-    /// (NO_COLOR is not set: the display is not a terminal either way).
+    /// `rocmforge --recipes <tree>` in the temp home, as a plain process to spawn and stop.
     pub fn process(&self) -> std::process::Command {
-        let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("rocmforge"));
-        c.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.home.path())
-            .env("XDG_CONFIG_HOME", self.home.path().join("config"))
-            .env("XDG_CACHE_HOME", self.home.path().join("cache"))
-            .env("XDG_STATE_HOME", self.home.path().join("state"))
-            .arg("--recipes")
-            .arg(&self.tree);
+        let mut c = rocmforge_process(self.home.path());
+        c.arg("--recipes").arg(&self.tree);
         c
     }
     /// Replaces the first `from` in `recipes/scripts/<recipe>.toml` by `to`.
