@@ -150,6 +150,22 @@ pub fn special_kind(ft: &fs::FileType) -> Option<&'static str> {
     }
 }
 
+/// Opens `path` (a symlink followed) for reading if it is a regular file, else an
+/// `InvalidInput` error saying what it is ("a FIFO (named pipe)": see [`special_kind`]; the
+/// caller names the path). Opened without blocking, so a FIFO given in place of a file is refused
+/// at once, never waited on for a writer that does not come; a file swapped in between is read as
+/// what the open found.
+pub fn open_regular(path: &Path) -> io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = fs::OpenOptions::new().read(true).custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32).open(path)?;
+    let ft = f.metadata()?.file_type();
+    if ft.is_file() {
+        return Ok(f);
+    }
+    let what = if ft.is_dir() { "a directory" } else { special_kind(&ft).unwrap_or("not a regular file") };
+    Err(io::Error::new(io::ErrorKind::InvalidInput, format!("not a regular file: {what}")))
+}
+
 /// The special files under `root` (see [`special_kind`]), by path relative to `root`, sorted.
 /// Nothing is opened: only `lstat`.
 pub fn special_files(root: &Path) -> io::Result<Vec<(String, &'static str)>> {

@@ -567,9 +567,9 @@ fn ask_version(invoked: &Path, env: &[(String, String)], timeout: Duration) -> A
 fn run_version(invoked: &Path, env: &[(String, String)], timeout: Duration) -> Result<String, String> {
     let mut command = Command::new(invoked);
     command.arg("--version").env_clear().envs(env.iter().map(|(k, v)| (k, v)));
-    let (status, [stdout, stderr]) = crate::host::run::bounded(&mut command, timeout)?;
+    let (status, [stdout, stderr]) = crate::process::bounded(&mut command, timeout)?;
     if !status.success() {
-        return Err(crate::host::run::describe_status(status));
+        return Err(crate::process::describe_status(status));
     }
     let stdout = String::from_utf8_lossy(&stdout).into_owned();
     Ok(if stdout.trim().is_empty() { String::from_utf8_lossy(&stderr).into_owned() } else { stdout })

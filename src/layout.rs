@@ -4,7 +4,7 @@
 //!   marker `src.prepared.json`, `build/`, `stage/`, `tmp/` (the steps' `TMPDIR`), `steps/NN-<step>.sh` (each step's script,
 //!   numbered in run order), `logs/<step>.log`, `running.pid` (the step now running: its process
 //!   group on the first line, then `token <T>`, the value of `ROCMFORGE_STEP_TOKEN` in its
-//!   processes' environment; see `RunningStep`) and `state.json` (which key the dir is for,
+//!   processes' environment; see `process::Tracked`) and `state.json` (which key the dir is for,
 //!   finished steps, stored or not), `ccache-stats.log` (ccache's count of the recipe's compiles).
 //!   Its lock, `<work-dir>/<stack>/.locks/<recipe>.lock`, is held by the build using it.
 //! - Scratch trees (pristine copies to compare or check against): `<work-dir>/.scratch/`.
@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::fsutil;
+use crate::process::Tracked;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct WorkState {
@@ -110,7 +111,7 @@ impl WorkDir {
     pub fn sccache_log(&self) -> PathBuf {
         self.logs().join("sccache-server.log")
     }
-    /// The step now running (a `RunningStep`), so a resumed run can stop an orphan of a killed
+    /// The step now running (its process group and token), so a resumed run can stop an orphan of a killed
     /// rocmforge before touching the build dir, and `status` can tell processes left behind.
     pub fn running_pid(&self) -> PathBuf {
         self.root.join("running.pid")
@@ -135,8 +136,8 @@ impl WorkDir {
     }
 
     /// What `running.pid` says, if it is there and readable.
-    pub fn running_step(&self) -> Option<RunningStep> {
-        RunningStep::parse(&fs::read_to_string(self.running_pid()).ok()?)
+    pub fn running_step(&self) -> Option<Tracked> {
+        Tracked::parse(&fs::read_to_string(self.running_pid()).ok()?)
     }
 
     /// The steps that have a log, in the order they run (from the numbered step scripts), then
@@ -201,34 +202,6 @@ impl WorkDir {
     }
 }
 
-/// The content of `running.pid`: the step's process group (led by its supervisor, or by the
-/// step's shell), and the token its processes carry in `ROCMFORGE_STEP_TOKEN` (none in files
-/// written by older versions, which held the group alone).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunningStep {
-    pub pgid: i32,
-    pub token: Option<String>,
-}
-
-impl RunningStep {
-    pub const TOKEN_VAR: &'static str = "ROCMFORGE_STEP_TOKEN";
-
-    pub fn text(&self) -> String {
-        match &self.token {
-            Some(t) => format!("{}\ntoken {t}\n", self.pgid),
-            None => format!("{}\n", self.pgid),
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<RunningStep> {
-        let mut lines = text.lines();
-        let pgid = lines.next()?.trim().parse().ok().filter(|p| *p > 1)?;
-        let token =
-            lines.find_map(|l| l.strip_prefix("token ")).map(|t| t.trim().to_string()).filter(|t| !t.is_empty());
-        Some(RunningStep { pgid, token })
-    }
-}
-
 /// Where scratch trees go (removed when done).
 pub fn scratch_dir(work_dir: &Path) -> PathBuf {
     work_dir.join(".scratch")
@@ -258,20 +231,6 @@ pub fn last_build_root(state_dir: &Path) -> PathBuf {
 /// The inputs of the artifact `recipe` of `stack` last built or used.
 pub fn last_build_file(state_dir: &Path, stack: &str, recipe: &str) -> PathBuf {
     last_build_root(state_dir).join(stack).join(format!("{recipe}.json"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn running_step_round_trips_and_reads_the_old_one_line_form() {
-        let r = RunningStep { pgid: 4242, token: Some("17-99".into()) };
-        assert_eq!(RunningStep::parse(&r.text()), Some(r));
-        assert_eq!(RunningStep::parse("4242\n"), Some(RunningStep { pgid: 4242, token: None }));
-        assert_eq!(RunningStep::parse("1\n"), None, "never the init process");
-        assert_eq!(RunningStep::parse("garbage"), None);
-    }
 }
 
 /// The core-time file of the step whose log is `log` (`logs/build.log` -> `logs/build.cpu`).

@@ -5,7 +5,9 @@
 //! on one against this order):
 //!
 //! 1. Leaves, used everywhere: `fault` (crash-test points), `digest` (sha256), `fsutil` (atomic
-//!    writes, trees), `diagnostic` (file:line:col errors), `target` (GPU targets and their spellings),
+//!    writes, trees), `process` (children in process groups of their own, run until a deadline
+//!    and stopped with everything they started; it uses no other module), `diagnostic`
+//!    (file:line:col errors), `target` (GPU targets and their spellings),
 //!    `offload` (the GPU targets of the device code in libraries, code objects and wheels,
 //!    whether installed files cover what a recipe declares, and which need an executable stack),
 //!    `config` (user settings), `progress` (the reporting trait; indicatif lives only there),
@@ -26,6 +28,7 @@
 pub mod fault;
 pub mod digest;
 pub mod fsutil;
+pub mod process;
 pub mod diagnostic;
 pub mod target;
 pub mod offload;

@@ -430,12 +430,12 @@ pub fn render_failure(f: &Failure) -> String {
 }
 
 pub fn main() -> ExitCode {
-    // `rocmforge __supervise ...`: this binary as a step's supervisor (hidden; see engine::reap).
+    // `rocmforge __supervise ...`: this binary as a child's supervisor (hidden; see process::supervisor).
     let mut args = std::env::args_os().skip(1);
-    if args.next().is_some_and(|a| a == crate::engine::reap::SUPERVISE) {
-        return crate::engine::reap::main(args.collect());
+    if args.next().is_some_and(|a| a == crate::process::supervisor::SUPERVISE) {
+        return crate::process::supervisor::main(args.collect());
     }
-    crate::engine::step::supervise_steps();
+    crate::process::supervisor::enable();
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::from(exit::OK),

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{CliResult, Context, Failure};
-use crate::ops::verify::{verify, VerifyHeader, VerifyReport, VerifyRequest};
+use crate::ops::verify::{verify, Interrupted, VerifyHeader, VerifyReport, VerifyRequest};
 use crate::verify::run::{CaseResult, Outcome};
 
 #[derive(Debug, clap::Args)]
@@ -42,6 +42,10 @@ pub struct Args {
     #[arg(long)]
     pub list: bool,
 }
+
+/// The longest `--timeout` taken: a week per case (a case's first call compiles MIOpen's
+/// kernels, minutes on gfx1010; more than a week is a hang however it is counted).
+const MAX_TIMEOUT_S: f64 = 7.0 * 24.0 * 3600.0;
 
 const CPU_MODE: &str = "CPU MODE: this proves the case programs, not a GPU";
 
@@ -166,6 +170,13 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     if !(args.timeout > 0.0 && args.timeout.is_finite()) {
         return Err(Failure::usage(anyhow::anyhow!("--timeout must be a positive number of seconds")));
     }
+    if args.timeout > MAX_TIMEOUT_S {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--timeout {}: at most {MAX_TIMEOUT_S} seconds (a week) per case",
+            args.timeout
+        )));
+    }
+    let timeout = Duration::from_secs_f64(args.timeout);
     // `--python` without `--stack`: a torch rocmforge did not install; no stack is loaded.
     let any_torch = args.python.is_some() && ctx.cli_stack.is_none();
     let cfg = ctx.config()?;
@@ -183,7 +194,7 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
         };
         let req = VerifyRequest {
             python: args.python,
-            timeout: Duration::from_secs_f64(args.timeout),
+            timeout,
             profile: None,
             targets,
             prefix: PathBuf::new(),
@@ -195,7 +206,7 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
         let stack = ctx.stack(&tree)?;
         let req = VerifyRequest {
             python: args.python,
-            timeout: Duration::from_secs_f64(args.timeout),
+            timeout,
             profile: args.profile,
             targets: ctx.targets(&stack, args.target.as_deref())?,
             prefix: ctx.prefix(&cfg, &stack, None),
@@ -223,7 +234,10 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
             println!("{}", row(r));
         }
     })
-    .map_err(Failure::from_op)?;
+    .map_err(|e| match e.downcast_ref::<Interrupted>() {
+        Some(i) => Failure::new((128 + i.signal).clamp(0, 255) as u8, e),
+        None => Failure::from_op(e),
+    })?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report).expect("the report serialises"));
     } else if args.markdown {

@@ -11,7 +11,6 @@ mod proofs;
 mod preflight;
 mod recipe_build;
 mod schedule;
-pub mod reap;
 pub mod sccache;
 pub mod step;
 pub mod systems;

@@ -194,7 +194,7 @@ fn query(q: &[String], tree: &Path) -> Result<String, String> {
     let mut command = std::process::Command::new(&program);
     command.args(&q[1..]).current_dir(tree);
     let (status, [stdout, stderr]) =
-        crate::host::run::bounded(&mut command, QUERY_TIMEOUT).map_err(|e| format!("`{shown}` could not run: {e}"))?;
+        crate::process::bounded(&mut command, QUERY_TIMEOUT).map_err(|e| format!("`{shown}` could not run: {e}"))?;
     let stdout = String::from_utf8_lossy(&stdout);
     if !status.success() {
         let stderr = String::from_utf8_lossy(&stderr);

@@ -57,8 +57,9 @@ impl Server {
         }
         let out = std::fs::File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
         let err = out.try_clone().map_err(|e| format!("cannot open {}: {e}", log.display()))?;
-        let supervised = super::step::supervised();
-        let mut cmd = if supervised { super::reap::supervised("sccache", &[]) } else { Command::new("sccache") };
+        let supervised = crate::process::supervisor::enabled();
+        let mut cmd =
+            if supervised { crate::process::supervisor::command("sccache", &[]) } else { Command::new("sccache") };
         // sccache's own way to run the server in the foreground (`--start-server` would start
         // it as a child of its own and return).
         cmd.envs(&env)

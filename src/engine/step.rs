@@ -1,107 +1,23 @@
 //! One build step: written out as a shell script (with its whole environment) that a user can
-//! re-run by hand, run in its own process group (under a supervisor, `reap`, in the rocmforge
-//! binary), output streamed to a log file.
+//! re-run by hand, run in its own process group (under a supervisor, `process::supervisor`, in
+//! the rocmforge binary), output streamed to a log file.
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
 
-use rustix::process::{Pid, Signal};
-
-use super::reap;
 use crate::fsutil;
-use crate::layout::{RunningStep, WorkDir};
+use crate::layout::WorkDir;
+use crate::process::{reap, Job};
 
 /// Set in a step script's environment once it is clean (only what the script exports, the
 /// jobserver, the step's token): a script started without it (by hand) starts itself again
 /// under `env -i`; rocmforge starts it with a clean environment and this set.
 const CLEAN_ENV_VAR: &str = "ROCMFORGE_STEP_CLEAN_ENV";
 
-/// Running steps, so Ctrl-C / SIGTERM can stop them all.
-static RUNNING: Mutex<Vec<Running>> = Mutex::new(Vec::new());
-
 /// How rocmforge itself stops a step's processes (at once; never reaping: see `reap::Stop`).
 const IN_ROCMFORGE: reap::Stop = reap::Stop { grace: false, reap: false, give_up: std::time::Duration::from_secs(5) };
-
-/// Whether steps run under a supervisor (`reap`): set by the rocmforge binary, which is the
-/// supervisor too; a library user's executable is not.
-static SUPERVISED: AtomicBool = AtomicBool::new(false);
-
-/// Runs every later step under a supervisor, this executable re-run as `rocmforge __supervise`
-/// (see `reap`): the step's processes then die with the build, however it dies.
-pub fn supervise_steps() {
-    SUPERVISED.store(true, Ordering::SeqCst);
-}
-
-/// Do steps (and the servers the engine starts for them) run under a supervisor?
-pub fn supervised() -> bool {
-    SUPERVISED.load(Ordering::SeqCst)
-}
-
-/// A running step: its process group and, when supervised, the supervisor's stdin, whose closing
-/// tells it to stop the step.
-struct Running {
-    pgid: i32,
-    supervisor: Option<std::process::ChildStdin>,
-}
-
-/// Calls `handler`, on a thread of its own, each time the process gets SIGINT, SIGTERM or SIGHUP
-/// (Ctrl-C, `kill`, a closed terminal); the handler normally ends the process. Signals that
-/// arrive while it runs wait for it.
-pub fn on_termination(mut handler: impl FnMut() + Send + 'static) -> std::io::Result<()> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
-    std::thread::Builder::new().name("signals".into()).spawn(move || {
-        for _ in signals.forever() {
-            handler();
-        }
-    })?;
-    Ok(())
-}
-
-/// Stops every running step (called from the signal handler): a supervised step's supervisor is
-/// told to stop it (SIGTERM, then SIGKILL to all its processes) and awaited for a few seconds;
-/// an unsupervised step's process group gets SIGTERM, then SIGKILL.
-pub fn kill_running_groups() {
-    let running: Vec<Running> = RUNNING.lock().map(|mut g| std::mem::take(&mut *g)).unwrap_or_default();
-    let (supervised, groups): (Vec<Running>, Vec<Running>) = running.into_iter().partition(|r| r.supervisor.is_some());
-    let supervisors: Vec<i32> = supervised.iter().map(|r| r.pgid).collect();
-    drop(supervised);
-    for r in &groups {
-        signal_group(r.pgid, Signal::TERM);
-    }
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    for r in &groups {
-        signal_group(r.pgid, Signal::KILL);
-    }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while supervisors.iter().any(|p| group_alive(*p)) && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    for pgid in &supervisors {
-        signal_group(*pgid, Signal::KILL);
-    }
-}
-
-/// The process group `pgid`, if that can name one (it is positive).
-fn group(pgid: i32) -> Option<Pid> {
-    Pid::from_raw(pgid.max(0))
-}
-
-/// Sends `sig` to process group `pgid`; true if it was there.
-fn signal_group(pgid: i32, sig: Signal) -> bool {
-    group(pgid).is_some_and(|g| rustix::process::kill_process_group(g, sig).is_ok())
-}
-
-/// Does process group `pgid` exist (and may we signal it)?
-fn group_alive(pgid: i32) -> bool {
-    group(pgid).is_some_and(|g| rustix::process::test_kill_process_group(g).is_ok())
-}
 
 #[derive(Debug, Clone)]
 pub struct Step {
@@ -281,64 +197,39 @@ pub fn run(
     let oom_before = super::budget::oom_kills();
     // Every process of the step carries this in its environment (the script passes it through
     // its clean environment), so it can be found after it left the process group.
-    let token = format!(
-        "{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
-    );
-    let supervised = supervised();
+    let token = crate::process::Tracked::new_token("");
     let core_time = wd.step_cpu(&step.name);
     let _ = fs::remove_file(&core_time);
-    let mut cmd = if supervised {
-        reap::supervised("bash", &[script.as_os_str()])
-    } else {
-        let mut c = std::process::Command::new("bash");
-        c.arg(&script);
-        c
-    };
+    let mut job = Job::new("bash", &[script.as_os_str()], true);
     let log_err = log_file.try_clone().map_err(io("open log", &log))?;
-    cmd.env_clear()
+    job.command
+        .env_clear()
         .envs(&step.env)
-        .env(RunningStep::TOKEN_VAR, &token)
         // The environment is clean already: the script need not start itself again under `env -i`.
         .env(CLEAN_ENV_VAR, "1")
         .current_dir(&step.cwd)
-        .stdin(if supervised { Stdio::piped() } else { Stdio::null() })
         .stdout(log_file)
-        .stderr(log_err)
-        .process_group(0);
-    if supervised {
+        .stderr(log_err);
+    if job.supervised() {
         // For the supervisor only: it removes it from the step's environment.
-        cmd.env(reap::CORE_TIME_FILE_VAR, &core_time);
+        job.command.env(crate::process::supervisor::CORE_TIME_FILE_VAR, &core_time);
     }
     if let Some(js) = jobserver {
-        js.configure_make(&mut cmd);
+        js.configure_make(&mut job.command);
     }
-    let mut child = cmd.spawn().map_err(io("start", &script))?;
-    drop(cmd);
-    let pgid = child.id() as i32;
-    let record = RunningStep { pgid, token: Some(token) };
+    let mut child = job.start(Some(token)).map_err(io("start", &script))?;
     // For `status` and the next build, while processes may live: none outlives a power cut.
-    let _ = fsutil::replace(&wd.running_pid(), record.text().as_bytes());
-    if let Ok(mut g) = RUNNING.lock() {
-        g.push(Running { pgid, supervisor: child.stdin.take() });
-    }
-    let result = child.wait();
-    if let Ok(mut g) = RUNNING.lock() {
-        g.retain(|r| r.pgid != pgid);
-    }
-    let exit = result.map_err(io("wait for", &script))?;
-    // The step's own children may linger (a daemonised compiler server): stop them (the
+    let _ = fsutil::replace(&wd.running_pid(), child.tracked().text().as_bytes());
+    let exit = child.wait().map_err(io("wait for", &script))?;
+    // The step's own children may linger (a daemonised compiler server): stop them (a
     // supervisor did already, and exits only when they are gone).
-    if !supervised {
-        reap::stop(&record, None, IN_ROCMFORGE);
-    }
+    child.stop(false);
     let _ = fs::remove_file(wd.running_pid());
     if exit.success() {
         return Ok(());
     }
     use std::os::unix::process::ExitStatusExt;
-    let status = crate::host::run::describe_status(exit);
+    let status = crate::process::describe_status(exit);
     let tail_lines: Vec<String> = tail(&log, 40).iter().map(|l| redact(l, &step.env)).collect();
     let looks_oom = exit.code() == Some(137)
         || exit.signal() == Some(9)

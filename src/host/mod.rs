@@ -18,7 +18,6 @@ pub mod gpu;
 pub mod needs;
 pub mod os;
 pub mod python;
-pub mod run;
 pub mod versions;
 
 use std::path::{Path, PathBuf};

@@ -58,9 +58,11 @@ pub fn read(root: &HostRoot, dep: Bounded) -> Result<Found, String> {
             // From `PATH`, as doctor's other tools (cc, cmake) are: a test's stand-in host puts
             // its own `gcc` there; the headers above are read through the host root instead.
             let gcc = super::which("gcc").ok_or("no `gcc` on PATH")?;
-            let out =
-                super::run::bounded(std::process::Command::new(&gcc).arg("-dumpfullversion"), Duration::from_secs(10))
-                    .map_err(|e| format!("`{} -dumpfullversion` {e}", gcc.display()))?;
+            let out = crate::process::bounded(
+                std::process::Command::new(&gcc).arg("-dumpfullversion"),
+                Duration::from_secs(10),
+            )
+            .map_err(|e| format!("`{} -dumpfullversion` {e}", gcc.display()))?;
             let text = String::from_utf8_lossy(&out.1[0]).trim().to_string();
             match version_numbers(&text) {
                 Some(_) if out.0.success() => {

@@ -222,7 +222,8 @@ pub fn wheel_members(wheel: &Path) -> Result<Vec<String>, OffloadError> {
 }
 
 fn open_wheel(wheel: &Path) -> Result<zip::ZipArchive<std::fs::File>, OffloadError> {
-    let f = std::fs::File::open(wheel).map_err(|source| OffloadError::Io { path: wheel.to_path_buf(), source })?;
+    let f =
+        crate::fsutil::open_regular(wheel).map_err(|source| OffloadError::Io { path: wheel.to_path_buf(), source })?;
     zip::ZipArchive::new(f).map_err(|e| OffloadError::File {
         path: wheel.display().to_string(),
         message: format!("not a readable wheel (zip): {e}"),
@@ -323,7 +324,8 @@ fn inspect_one(path: &Path, named: bool, found: &mut Found) {
         return;
     }
     let mut head = [0u8; 24];
-    let n = std::fs::File::open(path).and_then(|mut f| read_head(&mut f, &mut head));
+    // A FIFO or device named in place of a file is refused, never waited on.
+    let n = crate::fsutil::open_regular(path).and_then(|mut f| read_head(&mut f, &mut head));
     match n {
         Err(source) => found.errors.push(OffloadError::Io { path: path.to_path_buf(), source }),
         Ok(n) if sniff(&head[..n]).is_none() => {
@@ -336,7 +338,10 @@ fn inspect_one(path: &Path, named: bool, found: &mut Found) {
                 found.skipped += 1;
             }
         }
-        Ok(_) => match std::fs::read(path) {
+        Ok(_) => match crate::fsutil::open_regular(path).and_then(|mut f| {
+            let mut bytes = Vec::new();
+            f.read_to_end(&mut bytes).map(|_| bytes)
+        }) {
             Err(source) => found.errors.push(OffloadError::Io { path: path.to_path_buf(), source }),
             Ok(bytes) => match inspect_bytes(&shown, &bytes) {
                 Ok(Some(i)) => found.files.push(i),

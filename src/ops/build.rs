@@ -171,14 +171,14 @@ fn fill_venv(
 /// step's process group, then exit. Finished steps are recorded, so the same command continues
 /// from there.
 fn install_interrupt_handler(recorder: Arc<Recorder>) {
-    let _ = crate::engine::step::on_termination(move || {
+    let _ = crate::process::on_termination(move |_| {
         eprintln!("\ninterrupted: stopping running steps; run the same command again to continue");
         // Before the kill: the steps' deaths must not be recorded as failures.
         recorder.interrupted();
         if let Some(Ok(dir)) = recorder.report() {
             eprintln!("report: {}", dir.display());
         }
-        crate::engine::step::kill_running_groups();
+        crate::process::stop_all();
         match crate::cache::unfinished_uploads() {
             0 => {}
             n => eprintln!(

@@ -86,6 +86,19 @@ pub struct VerifyReport {
     pub saved: Option<PathBuf>,
 }
 
+/// SIGINT, SIGTERM or SIGHUP came: the running case (or the probe) was stopped with all its
+/// processes, and no other case started.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted by signal {signal}{}: {what}; no report saved", crate::process::signal_name(*signal))]
+pub struct Interrupted {
+    pub signal: i32,
+    pub what: String,
+}
+
+/// How long the process may go on after SIGINT/SIGTERM before it exits from the handler (only a
+/// `verify` stuck outside its cases reaches it: a case is stopped at once).
+const INTERRUPT_BACKSTOP: Duration = Duration::from_secs(20);
+
 /// Where the reports of `verify --python` without a stack go: `<state-dir>/verify/<this>/`.
 pub const ANY_TORCH: &str = "any-torch";
 
@@ -196,6 +209,14 @@ pub fn verify(
     let miopen = root.join("miopen");
     env.entry("MIOPEN_USER_DB_PATH".into()).or_insert_with(|| miopen.join("db").display().to_string());
     env.entry("MIOPEN_CUSTOM_CACHE_DIR".into()).or_insert_with(|| miopen.join("cache").display().to_string());
+    // Ctrl-C, SIGTERM, SIGHUP: the running case (or the probe) is stopped with everything it
+    // started, no case starts after it, and `verify` ends with `Interrupted`.
+    let _ = crate::process::on_termination(|sig| {
+        crate::process::stop_all();
+        std::thread::sleep(INTERRUPT_BACKSTOP);
+        std::process::exit(128 + sig);
+    });
+    let interrupted = |what: String| crate::process::signalled().map(|signal| Interrupted { signal, what });
     // A torch rocmforge did not install: what it is and carries, before the cases.
     let torch_found = stack.is_none().then(|| {
         let card = gpus
@@ -235,10 +256,24 @@ pub fn verify(
         miopen_cache: miopen,
         torch_found,
     };
+    if let Some(i) = interrupted("while looking at the torch, before the first case".into()) {
+        return Err(i.into());
+    }
     on_start(&header);
+    // Without a torch every case would fail the same way (or hang to its timeout).
+    if let Some(found) = header.torch_found.as_ref().filter(|t| t.printed.torch.is_none()) {
+        return Err(anyhow::anyhow!(
+            "`{}` imported no torch ({}): nothing to run, no case was started",
+            header.python.display(),
+            found.printed.error.as_deref().unwrap_or("no reason given")
+        ));
+    }
     let mut results = Vec::new();
     for case in matrix.iter().filter(|c| req.cases.is_empty() || req.cases.contains(&c.id)) {
         let r = runner.run(&script, case);
+        if let Some(i) = interrupted(format!("case `{}` was stopped, after {} case(s)", case.id, results.len())) {
+            return Err(i.into());
+        }
         on_case(&r);
         results.push(r);
     }

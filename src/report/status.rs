@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{status_path, BuildRecord, BuildState};
-use crate::engine::reap::{self, Proc};
 use crate::layout::WorkDir;
+use crate::process::reap::{self, Proc};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StatusError {

@@ -12,15 +12,12 @@
 //! that is said, and nothing is read.
 
 use std::collections::BTreeMap;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::reap::{self, Stop};
-use crate::layout::RunningStep;
+use crate::process::{Job, Tracked};
 use crate::recipe::GFX_OVERRIDE_VAR;
 
 /// The script that imports torch and says what it found.
@@ -151,31 +148,16 @@ pub fn run(python: &Path, env: &BTreeMap<String, String>, dir: &Path, timeout: D
         .map_err(|e| format!("cannot write {}: {e}", script.display()))?;
     let (out_path, err_path) = (dir.join("probe.out"), dir.join("probe.err"));
     let file = |p: &Path| std::fs::File::create(p).map_err(|e| format!("cannot create {}: {e}", p.display()));
-    let token = format!("verify-probe-{}", std::process::id());
-    let mut child = Command::new(python)
-        .arg(&script)
-        .env_clear()
-        .envs(env)
-        .env(RunningStep::TOKEN_VAR, &token)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(file(&out_path)?)
-        .stderr(file(&err_path)?)
-        .process_group(0)
-        .spawn()
+    let mut job = Job::new(python, &[script.as_os_str()], true);
+    job.command.env_clear().envs(env).current_dir(dir).stdout(file(&out_path)?).stderr(file(&err_path)?);
+    let mut child = job
+        .start(Some(Tracked::new_token("verify-probe-")))
         .map_err(|e| format!("cannot run `{}`: {e}", python.display()))?;
-    let group = RunningStep { pgid: child.id() as i32, token: Some(token) };
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            _ => break None,
-        }
-    };
-    reap::stop(&group, None, Stop { grace: status.is_none(), reap: false, give_up: Duration::from_secs(10) });
+    let status = child
+        .wait_until(crate::process::deadline_after(timeout))
+        .map_err(|e| format!("cannot wait for `{}`: {e}", python.display()))?;
+    child.stop(status.is_none());
     if status.is_none() {
-        let _ = child.wait();
         return Err(format!("`{} probe.py` (import torch) did not end within {timeout:?}", python.display()));
     }
     let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();

@@ -1,23 +1,22 @@
 //! Running the cases: each in a process group of its own, with a token in its environment, under
-//! a timeout. A case that outlives it is a HANG: every process of the case (group members, token
-//! carriers, their descendants, a child that ignores SIGTERM included) is stopped as a build step
-//! is (`engine::reap`), and the run goes on. A case that ends leaves nothing running either.
+//! a supervisor (`process::supervisor`, a subreaper: a child that leaves the group and drops the
+//! token stays its descendant), under a timeout. A case that outlives it is a HANG: every process
+//! of the case (group members, token carriers, their descendants, a child that ignores SIGTERM
+//! included) is stopped as a build step's are, and the run goes on. A case that ends leaves
+//! nothing running either, nor one whose rocmforge is killed.
 //! Output goes to files, never pipes, so a lingering grandchild cannot block the reading. The
 //! script's tagged lines on stdout say what it found: the torch it imported (`ROCMFORGE-TORCH`),
 //! a result that differs from the reference (`ROCMFORGE-WRONG`), the times of a pass
 //! (`ROCMFORGE-RESULT`).
 
 use std::collections::BTreeMap;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use super::Case;
-use crate::engine::reap::{self, Stop};
-use crate::layout::RunningStep;
+use crate::process::{Job, Tracked};
 
 /// How a case ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -136,41 +135,19 @@ impl Runner {
     fn run_process(&self, script: &Path, case: &Case) -> std::io::Result<Ended> {
         let out_path = self.dir.join(format!("{}.out", case.id));
         let err_path = self.dir.join(format!("{}.err", case.id));
-        let token = format!(
-            "verify-{}-{}-{}",
-            std::process::id(),
-            case.id,
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
-        );
-        let mut child = Command::new(&self.python)
-            .arg(script)
-            .arg(case.json())
+        let json = case.json();
+        let mut job = Job::new(&self.python, &[script.as_os_str(), std::ffi::OsStr::new(&json)], true);
+        job.command
             .env_clear()
             .envs(&self.env)
-            .env(RunningStep::TOKEN_VAR, &token)
             .env("PYTHONUNBUFFERED", "1")
             .current_dir(&self.dir)
-            .stdin(Stdio::null())
             .stdout(std::fs::File::create(&out_path)?)
-            .stderr(std::fs::File::create(&err_path)?)
-            .process_group(0)
-            .spawn()?;
-        let group = RunningStep { pgid: child.id() as i32, token: Some(token) };
-        let deadline = Instant::now() + self.timeout;
-        let status = loop {
-            if let Some(s) = child.try_wait()? {
-                break Some(s);
-            }
-            if Instant::now() >= deadline {
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+            .stderr(std::fs::File::create(&err_path)?);
+        let mut child = job.start(Some(Tracked::new_token(&format!("verify-{}-", case.id))))?;
+        let status = child.wait_until(crate::process::deadline_after(self.timeout))?;
         // Whatever the case left (or, on a hang, all of it) is stopped: SIGTERM, then SIGKILL.
-        reap::stop(&group, None, Stop { grace: status.is_none(), reap: false, give_up: Duration::from_secs(10) });
-        if status.is_none() {
-            let _ = child.wait();
-        }
+        child.stop(status.is_none());
         let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
         let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
         let tagged = |tag: &str| stdout.lines().rev().find_map(|l| l.strip_prefix(tag)).map(str::trim);
@@ -185,12 +162,9 @@ impl Runner {
             }
             (Some(s), None) => {
                 use std::os::unix::process::ExitStatusExt;
-                let how = match (s.code(), s.signal()) {
-                    (Some(c), _) => format!("exit status {c}"),
-                    (None, Some(sig)) => format!("killed by signal {sig}{}", signal_name(sig)),
-                    _ => "failed".into(),
-                };
-                Outcome::Error(format!("{how}: {}", last_line(&stderr, &stdout)))
+                let how = crate::process::describe_status(s);
+                let name = s.signal().map(crate::process::signal_name).unwrap_or_default();
+                Outcome::Error(format!("{how}{name}: {}", last_line(&stderr, &stdout)))
             }
         };
         let times = if outcome == Outcome::Pass { times } else { None };
@@ -212,18 +186,6 @@ fn last_line(stderr: &str, stdout: &str) -> String {
         .find(|l| !l.trim().is_empty() && !l.starts_with("ROCMFORGE-"))
         .map(|l| l.trim().chars().take(300).collect())
         .unwrap_or_else(|| "no output".into())
-}
-
-fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        4 => " (SIGILL)",
-        6 => " (SIGABRT)",
-        7 => " (SIGBUS)",
-        9 => " (SIGKILL)",
-        11 => " (SIGSEGV)",
-        15 => " (SIGTERM)",
-        _ => "",
-    }
 }
 
 #[cfg(test)]

@@ -396,7 +396,7 @@ fn is_safe_member(name: &str) -> bool {
 /// also refuses what pip would refuse to install: no `*.dist-info/RECORD`, or a member that
 /// leaves the install directory.
 pub fn read_metadata(path: &Path, name: &WheelName) -> Result<CoreMetadata, WheelError> {
-    let file = std::fs::File::open(path).map_err(|source| match source.kind() {
+    let file = crate::fsutil::open_regular(path).map_err(|source| match source.kind() {
         std::io::ErrorKind::NotFound => WheelError::Missing { path: path.display().to_string() },
         _ => WheelError::Open { path: path.display().to_string(), source },
     })?;

@@ -525,6 +525,28 @@ fn publishing_a_file_that_does_not_exist_says_so() {
     assert!(!err.contains("inside the wheel"), "{err}");
 }
 
+/// A FIFO named like a wheel is refused at once, naming it (opening it would wait for a writer
+/// for ever).
+#[test]
+fn publishing_a_fifo_refuses_it_without_waiting() {
+    let home = tempfile::tempdir().unwrap();
+    let fifo = home.path().join("rfx-1.0-py3-none-any.whl");
+    crate::support::mkfifo(&fifo);
+    let out = rocmforge(home.path())
+        .args(["index", "--index"])
+        .arg(home.path().join("idx"))
+        .arg("publish")
+        .arg(&fifo)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("cannot open `{}`", fifo.display())), "{err}");
+    assert!(err.contains("not a regular file: a FIFO (named pipe)"), "{err}");
+    assert!(!home.path().join("idx/index.json").exists());
+}
+
 #[test]
 fn default_index_dir_is_under_state_dir() {
     let home = tempfile::tempdir().unwrap();

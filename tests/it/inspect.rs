@@ -11,6 +11,34 @@ use std::sync::OnceLock;
 
 use crate::support::{hipcc, kpack, rocmforge, text, Example, HIP_KERNEL as KERNEL};
 
+/// A FIFO named as a library or a wheel is refused at once, naming it, and the files beside it
+/// are still read; a directory holding one skips it (opening it would wait for a writer for ever).
+#[test]
+fn inspect_refuses_a_fifo_without_waiting() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("d");
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in ["fifo.so", "fifo.whl"] {
+        crate::support::mkfifo(&dir.join(name));
+    }
+    std::fs::write(dir.join("notes.txt"), "not code").unwrap();
+    let out = rocmforge(home.path())
+        .arg("inspect")
+        .arg(dir.join("fifo.so"))
+        .arg(dir.join("fifo.whl"))
+        .arg(&dir)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for name in ["fifo.so", "fifo.whl"] {
+        let line = format!("cannot read `{}`: not a regular file: a FIFO (named pipe)", dir.join(name).display());
+        assert!(err.contains(&line), "no `{line}`:\n{err}");
+    }
+    assert!(err.contains("2 file(s) could not be read"), "{err}");
+}
+
 /// The hipcc outputs every test here reads, compiled once per test run.
 struct Fixtures {
     dir: PathBuf,

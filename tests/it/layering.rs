@@ -1,6 +1,7 @@
 //! The module order of `src/lib.rs` is the direction data flows: a module may use only modules
-//! declared above it, and no `cli` module another `cli` module. This reads every `crate::` path
-//! in `src/` (outside `#[cfg(test)]` code) and fails on one against the order.
+//! declared above it, and no `cli` module another `cli` module; `report` never uses `engine`, and
+//! `process` (the bottom floor) uses no other module. This reads every `crate::` path in `src/`
+//! (outside `#[cfg(test)]` code) and fails on one against these rules.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -42,11 +43,27 @@ fn production_code(path: &Path) -> String {
     }
 }
 
+/// Pairs the order allows but the floors do not (module, used), with why.
+const FORBIDDEN: &[((&str, &str), &str)] = &[(
+    ("report", "engine"),
+    "reports read what a build recorded; finding or stopping processes is `process`'s (engine carries out a plan)",
+)];
+
+/// Modules at the bottom floor that use no other module of the crate.
+const LEAVES: &[&str] = &["process"];
+
 #[test]
 fn no_module_uses_a_module_downstream_of_it() {
     let src = repo_root().join("src");
     let order = module_order(&std::fs::read_to_string(src.join("lib.rs")).unwrap());
     assert!(order.len() > 10 && order.last().map(String::as_str) == Some("cli"), "{order:?}");
+    // The process module sits at the bottom floor: before every module that starts a child.
+    for m in LEAVES {
+        let at = order.iter().position(|o| o == m).unwrap_or_else(|| panic!("`{m}` is not declared in lib.rs"));
+        for user in ["layout", "host", "key", "engine", "report", "verify"] {
+            assert!(order.iter().position(|o| o == user).is_some_and(|u| at < u), "`{m}` must come before `{user}`");
+        }
+    }
     let rank: BTreeMap<&str, usize> = order.iter().enumerate().map(|(i, m)| (m.as_str(), i)).collect();
     let mut wrong = Vec::new();
     for entry in walkdir::WalkDir::new(&src).into_iter().map(Result::unwrap) {
@@ -67,6 +84,15 @@ fn no_module_uses_a_module_downstream_of_it() {
                     wrong.push(format!("{}: uses `crate::{used}`, which comes after `{module}`", rel.display()))
                 }
                 _ => {}
+            }
+            if let Some((_, why)) = FORBIDDEN.iter().find(|(pair, _)| *pair == (module, used.as_str())) {
+                wrong.push(format!("{}: uses `crate::{used}`: {why}", rel.display()));
+            }
+            if LEAVES.contains(&module) && used != module {
+                wrong.push(format!(
+                    "{}: uses `crate::{used}`, but `{module}` is a leaf (it uses no module)",
+                    rel.display()
+                ));
             }
         }
         // Within cli, a command file uses only cli/mod.rs (`super::`), never another command.

@@ -58,13 +58,45 @@ case "$what" in
     bash -c 'trap "" TERM; while :; do sleep 1; done' &
     setsid bash -c 'sleep 300' &
     sleep 300 ;;
+  escape)
+    (setsid env -i RF_VERIFY_ESCAPED="$RF_VERIFY_MARK" sleep 300 &)
+    echo 'ROCMFORGE-RESULT {"first": 1.25, "cached": 0.004}' ;;
+  hangescape)
+    (setsid env -i RF_VERIFY_ESCAPED="$RF_VERIFY_MARK" sleep 300 &)
+    bash -c 'trap "" TERM; while :; do sleep 1; done' &
+    sleep 300 ;;
   *) echo 'ROCMFORGE-RESULT {"first": 1.25, "cached": 0.004}' ;;
 esac
 "#;
 
+/// The `python3` on `PATH`.
+fn python3() -> PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join("python3"))
+        .find(|p| p.is_file())
+        .expect("python3 on PATH")
+}
+
 /// The marked processes alive now.
 fn marked(mark: &str) -> Vec<i32> {
     crate::support::processes_with_env("RF_VERIFY_MARK", mark)
+}
+
+/// The escapees alive now: processes of a case that left its process group (`setsid`) and its
+/// environment (`env -i`: no token, no mark but this one), whose parent ended.
+fn escaped(mark: &str) -> Vec<i32> {
+    crate::support::processes_with_env("RF_VERIFY_ESCAPED", mark)
+}
+
+/// Kills what a failed test left (so it does not outlive the test run), and says what it was.
+fn left_behind(mark: &str) -> Vec<i32> {
+    let left: Vec<i32> = marked(mark).into_iter().chain(escaped(mark)).collect();
+    for pid in &left {
+        if let Some(p) = rustix::process::Pid::from_raw(*pid) {
+            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+        }
+    }
+    left
 }
 
 struct Verify {
@@ -136,7 +168,21 @@ impl Verify {
     /// `verify --python PY` on a stack, or without one (`stack` None: a torch rocmforge did not
     /// install).
     fn command(&self, stack: Option<&str>, python: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-        let mut c = rocmforge(self.home.path());
+        assert_cmd::Command::from_std(self.process(stack, python, args, env))
+            .timeout(Duration::from_secs(120))
+            .output()
+            .unwrap()
+    }
+
+    /// The command [`Verify::command`] runs, to start and signal.
+    fn process(
+        &self,
+        stack: Option<&str>,
+        python: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> std::process::Command {
+        let mut c = crate::support::rocmforge_process(self.home.path());
         c.arg("--recipes").arg(&self.tree);
         if let Some(s) = stack {
             c.args(["--stack", s]);
@@ -152,12 +198,25 @@ impl Verify {
             .env("RF_VERIFY_WRONG_REPETITION", WRONG_REPETITION)
             .env("RF_VERIFY_NO_TRITON", NO_TRITON)
             .env("MIOPEN_DEBUG_CONV_GEMM", "0")
-            .env("ROCMFORGE_HOST_ROOT", &self.host)
-            .timeout(Duration::from_secs(120));
+            .env("ROCMFORGE_HOST_ROOT", &self.host);
         for (k, v) in env {
             c.env(k, v);
         }
-        c.output().unwrap()
+        c
+    }
+
+    /// The stand-in, but `probe.py` runs in a real python3 (with `flags`) whose `PYTHONPATH` is
+    /// `site`.
+    fn probing_python(&self, name: &str, site: &Path, flags: &str) -> PathBuf {
+        let python = self.home.path().join(name);
+        let probe = format!(
+            "#!/bin/bash\ncase \"$1\" in */probe.py) PYTHONPATH={site:?} PYTHONNOUSERSITE=1 exec {:?} {flags} \"$@\" ;; esac\n",
+            python3()
+        );
+        std::fs::write(&python, STAND_IN.replacen("#!/bin/bash\n", &probe, 1)).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+        python
     }
 
     fn report(&self, rel: &str) -> serde_json::Value {
@@ -485,15 +544,11 @@ fn a_known_hang_alone_passes_and_json_is_the_report() {
 #[test]
 fn the_case_script_runs_under_a_real_python_and_its_error_is_shown() {
     let v = Verify::new();
-    let python3 = std::env::split_paths(&std::env::var_os("PATH").unwrap())
-        .map(|d| d.join("python3"))
-        .find(|p| p.is_file())
-        .expect("python3 on PATH");
     let out = rocmforge(v.home.path())
         .arg("--recipes")
         .arg(&v.tree)
         .args(["--stack", "verifystack", "verify", "--timeout", "60", "--case", "matmul-1024", "--python"])
-        .arg(&python3)
+        .arg(python3())
         .env("PYTHONNOUSERSITE", "1")
         .timeout(Duration::from_secs(120))
         .output()
@@ -611,25 +666,10 @@ fn someone_elses_torch(site: &Path, version: &str, hip: Option<&str>, flags: Opt
 fn verify_python_without_a_stack_reports_the_torch_it_finds_and_runs_the_cases() {
     let v = Verify::new();
     v.control(&[("lstm", "raise")]);
-    let python3 = std::env::split_paths(&std::env::var_os("PATH").unwrap())
-        .map(|d| d.join("python3"))
-        .find(|p| p.is_file())
-        .expect("python3 on PATH");
     let site = v.home.path().join("site");
     someone_elses_torch(&site, "2.9.1+rocm7.1.0", Some("7.1.25424"), None);
     // The Python: probe.py runs in a real python3 with that torch; the cases in the stand-in.
-    let python = v.home.path().join("someone-elses-python");
-    std::fs::write(
-        &python,
-        STAND_IN.replacen(
-            "#!/bin/bash\n",
-            &format!("#!/bin/bash\ncase \"$1\" in */probe.py) PYTHONPATH={site:?} exec {python3:?} \"$@\" ;; esac\n"),
-            1,
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let python = v.probing_python("someone-elses-python", &site, "");
     let override_ = [("HSA_OVERRIDE_GFX_VERSION", "10.3.0")];
     let cases = ["--case", "conv-3-64-s32-k3-b1", "--case", "lstm"];
     let out = v.command(None, &python, &cases, &override_);
@@ -718,4 +758,131 @@ fn verify_python_without_a_stack_reports_the_torch_it_finds_and_runs_the_cases()
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("--profile names a profile of a stack: give --stack NAME too")
     );
+}
+
+/// A case's child that leaves its process group and clears its environment (the token with it),
+/// its parent ending at once, is stopped with the case: when the case passes and when it hangs.
+#[test]
+fn a_case_child_that_leaves_its_group_and_environment_is_stopped_too() {
+    let v = Verify::new();
+    let (passes, hangs) = ("conv-3-64-s32-k3-b1", "conv-3-64-s40-k3-b1");
+    v.control(&[(passes, "escape"), (hangs, "hangescape")]);
+    let out = v.run(&["--timeout", "2", "--case", passes, "--case", hangs]);
+    let left = left_behind(&v.mark);
+    assert!(left.is_empty(), "processes left behind: {left:?}\n{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "the hang is unexpected: {}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let row = |id: &str| stdout.lines().find(|l| l.starts_with(&format!("{id} "))).unwrap_or_default().to_string();
+    assert!(row(passes).ends_with("  pass"), "{stdout}");
+    assert!(row(hangs).contains("HANG after"), "{stdout}");
+}
+
+/// Ctrl-C and SIGTERM, and SIGINT to a verify started with it ignored (a script's background
+/// job): the running case is stopped with every process of it, the escapee included, no other
+/// case starts, and verify ends, saying so, with 128 + the signal. SIGKILL: the case's supervisor
+/// notices and stops it all. The bounds are liveness bounds, not timings.
+#[test]
+fn verify_stops_on_sigint_and_sigterm_and_leaves_nothing() {
+    use rustix::process::{Pid, Signal};
+    let v = Verify::new();
+    let (first, second) = ("conv-3-64-s32-k3-b1", "conv-3-64-s40-k3-b1");
+    v.control(&[(first, "hangescape")]);
+    for (sig, ignored) in [(Signal::INT, false), (Signal::TERM, false), (Signal::INT, true), (Signal::KILL, false)] {
+        for e in std::fs::read_dir(&v.envs).unwrap() {
+            std::fs::remove_file(e.unwrap().path()).unwrap();
+        }
+        let args = ["--timeout", "600", "--case", first, "--case", second];
+        let mut c = v.process(Some("verifystack"), &v.python, &args, &[]);
+        if ignored {
+            let mut w = std::process::Command::new("bash");
+            w.env_clear()
+                .envs(c.get_envs().filter_map(|(k, v)| Some((k, v?))))
+                .args(["-c", "trap '' INT; exec \"$@\"", "bash"])
+                .arg(c.get_program())
+                .args(c.get_args());
+            c = w;
+        }
+        c.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        // The case's shell, its TERM-ignoring child and that one's sleep, its own sleep, the
+        // supervisor; and the escapee.
+        let start = Instant::now();
+        while !(escaped(&v.mark).len() == 1 && marked(&v.mark).len() >= 4) {
+            assert!(start.elapsed() < Duration::from_secs(300), "the case did not start: {:?}", left_behind(&v.mark));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = rustix::process::kill_process(Pid::from_child(&child), sig);
+        let start = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if start.elapsed() > Duration::from_secs(120) {
+                let _ = child.kill();
+                panic!("verify went on after signal {sig:?} (ignored first: {ignored}): {:?}", left_behind(&v.mark));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        if sig == Signal::KILL {
+            // The supervisor sees its stdin close and stops the case.
+            let start = Instant::now();
+            while !(marked(&v.mark).is_empty() && escaped(&v.mark).is_empty())
+                && start.elapsed() < Duration::from_secs(120)
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        let left = left_behind(&v.mark);
+        assert!(left.is_empty(), "signal {sig:?} (ignored first: {ignored}): processes left behind: {left:?}\n{err}");
+        if sig == Signal::KILL {
+            assert_eq!(status.signal(), Some(9));
+        } else {
+            let n = sig.as_raw();
+            assert_eq!(status.code(), Some(128 + n), "signal {sig:?}, ignored first: {ignored}: {err}");
+            let name = if sig == Signal::INT { "SIGINT" } else { "SIGTERM" };
+            let said = format!(
+                "interrupted by signal {n} ({name}): case `{first}` was stopped, after 0 case(s); no report saved"
+            );
+            assert!(err.contains(&said), "no `{said}`:\n{err}");
+        }
+        assert!(v.envs.join(first).is_file(), "the first case ran");
+        assert!(!v.envs.join(second).exists(), "signal {sig:?}: the next case started:\n{err}");
+    }
+}
+
+/// A `--timeout` beyond what a case may take (or the clock count) is refused, naming the flag
+/// and the bound, before anything runs.
+#[test]
+fn a_timeout_past_a_week_is_refused_naming_the_flag_and_the_bound() {
+    let v = Verify::new();
+    for t in ["1e20", "18446744073709551616", "604801"] {
+        let out = v.run(&["--timeout", t]);
+        assert_eq!(out.status.code(), Some(2), "--timeout {t}: {}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with("error: --timeout "), "{err}");
+        assert!(err.contains(": at most 604800 seconds (a week) per case"), "{err}");
+        assert_eq!(std::fs::read_dir(&v.envs).unwrap().count(), 0, "a case ran");
+    }
+}
+
+/// `verify --python PY` whose Python imports no torch: it says so and runs no case (each would
+/// fail the same way, or hang to its timeout).
+#[test]
+fn without_a_torch_to_import_no_case_runs() {
+    let v = Verify::new();
+    let site = v.home.path().join("empty-site");
+    std::fs::create_dir_all(&site).unwrap();
+    // `-S`: no site-packages, where a torch of this machine's could be.
+    let python = v.probing_python("torchless-python", &site, "-S");
+    let out = v.command(None, &python, &["--timeout", "600"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.lines().any(|l| l == "the card: no torch imported: nothing to run"), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let said = format!("error: `{}` imported no torch (`import torch`: ModuleNotFoundError:", python.display());
+    assert!(err.contains(&said) && err.contains("nothing to run, no case was started"), "{}", text(&out));
+    assert_eq!(std::fs::read_dir(&v.envs).unwrap().count(), 0, "a case ran:\n{}", text(&out));
 }

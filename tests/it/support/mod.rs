@@ -26,7 +26,12 @@ pub fn fixture_tree() -> PathBuf {
 
 /// `rocmforge` with a clean environment: no user config, dirs inside `home`.
 pub fn rocmforge(home: &Path) -> Command {
-    let mut c = Command::cargo_bin("rocmforge").expect("binary built");
+    Command::from_std(rocmforge_process(home))
+}
+
+/// [`rocmforge`] as a plain process, to spawn, signal and stop.
+pub fn rocmforge_process(home: &Path) -> std::process::Command {
+    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("rocmforge"));
     c.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home)
@@ -97,18 +102,10 @@ impl ScriptsStack {
         c.arg("--recipes").arg(&self.tree);
         c
     }
-    /// `rocmforge --recipes <tree>` in the temp home, as a plain process to spawn and stop
-    /// (NO_COLOR is not set: the display is not a terminal either way).
+    /// `rocmforge --recipes <tree>` in the temp home, as a plain process to spawn and stop.
     pub fn process(&self) -> std::process::Command {
-        let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("rocmforge"));
-        c.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.home.path())
-            .env("XDG_CONFIG_HOME", self.home.path().join("config"))
-            .env("XDG_CACHE_HOME", self.home.path().join("cache"))
-            .env("XDG_STATE_HOME", self.home.path().join("state"))
-            .arg("--recipes")
-            .arg(&self.tree);
+        let mut c = rocmforge_process(self.home.path());
+        c.arg("--recipes").arg(&self.tree);
         c
     }
     /// Replaces the first `from` in `recipes/scripts/<recipe>.toml` by `to`.
@@ -267,6 +264,13 @@ pub fn processes_with_env(var: &str, value: &str) -> Vec<i32> {
         .collect();
     pids.sort();
     pids
+}
+
+/// Makes a FIFO (named pipe) at `path`: opening it for reading blocks until a writer comes.
+pub fn mkfifo(path: &Path) {
+    use rustix::fs::{FileType, Mode, CWD};
+    rustix::fs::mknodat(CWD, path, FileType::Fifo, Mode::from_raw_mode(0o644), 0)
+        .unwrap_or_else(|e| panic!("cannot make a FIFO at {}: {e}", path.display()));
 }
 
 /// A small tmpfs (this needs root, as CI has): unmounted when dropped.
