@@ -196,7 +196,8 @@ pub fn clean(cfg: &Config, stack: &Stack, all: bool) -> anyhow::Result<Vec<Clean
         let source_only = recipe.is_source_only();
         let mut held_by = None;
         let freed = if finished || all || (source_only && wd.state().is_none()) {
-            let cannot = |e: std::io::Error| anyhow::Error::new(e).context(format!("cannot remove {}", wd.root.display()));
+            let cannot =
+                |e: std::io::Error| anyhow::Error::new(e).context(format!("cannot remove {}", wd.root.display()));
             match wd.lock(&me, None).map_err(cannot)? {
                 Err(holder) => {
                     held_by = Some(holder);

@@ -790,8 +790,13 @@ fn a_store_killed_half_way_leaves_leftovers_that_verify_reports_and_gc_reclaims(
     // Killed while storing, then resumed with no `cache gc` between: the store that redoes it
     // takes the killed one's temp away, and verify is clean.
     let e = Env::new();
-    let out =
-        e.cmd().args(["build", "tool", "--prefix"]).arg(e.prefix()).env("ROCMFORGE_FAULT", "store-tmp:tool").output().unwrap();
+    let out = e
+        .cmd()
+        .args(["build", "tool", "--prefix"])
+        .arg(e.prefix())
+        .env("ROCMFORGE_FAULT", "store-tmp:tool")
+        .output()
+        .unwrap();
     assert!(!out.status.success(), "{}", output_text(&out));
     assert!(entries_of(&e).iter().any(|n| n.starts_with(".tmp-")));
     e.cmd().args(["build", "tool", "--prefix"]).arg(e.prefix()).assert().success();

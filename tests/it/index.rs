@@ -705,7 +705,8 @@ fn a_web_server_running_as_another_user_can_read_every_published_file() {
         .filter(|e| e.file_type().is_file())
         .map(|e| e.into_path())
         .collect();
-    for want in ["simple/index.html", "simple/rf-served/index.html", "simple/rf-served/rf_served-1.0-py3-none-any.whl"] {
+    for want in ["simple/index.html", "simple/rf-served/index.html", "simple/rf-served/rf_served-1.0-py3-none-any.whl"]
+    {
         assert!(files.contains(&idx.join(want)), "{want} not published: {files:?}");
     }
     // Read as `nobody`, as nginx or `python3 -m http.server` run by another user would.

@@ -43,5 +43,10 @@ fn a_kpack_table_of_one_byte_elements_is_read_in_bounded_memory() {
     let out = inspect_limited(home.path(), &file, 200);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(err.contains("hostile.kpack`: kpack archive (rocm-kpack's KPAK format, version 1): `gfx_arches` holds a non-string"), "{err}");
+    assert!(
+        err.contains(
+            "hostile.kpack`: kpack archive (rocm-kpack's KPAK format, version 1): `gfx_arches` holds a non-string"
+        ),
+        "{err}"
+    );
 }
