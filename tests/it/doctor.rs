@@ -602,3 +602,52 @@ fn doctor_hipblas_on_a_host_without_gfortran_names_it_with_the_install_line() {
     let with = doctor_6_2(&host(true), home.path(), &["hipblas"]);
     assert!(!with.lines().any(|l| l.contains("MISSING") && l.contains("gfortran")), "{with}");
 }
+
+/// The needs issue 37's re-read of the rocm-6.2 sources added (docs/host-needs-audit.md): on a
+/// Debian 12 host with compilers, CMake, perl, Python and gfortran only, `doctor hipblas rocfft`
+/// names each with the recipes that need it and puts every package in its one install line;
+/// with them installed, none is missing.
+#[test]
+fn doctor_names_the_host_needs_the_rocm_6_2_reread_found() {
+    let home = tempfile::tempdir().unwrap();
+    let added_packages = ["xxd", "git", "libsqlite3-dev", "libx11-dev", "libelf-dev"];
+    let host = |complete: bool| {
+        let mut packages = DEBIAN_12_BASE.to_vec();
+        packages.push("gfortran");
+        if complete {
+            packages.extend(added_packages);
+        }
+        let h = debian_12(&packages);
+        h.tool("gfortran", "GNU Fortran (Debian 12.2.0-14+deb12u1) 12.2.0");
+        if complete {
+            h.tool("xxd", "xxd 2023-10-25 by Juergen Weigert et al.");
+            for header in ["sqlite3.h", "X11/Xlib.h", "libelf.h"] {
+                h.file(&format!("/usr/include/{header}"), "");
+            }
+        }
+        h
+    };
+    let added = [
+        ("package    xxd", "(rocr)"),
+        ("command    xxd", "(rocr)"),
+        ("header     libelf.h", "(rocr)"),
+        ("package    git", "(hipblas, rocblas)"),
+        ("package    libsqlite3-dev", "(rocfft)"),
+        ("header     sqlite3.h", "(rocfft)"),
+        ("package    libx11-dev", "(clr)"),
+        ("header     X11/Xlib.h", "(clr)"),
+    ];
+    let without = doctor_6_2(&host(false), home.path(), &["hipblas", "rocfft"]);
+    for (need, recipes) in added {
+        let want = format!("MISSING {need}  {recipes}");
+        assert!(without.lines().any(|l| l.trim() == want), "missing `{want}` in:\n{without}");
+    }
+    let words = install_words(&without);
+    for pkg in added_packages {
+        assert!(words.contains(&pkg), "{pkg} not in {words:?}");
+    }
+    let with = doctor_6_2(&host(true), home.path(), &["hipblas", "rocfft"]);
+    for (need, _) in added {
+        assert!(!with.lines().any(|l| l.contains("MISSING") && l.contains(need)), "{need}:\n{with}");
+    }
+}

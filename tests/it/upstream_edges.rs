@@ -341,12 +341,67 @@ fn options_are_passed(audit: &Audit) {
 }
 
 const HOST_6_2: &[(&str, &str, &str, &str)] = &[
-    ("hipblas", "packages", "gfortran", "hipBLAS rocm-6.2.4 (f4095274efb0) CMakeLists.txt:45-52 project(... Fortran) on Linux"),
+    (
+        "hipblas",
+        "packages",
+        "gfortran",
+        "hipBLAS rocm-6.2.4 (f4095274efb0) CMakeLists.txt:45-52 project(... Fortran) on Linux",
+    ),
     ("hipblas", "commands", "gfortran", "hipBLAS rocm-6.2.4 CMakeLists.txt:47 CMAKE_Fortran_COMPILER gfortran"),
-    ("hipsparse", "packages", "gfortran", "hipSPARSE rocm-6.2.4 (f5098a0ed51a) CMakeLists.txt:59-67 project(... Fortran)"),
+    (
+        "hipsparse",
+        "packages",
+        "gfortran",
+        "hipSPARSE rocm-6.2.4 (f5098a0ed51a) CMakeLists.txt:59-67 project(... Fortran)",
+    ),
     ("hipsparse", "commands", "gfortran", "hipSPARSE rocm-6.2.4 CMakeLists.txt:61 CMAKE_Fortran_COMPILER gfortran"),
-    ("hipsolver", "packages", "gfortran", "hipSOLVER rocm-6.2.2 (be19fb7aed08) CMakeLists.txt:46-49 enable_language(Fortran)"),
+    (
+        "hipsolver",
+        "packages",
+        "gfortran",
+        "hipSOLVER rocm-6.2.2 (be19fb7aed08) CMakeLists.txt:46-49 enable_language(Fortran)",
+    ),
     ("hipsolver", "commands", "gfortran", "hipSOLVER rocm-6.2.2 CMakeLists.txt:43 CMAKE_Fortran_COMPILER gfortran"),
+    ("rocr", "packages", "xxd", "ROCR rocm-6.2.4 trap_handler/create_trap_handler_header.sh:46-67 runs xxd -i"),
+    ("rocr", "commands", "xxd", "ROCR rocm-6.2.4 src/CMakeLists.txt:206,210 add the xxd-run blit and trap targets"),
+    ("rocr", "headers", "libelf.h", "ROCR rocm-6.2.4 src/cmake_modules/FindLibElf.cmake:20-22 find_path(libelf.h)"),
+    (
+        "rocfft",
+        "commands",
+        "python3",
+        "rocFFT 6.2.4 (7b4fa44f6cf6) library/src/device/CMakeLists.txt:101 kernel generator",
+    ),
+    ("rocfft", "packages", "python3", "rocFFT 6.2.4 library/src/CMakeLists.txt:80-81 PYTHON3_EXE python3"),
+    (
+        "rocfft",
+        "packages",
+        "libsqlite3-dev",
+        "rocFFT 6.2.4 cmake/sqlite.cmake:30 find_package(SQLite3 3.36 REQUIRED) with SQLITE_USE_SYSTEM_PACKAGE",
+    ),
+    ("rocfft", "headers", "sqlite3.h", "the SQLite3 rocFFT 6.2.4 finds, on hosts without dpkg"),
+    ("llvm", "commands", "python3", "LLVM's CMake: find_package(Python3 REQUIRED COMPONENTS Interpreter)"),
+    ("composable-kernel", "cmake", ">=3.21, <4", "CK rocm-6.2.4 (6d90a7cf2eb6) CMakeLists.txt:26 LANGUAGES CXX HIP"),
+    ("composable-kernel", "commands", "python3", "CK rocm-6.2.4 CMakeLists.txt:29 find_package(Python3 3.6 REQUIRED)"),
+    ("composable-kernel", "commands", "git", "CK rocm-6.2.4 CMakeLists.txt:87 find_package(Git REQUIRED)"),
+    (
+        "rocblas",
+        "commands",
+        "git",
+        "rocBLAS 6.2.4 (3171316ae7f6) library/CMakeLists.txt:146 find_package(Git REQUIRED)",
+    ),
+    ("rocblas", "packages", "git", "rocBLAS 6.2.4 library/CMakeLists.txt:146"),
+    ("hipblas", "commands", "git", "hipBLAS rocm-6.2.4 library/CMakeLists.txt:48 find_package(Git REQUIRED)"),
+    ("hipblas", "packages", "git", "hipBLAS rocm-6.2.4 library/CMakeLists.txt:48"),
+    (
+        "hipblaslt",
+        "commands",
+        "git",
+        "hipBLASLt 6.2.4 (b805079704ec) cmake/Dependencies.cmake:27 find_package(Git REQUIRED)",
+    ),
+    ("hipblaslt", "packages", "git", "hipBLASLt 6.2.4 cmake/Dependencies.cmake:27, included at CMakeLists.txt:60"),
+    ("clr", "packages", "python3-venv", "clr's requirements (CppHeaderParser) build in a venv of the stack's Python"),
+    ("clr", "headers", "X11/Xlib.h", "clr rocm-6.2.2 rocclr/include/GL/glx.h:38, included by rocglinterop.hpp:26"),
+    ("clr", "headers", "GL/gl.h", "clr rocm-6.2.2 rocclr/include/GL/glx.h:45"),
     ("miopen", "commands", "bzcat", "MIOpen CMakeLists.txt:542 find_program(UNZIPPER lbzcat bzcat REQUIRED)"),
     ("miopen", "packages", "bzip2", "Debian's bzcat; libbz2-dev does not bring it"),
     ("rocminfo", "commands", "python3", "rocm_agent_enumerator starts #!/usr/bin/env python3"),
@@ -389,6 +444,7 @@ fn host_needs_are_declared(audit: &Audit) {
         let have: Vec<String> = match *field {
             "commands" => host.commands.clone(),
             "headers" => host.headers.clone(),
+            "cmake" => host.cmake.iter().map(|r| r.to_string()).collect(),
             "versions" => host.versions.iter().map(|b| format!("{} {}", b.dependency.name(), b.range)).collect(),
             _ => host.packages.iter().map(|p| p.to_string()).collect(),
         };
@@ -643,6 +699,15 @@ const HOST_5_4: &[(&str, &str, &str, &str)] = &[
     ("rocsparse", "packages", "gfortran", "rocSPARSE rocm-5.4.3 CMakeLists.txt:54 project(... Fortran)"),
     ("hipsparse", "packages", "gfortran", "hipSPARSE rocm-5.4.3 CMakeLists.txt:67 project(... Fortran)"),
     ("hipsolver", "packages", "gfortran", "hipSOLVER rocm-5.4.3 CMakeLists.txt:46-49 enable_language(Fortran)"),
+    // Re-read for issue 37 (docs/host-needs-audit.md): declared already, kept.
+    ("hipfft", "commands", "git", "hipFFT rocm-5.4.3 cmake/dependencies.cmake:25 find_package(Git REQUIRED)"),
+    ("hipsparse", "commands", "git", "hipSPARSE rocm-5.4.3 cmake/Dependencies.cmake:27 find_package(Git REQUIRED)"),
+    ("rocsparse", "commands", "git", "rocSPARSE rocm-5.4.3 cmake/Dependencies.cmake:27 find_package(Git REQUIRED)"),
+    ("rocfft", "commands", "python3", "rocFFT rocm-5.4.3 library/src/device/CMakeLists.txt:101 kernel generator"),
+    ("rocfft", "headers", "sqlite3.h", "rocFFT rocm-5.4.3 library/src/CMakeLists.txt:154 SQLite3 3.36"),
+    ("hipamd", "headers", "X11/Xlib.h", "ROCclr rocm-5.4.3 include/GL/glx.h:38, by device/rocm/rocglinterop.hpp:26"),
+    ("hipamd", "packages", "python3-venv", "hipamd rocm-5.4.3 src/CMakeLists.txt:223-235 CppHeaderParser, the venv"),
+    ("llvm", "commands", "python3", "LLVM 15's CMake requires a Python 3 interpreter"),
 ];
 
 /// (stack, the header MIOpen's `find_path(HALF_INCLUDE_DIR <header>)` names, where upstream says
