@@ -40,8 +40,8 @@ impl Glibc {
 
 /// Where distributions keep it: Debian and Ubuntu (multiarch), Fedora (`lib64`), Arch.
 fn candidates() -> Vec<String> {
-    let arch = std::env::consts::ARCH;
-    let mut out = vec![format!("/lib/{arch}-linux-gnu/libc.so.6"), format!("/usr/lib/{arch}-linux-gnu/libc.so.6")];
+    let triplet = super::multiarch_triplet();
+    let mut out = vec![format!("/lib/{triplet}/libc.so.6"), format!("/usr/lib/{triplet}/libc.so.6")];
     out.extend(["/lib64/libc.so.6", "/usr/lib64/libc.so.6", "/usr/lib/libc.so.6", "/lib/libc.so.6"].map(String::from));
     out
 }

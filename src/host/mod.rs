@@ -22,6 +22,17 @@ pub mod versions;
 
 use std::path::{Path, PathBuf};
 
+/// Debian's multiarch triplet for the architecture rocmforge runs on (`x86_64-linux-gnu`,
+/// `aarch64-linux-gnu`): the folder under `/usr/include` and `/usr/lib` a native build uses.
+pub fn multiarch_triplet() -> String {
+    match std::env::consts::ARCH {
+        "x86" => "i386-linux-gnu".into(),
+        "arm" => "arm-linux-gnueabihf".into(),
+        "powerpc64" if cfg!(target_endian = "little") => "powerpc64le-linux-gnu".into(),
+        arch => format!("{arch}-linux-gnu"),
+    }
+}
+
 /// The environment variable naming the root the host is read through (default `/`).
 pub const ROOT_ENV: &str = "ROCMFORGE_HOST_ROOT";
 

@@ -371,15 +371,15 @@ fn find_header(root: &HostRoot, header: &str) -> Option<PathBuf> {
     dirs.into_iter().map(|d| d.join(header)).find(|p| p.is_file())
 }
 
-/// `<dir>/<triplet>` folders (`/usr/lib/x86_64-linux-gnu`).
+/// The `<dir>/<triplet>` folder of this machine's own architecture (`/usr/lib/x86_64-linux-gnu`),
+/// when there is one: the only one the native compiler and pkg-config search. The folders of
+/// other architectures are not (Debian's linux-libc-dev puts 20 or so in `/usr/include`, one per
+/// architecture, and a cross package's headers there are not the ones a native build includes).
 pub(super) fn multiarch(root: &HostRoot, dir: &str) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(root.path(dir))
-        .into_iter()
-        .flatten()
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().contains("-linux-"))
-        .map(|e| e.path())
-        .collect();
-    v.sort();
-    v
+    let d = root.path(dir).join(super::multiarch_triplet());
+    if d.is_dir() {
+        vec![d]
+    } else {
+        Vec::new()
+    }
 }

@@ -426,6 +426,31 @@ fn doctor_and_build_name_a_dependency_version_outside_a_recipes_bound() {
     assert!(!home.path().join("cache/rocmforge/work/miopenish").exists(), "nothing may be prepared");
 }
 
+/// The multiarch folders of Debian unstable's linux-libc-dev besides x86_64-linux-gnu.
+const FOREIGN_TRIPLETS: [&str; 21] = [
+    "aarch64-linux-gnu",
+    "alpha-linux-gnu",
+    "arm-linux-gnueabi",
+    "arm-linux-gnueabihf",
+    "hppa-linux-gnu",
+    "i386-linux-gnu",
+    "loongarch64-linux-gnu",
+    "m68k-linux-gnu",
+    "mips-linux-gnu",
+    "mips64-linux-gnuabi64",
+    "mips64el-linux-gnuabi64",
+    "mipsel-linux-gnu",
+    "mipsisa64r6el-linux-gnuabi64",
+    "powerpc-linux-gnu",
+    "powerpc64-linux-gnu",
+    "powerpc64le-linux-gnu",
+    "riscv64-linux-gnu",
+    "s390x-linux-gnu",
+    "sh4-linux-gnu",
+    "sparc64-linux-gnu",
+    "x86_64-linux-gnux32",
+];
+
 #[test]
 fn bounds_a_host_meets_pass() {
     let home = tempfile::tempdir().unwrap();
@@ -438,7 +463,16 @@ fn bounds_a_host_meets_pass() {
         .users(true, true)
         .dpkg(&["g++", "cmake", "ninja-build"])
         .file("/usr/include/boost/version.hpp", &boost_header(108300))
-        .file("/usr/include/x86_64-linux-gnu/msgpack/version_master.hpp", &msgpack_header(6, 1, 0));
+        .file("/usr/include/x86_64-linux-gnu/msgpack/version_master.hpp", &msgpack_header(6, 1, 0))
+        // Another architecture's -dev package (a msgpack-cxx 5.0.0 that sorts first) is not what
+        // the native compiler includes, and is not read.
+        .file("/usr/include/aarch64-linux-gnu/msgpack/version_master.hpp", &msgpack_header(5, 0, 0));
+    // Debian unstable's linux-libc-dev puts an `asm/` folder for each of 22 architectures under
+    // /usr/include (its file list in a debootstrapped unstable root): doctor searches only this
+    // machine's own, so "none found" below names three folders, not two dozen.
+    for triplet in FOREIGN_TRIPLETS {
+        h.file(&format!("/usr/include/{triplet}/asm/types.h"), "");
+    }
     build_tools(&h);
     h.tool("gcc", "13.3.0");
     let out = h.rocmforge(home.path()).args(["--recipes", t.to_str().unwrap(), "doctor", "-j", "2"]).output().unwrap();
@@ -458,6 +492,9 @@ fn bounds_a_host_meets_pass() {
     let text = scrubbed(&h, home.path(), &out);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("MISSING version    boost >=1.71, <1.85 [none (no boost/version.hpp in [HOST]/root/usr/local/include, [HOST]/root/usr/include/x86_64-linux-gnu, [HOST]/root/usr/include)]  (miopenish, tensileish)"), "{text}");
+    for other in FOREIGN_TRIPLETS {
+        assert!(!text.contains(&format!("/{other}")), "{other} in:\n{text}");
+    }
     // What to do is to install one, not the recipe's words about a version outside the range.
     assert!(text.contains("what to do: install a Boost inside the range: Debian/Ubuntu libboost-dev"), "{text}");
     assert!(!text.contains("its patch 0005"), "{text}");
@@ -512,39 +549,105 @@ fn rocm_5_4_miopen_takes_any_boost_with_its_patch_and_names_the_bound_without_it
     }
 }
 
+/// A Debian 12 host with compilers, CMake, ninja and git on `PATH` and `packages` in dpkg's
+/// database.
+fn debian_12(packages: &[&str]) -> FakeHost {
+    let h = FakeHost::new();
+    h.os("PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nID=debian\nVERSION_ID=\"12\"\n")
+        .file("/lib/x86_64-linux-gnu/libc.so.6", &libc("Debian GLIBC 2.36-9+deb12u10", "2.36"))
+        .meminfo(24, 20)
+        .users(true, true)
+        .dpkg(packages);
+    build_tools(&h);
+    h
+}
+
+/// `doctor <recipes>` of the shipped rocm-6.2 stack, as users read it.
+fn doctor_6_2(h: &FakeHost, home: &Path, recipes: &[&str]) -> String {
+    let out =
+        h.rocmforge(home).args(["--stack", "rocm-6.2", "doctor"]).args(recipes).args(["-j", "2"]).output().unwrap();
+    scrubbed(h, home, &out)
+}
+
+/// The words of doctor's `apt-get` line.
+fn install_words(text: &str) -> Vec<&str> {
+    let line = text.lines().find(|l| l.trim_start().starts_with("apt-get ")).unwrap_or_else(|| panic!("{text}"));
+    line.split_whitespace().collect()
+}
+
+const DEBIAN_12_BASE: [&str; 6] = ["g++", "cmake", "ninja-build", "perl", "python3", "python3-venv"];
+
 /// hipBLAS 6.2.4 enables Fortran on every Linux host (CMakeLists.txt:45-52), so without
 /// gfortran the night stops at its configure, hours in: `doctor hipblas` of the shipped stack
 /// names it before anything runs, with the line that installs it; with it, nothing about it.
 #[test]
 fn doctor_hipblas_on_a_host_without_gfortran_names_it_with_the_install_line() {
     let home = tempfile::tempdir().unwrap();
-    let doctor = |h: &FakeHost| {
-        let out =
-            h.rocmforge(home.path()).args(["--stack", "rocm-6.2", "doctor", "hipblas", "-j", "2"]).output().unwrap();
-        scrubbed(h, home.path(), &out)
-    };
     let host = |with_gfortran: bool| {
-        let h = FakeHost::new();
-        h.os("PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nID=debian\nVERSION_ID=\"12\"\n")
-            .file("/lib/x86_64-linux-gnu/libc.so.6", &libc("Debian GLIBC 2.36-9+deb12u10", "2.36"))
-            .meminfo(24, 20)
-            .users(true, true);
-        build_tools(&h);
-        let mut packages = vec!["g++", "cmake", "ninja-build", "perl", "python3", "python3-venv"];
+        let mut packages = DEBIAN_12_BASE.to_vec();
         if with_gfortran {
             packages.push("gfortran");
+        }
+        let h = debian_12(&packages);
+        if with_gfortran {
             h.tool("gfortran", "GNU Fortran (Debian 12.2.0-14+deb12u1) 12.2.0");
         }
-        h.dpkg(&packages);
         h
     };
-    let without = doctor(&host(false));
+    let without = doctor_6_2(&host(false), home.path(), &["hipblas"]);
     for want in ["MISSING package    gfortran  (hipblas)", "MISSING command    gfortran  (hipblas)"] {
         assert!(without.contains(want), "missing `{want}` in:\n{without}");
     }
-    let install =
-        without.lines().find(|l| l.trim_start().starts_with("apt-get ")).unwrap_or_else(|| panic!("{without}"));
-    assert!(install.split_whitespace().any(|w| w == "gfortran"), "{install}");
-    let with = doctor(&host(true));
+    assert!(install_words(&without).contains(&"gfortran"), "{without}");
+    let with = doctor_6_2(&host(true), home.path(), &["hipblas"]);
     assert!(!with.lines().any(|l| l.contains("MISSING") && l.contains("gfortran")), "{with}");
+}
+
+/// The needs issue 37's re-read of the rocm-6.2 sources added (docs/host-needs-audit.md): on a
+/// Debian 12 host with compilers, CMake, perl, Python and gfortran only, `doctor hipblas rocfft`
+/// names each with the recipes that need it and puts every package in its one install line;
+/// with them installed, none is missing.
+#[test]
+fn doctor_names_the_host_needs_the_rocm_6_2_reread_found() {
+    let home = tempfile::tempdir().unwrap();
+    let added_packages = ["xxd", "git", "libsqlite3-dev", "libx11-dev", "libelf-dev"];
+    let host = |complete: bool| {
+        let mut packages = DEBIAN_12_BASE.to_vec();
+        packages.push("gfortran");
+        if complete {
+            packages.extend(added_packages);
+        }
+        let h = debian_12(&packages);
+        h.tool("gfortran", "GNU Fortran (Debian 12.2.0-14+deb12u1) 12.2.0");
+        if complete {
+            h.tool("xxd", "xxd 2023-10-25 by Juergen Weigert et al.");
+            for header in ["sqlite3.h", "X11/Xlib.h", "libelf.h"] {
+                h.file(&format!("/usr/include/{header}"), "");
+            }
+        }
+        h
+    };
+    let added = [
+        ("package    xxd", "(rocr)"),
+        ("command    xxd", "(rocr)"),
+        ("header     libelf.h", "(rocr)"),
+        ("package    git", "(hipblas, rocblas)"),
+        ("package    libsqlite3-dev", "(rocfft)"),
+        ("header     sqlite3.h", "(rocfft)"),
+        ("package    libx11-dev", "(clr)"),
+        ("header     X11/Xlib.h", "(clr)"),
+    ];
+    let without = doctor_6_2(&host(false), home.path(), &["hipblas", "rocfft"]);
+    for (need, recipes) in added {
+        let want = format!("MISSING {need}  {recipes}");
+        assert!(without.lines().any(|l| l.trim() == want), "missing `{want}` in:\n{without}");
+    }
+    let words = install_words(&without);
+    for pkg in added_packages {
+        assert!(words.contains(&pkg), "{pkg} not in {words:?}");
+    }
+    let with = doctor_6_2(&host(true), home.path(), &["hipblas", "rocfft"]);
+    for (need, _) in added {
+        assert!(!with.lines().any(|l| l.contains("MISSING") && l.contains(need)), "{need}:\n{with}");
+    }
 }
