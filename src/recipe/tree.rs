@@ -10,6 +10,13 @@ use include_dir::{include_dir, Dir};
 static EMBEDDED_RECIPES: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/recipes");
 static EMBEDDED_PATCHES: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/patches");
 
+/// What running a check by hand leaves in a recipe tree (Python's bytecode cache) and no recipe
+/// is made of: never read, so never part of a key (a stray `__pycache__` would otherwise re-key
+/// the recipe whose check it sits in, and everything built after it).
+fn is_build_output(path: &Path) -> bool {
+    path.file_name().is_some_and(|n| n == "__pycache__") || path.extension().is_some_and(|e| e == "pyc" || e == "pyo")
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
     Embedded,
@@ -39,10 +46,10 @@ impl RecipeTree {
     pub fn embedded() -> RecipeTree {
         let mut files = BTreeMap::new();
         fn walk(dir: &Dir<'static>, prefix: &str, out: &mut BTreeMap<String, Cow<'static, [u8]>>) {
-            for f in dir.files() {
+            for f in dir.files().filter(|f| !is_build_output(f.path())) {
                 out.insert(format!("{prefix}/{}", f.path().display()), Cow::Borrowed(f.contents()));
             }
-            for d in dir.dirs() {
+            for d in dir.dirs().filter(|d| !is_build_output(d.path())) {
                 walk(d, prefix, out);
             }
         }
@@ -65,7 +72,8 @@ impl RecipeTree {
             // Links are followed (a linked recipe is a recipe); one that leads nowhere is an
             // error naming it, not a recipe skipped unsaid, but for an editor's lock link
             // (Emacs' `.#x.toml`), which leads nowhere by design.
-            for entry in walkdir::WalkDir::new(&base).follow_links(true).sort_by_file_name() {
+            let walk = walkdir::WalkDir::new(&base).follow_links(true).sort_by_file_name();
+            for entry in walk.into_iter().filter_entry(|e| !is_build_output(e.path())) {
                 let entry = match entry {
                     Ok(entry) => entry,
                     Err(e) => {

@@ -258,3 +258,36 @@ fn another_hipcc_changes_every_key_but_source_only_ones() {
     }
     assert!(changed >= 8, "{after:?}");
 }
+
+/// Python's bytecode cache, which running a check by hand writes beside it, is never read into
+/// a recipe tree: a stray `__pycache__` (or `.pyc`) in a `--recipes` copy of the shipped tree
+/// changes no key of the rocm-6.2 night, MIOpen's (whose sweep check is Python) included.
+#[test]
+fn a_stray_python_bytecode_cache_in_the_recipe_tree_changes_no_key() {
+    let home = tempfile::tempdir().unwrap();
+    let tree = home.path().join("tree");
+    let repo = crate::support::repo_root();
+    std::fs::create_dir_all(&tree).unwrap();
+    for top in ["recipes", "patches"] {
+        let out = std::process::Command::new("cp").arg("-r").arg(repo.join(top)).arg(tree.join(top)).output().unwrap();
+        assert!(out.status.success(), "cp {top}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let keys = || {
+        let mut c = rocmforge(home.path());
+        c.arg("--recipes").arg(&tree).args(["--stack", "rocm-6.2", "plan", "miopen", "--target", "gfx1010", "--json"]);
+        keys_of(&plan(&mut c))
+    };
+    let before = keys();
+    assert!(before.get("miopen").is_some_and(Option::is_some), "{before:?}");
+    let sweep = tree.join("recipes/checks/miopen-sweep");
+    assert!(sweep.is_dir(), "the sweep check moved: {}", sweep.display());
+    std::fs::create_dir_all(sweep.join("__pycache__")).unwrap();
+    std::fs::write(sweep.join("__pycache__/sweep.cpython-311.pyc"), b"\x6f\x0d\x0d\x0a stray").unwrap();
+    std::fs::write(sweep.join("helper.pyc"), b"stray").unwrap();
+    std::fs::create_dir_all(tree.join("recipes/rocm-6.2/__pycache__")).unwrap();
+    std::fs::write(tree.join("recipes/rocm-6.2/__pycache__/x.pyc"), b"stray").unwrap();
+    assert_eq!(keys(), before);
+    // The control: a real change beside the check does re-key MIOpen.
+    std::fs::write(sweep.join("notes.txt"), b"a file of the check").unwrap();
+    assert_ne!(keys().get("miopen"), before.get("miopen"));
+}
