@@ -130,6 +130,24 @@ fn rebuild_and_until() {
     e.build(&["--rebuild", "nothere"]).code(2).stderr(predicate::str::contains("`nothere` is not part of this build"));
 }
 
+/// `build top` started in the background with the fault `fault` (a `pause:` point), once it
+/// waits there: the build's process, and the flag file whose removal lets it go on.
+fn paused_build(e: &Env, fault: &str, what: &str) -> (std::process::Child, std::path::PathBuf) {
+    let flag = e.home.path().join("paused");
+    let child = e
+        .process()
+        .args(["build", "top", "--prefix"])
+        .arg(e.prefix())
+        .env("ROCMFORGE_FAULT", fault)
+        .env("ROCMFORGE_FAULT_PAUSE", &flag)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(what, Duration::from_secs(30), || flag.exists());
+    (child, flag)
+}
+
 fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
@@ -205,18 +223,7 @@ fn cache_list_verify_gc_and_clean() {
 #[test]
 fn clean_all_during_a_build_keeps_the_dirs_the_build_holds_and_names_it() {
     let e = Env::new();
-    let flag = e.home.path().join("paused");
-    let child = e
-        .process()
-        .args(["build", "top", "--prefix"])
-        .arg(e.prefix())
-        .env("ROCMFORGE_FAULT", "pause:step:step1:mid")
-        .env("ROCMFORGE_FAULT_PAUSE", &flag)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for("mid's first step", Duration::from_secs(30), || flag.exists());
+    let (child, flag) = paused_build(&e, "pause:step:step1:mid", "mid's first step");
     let out = e.cmd().args(["clean", "--all"]).output().unwrap();
     let text = output_text(&out);
     assert!(out.status.success(), "{text}");
@@ -313,22 +320,7 @@ fn an_artifact_removed_after_the_plan_is_rebuilt_and_the_build_says_why() {
     let key = mid["key"].as_str().unwrap().to_string();
     // The build plans (mid: cached), then stops just before reusing mid's artifact, while a
     // concurrent `cache gc` removes it.
-    let flag = e.home.path().join("paused");
-    let child = e
-        .process()
-        .args(["build", "top", "--prefix"])
-        .arg(e.prefix())
-        .env("ROCMFORGE_FAULT", "pause:reuse:mid")
-        .env("ROCMFORGE_FAULT_PAUSE", &flag)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !flag.exists() {
-        assert!(Instant::now() < deadline, "the build never reached the reuse of mid");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (child, flag) = paused_build(&e, "pause:reuse:mid", "the reuse of mid");
     let cache = e.home.path().join("cache/rocmforge");
     let artifact = std::fs::read_dir(&cache)
         .unwrap()
