@@ -26,20 +26,38 @@ pub struct Proc {
     pub name: String,
 }
 
+/// `/proc/<which>/stat` (`which`: a pid, or `self`), and where its command name (`comm`, in
+/// parentheses, may hold spaces) ends: the fields after it start with field 3 of proc(5).
+pub(super) struct Stat {
+    text: String,
+    open: usize,
+    close: usize,
+}
+
+impl Stat {
+    pub(super) fn read(which: &str) -> Option<Stat> {
+        let text = std::fs::read_to_string(format!("/proc/{which}/stat")).ok()?;
+        let (open, close) = (text.find('(')?, text.rfind(')')?);
+        (open < close).then_some(Stat { text, open, close })
+    }
+    fn name(&self) -> &str {
+        &self.text[self.open + 1..self.close]
+    }
+    /// Field `n` as proc(5) numbers them (3: state, 4: ppid, 5: pgrp, 16: cutime, ...), for `n >= 3`.
+    pub(super) fn field(&self, n: usize) -> Option<&str> {
+        self.text[self.close + 1..].split_whitespace().nth(n.checked_sub(3)?)
+    }
+}
+
 /// `/proc/<pid>/stat`, unless the process is gone or a zombie (dead, waiting to be reaped).
 fn read_proc(pid: i32) -> Option<Proc> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let open = stat.find('(')?;
-    let close = stat.rfind(')')?;
-    let name = stat.get(open + 1..close)?.to_string();
-    let mut rest = stat.get(close + 1..)?.split_whitespace();
-    let state = rest.next()?;
-    if state == "Z" || state == "X" || state == "x" {
+    let stat = Stat::read(&pid.to_string())?;
+    if matches!(stat.field(3)?, "Z" | "X" | "x") {
         return None;
     }
-    let ppid = rest.next()?.parse().ok()?;
-    let pgid = rest.next()?.parse().ok()?;
-    Some(Proc { pid, ppid, pgid, name })
+    let ppid = stat.field(4)?.parse().ok()?;
+    let pgid = stat.field(5)?.parse().ok()?;
+    Some(Proc { pid, ppid, pgid, name: stat.name().to_string() })
 }
 
 /// Every live process on the machine (that `/proc` shows us).

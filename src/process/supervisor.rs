@@ -35,11 +35,8 @@ pub const CORE_TIME_FILE_VAR: &str = "ROCMFORGE_STEP_CORE_TIME_FILE";
 /// `/proc/self/stat`, in the kernel's fixed 100 ticks a second): as a subreaper that reaped
 /// every process of the child, that is the whole child's core time.
 fn reaped_core_secs() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command's closing parenthesis; cutime and cstime are fields 16 and 17.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<u64>().ok());
+    let stat = super::reap::Stat::read("self")?;
+    let ticks = |n: usize| stat.field(n).and_then(|f| f.parse::<u64>().ok());
     Some((ticks(16)? + ticks(17)?) as f64 / 100.0)
 }
 
