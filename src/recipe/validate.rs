@@ -1,5 +1,6 @@
 //! The checks across the recipes of one stack, once each is lowered: duplicate names,
-//! dependencies that do not exist, source trees that are not source-only recipes, and cycles.
+//! dependencies that do not exist, source trees that are not source-only recipes, cycles, and
+//! `{prefix}/<path>` written for a file a dependency may bring from an installation.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -35,6 +36,7 @@ pub(super) fn check_stack(
     }
     for l in &kept {
         check_source_trees(l, &by_name, diags);
+        check_prefix_paths(l, &by_name, diags);
     }
     let recipes: BTreeMap<String, Recipe> = kept.iter().map(|l| (l.recipe.name.clone(), l.recipe.clone())).collect();
     check_cycles(&recipes, &by_name, diags);
@@ -93,6 +95,56 @@ fn check_source_trees(l: &Lowered<'_>, by_name: &BTreeMap<&str, &Lowered<'_>>, d
             );
         }
     }
+}
+
+/// `{prefix}/<path>` in an arg, env value or step, where `<path>` is (or holds) a file a build
+/// dependency's `[external]` names: that dependency may be taken from an installation, and its
+/// files then lie there, not in the prefix (clr's `-DHIPCC_BIN_DIR={prefix}/bin` found no hipconfig
+/// with hipcc taken from /usr). `{root:<dep>}` is where they lie either way.
+fn check_prefix_paths(l: &Lowered<'_>, by_name: &BTreeMap<&str, &Lowered<'_>>, diags: &mut Diagnostics) {
+    let b = &l.recipe.build;
+    let texts =
+        b.args.iter().chain(b.env.values()).chain(&b.steps).chain(l.recipe.checks.iter().flat_map(|c| &c.steps));
+    let mut seen = BTreeSet::new();
+    for text in texts {
+        for (at, _) in text.match_indices("{prefix}/") {
+            let rest = &text[at + "{prefix}/".len()..];
+            let path = rest[..rest.find(|c: char| c.is_whitespace() || "'\";:,)=".contains(c)).unwrap_or(rest.len())]
+                .trim_end_matches('/');
+            for dep in &l.recipe.build_deps {
+                let Some(ext) = by_name.get(dep.as_str()).and_then(|d| d.recipe.external.as_ref()) else { continue };
+                let Some(file) = ext.files.iter().find(|f| *f == path || f.starts_with(&format!("{path}/"))) else {
+                    continue;
+                };
+                if path.is_empty() || !seen.insert((path.to_string(), dep.clone())) {
+                    continue;
+                }
+                let written = format!("{{prefix}}/{path}");
+                let span = code_span(l.file.text, &written);
+                diags.push(
+                    l.file
+                        .at(span, format!(
+                            "`{written}` is where `{dep}` puts `{file}` only when it is built: taken from an installation ([external] of `{dep}`), it lies there"
+                        ))
+                        .with_help(format!("write `{{root:{dep}}}/{path}`: the prefix or the installation, wherever `{dep}` comes from")),
+                );
+            }
+        }
+    }
+}
+
+/// Where `needle` first occurs outside a comment line of `text` (else the whole file's start).
+fn code_span(text: &str, needle: &str) -> std::ops::Range<usize> {
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if !line.trim_start().starts_with('#') {
+            if let Some(i) = line.find(needle) {
+                return offset + i..offset + i + needle.len();
+            }
+        }
+        offset += line.len();
+    }
+    0..0
 }
 
 /// Each cycle, reported at its first edge.

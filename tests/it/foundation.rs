@@ -261,6 +261,48 @@ fn a_subdir_leaving_the_source_tree_is_refused_at_its_line() {
     assert!(e.contains("2 problems found"), "nothing else is refused: {e}");
 }
 
+/// `{prefix}/<path>` for a file a build dependency may bring from an installation is refused at
+/// its line, naming `{root:<dep>}` (the night: clr's `-DHIPCC_BIN_DIR={prefix}/bin` held no
+/// hipconfig with hipcc taken from /usr). The same path of a dependency that is always built, and
+/// `{root:hipcc}/bin`, pass.
+#[test]
+fn a_prefix_path_to_a_file_an_installation_may_bring_is_refused_naming_root() {
+    let taken = |r: &Path| {
+        replace_in(r, &format!("{F}/hipcc.toml"), "[targets]\n", "[external]\nfiles = [\"bin/hipcc\"]\n\n[targets]\n")
+    };
+    let e = check_errors(|r| {
+        taken(r);
+        replace_in(
+            r,
+            &format!("{F}/clr.toml"),
+            "\"-DCLR_BUILD_HIP=ON\"",
+            "\"-DCLR_BUILD_HIP=ON\", \"-DHIPCC_BIN_DIR={prefix}/bin\"",
+        );
+    });
+    assert!(
+        e.contains("`{prefix}/bin` is where `hipcc` puts `bin/hipcc` only when it is built: taken from an installation ([external] of `hipcc`), it lies there\n  --> [ROOT]/recipes/fixture/clr.toml:17:"),
+        "{e}"
+    );
+    assert!(e.contains("help: write `{root:hipcc}/bin`"), "{e}");
+    assert!(e.contains("1 problem found"), "nothing else is refused: {e}");
+
+    for (edit_hipcc, arg) in [(false, "{prefix}/bin"), (true, "{root:hipcc}/bin")] {
+        let dir = broken_tree(|r| {
+            if edit_hipcc {
+                taken(r);
+            }
+            replace_in(
+                r,
+                &format!("{F}/clr.toml"),
+                "\"-DCLR_BUILD_HIP=ON\"",
+                &format!("\"-DCLR_BUILD_HIP=ON\", \"-DHIPCC_BIN_DIR={arg}\""),
+            );
+        });
+        let home = tempfile::tempdir().unwrap();
+        rocmforge(home.path()).arg("--recipes").arg(dir.path()).args(["recipes", "check"]).assert().success();
+    }
+}
+
 #[test]
 fn error_toml_syntax() {
     let e = check_errors(|r| replace_in(r, &format!("{F}/rocblas.toml"), "version = \"4.2.4\"", "version = \"4.2.4"));
