@@ -172,7 +172,7 @@ pub fn step_env(
     }
     env.insert("PATH".into(), path);
     if uses_venv(recipe) {
-        // CMake's FindPython3 and other tools look for an active venv first.
+        // Tools look for an active venv first (and CMake is also told its Python: `steps`).
         env.insert("VIRTUAL_ENV".into(), vars.build.join("venv").display().to_string());
     }
     env.insert("LANG".into(), "C.UTF-8".into());
@@ -253,12 +253,17 @@ pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Re
                 q(&vars.prefix),
                 q(&vars.prefix)
             );
+            if uses_venv(recipe) {
+                // The venv's Python, named: VIRTUAL_ENV alone does not win where a CMakeLists
+                // asks for less than CMake 3.15 (CMP0094 OLD: FindPython takes the newest Python
+                // anywhere on PATH; clr's hipamd/src asks for 3.5.1 and found /usr/bin/python3.14
+                // on the night, without CppHeaderParser). Before `args`, which may override it.
+                let py = q(&venv_steps(recipe, vars, &mut steps, &step)?.join("bin/python"));
+                configure.push_str(&format!(" -DPython3_EXECUTABLE={py} -DPython_EXECUTABLE={py}"));
+            }
             for a in &recipe.build.args {
                 configure.push(' ');
                 configure.push_str(&shell_quote(&x(a)?));
-            }
-            if uses_venv(recipe) {
-                venv_steps(recipe, vars, &mut steps, &step)?;
             }
             user_steps(&mut steps)?;
             steps.push(step("configure", configure, &vars.build));

@@ -509,30 +509,34 @@ fn a_full_state_disk_before_a_recipe_begins_is_named_with_its_setting() {
     assert!(err.contains(&format!("cannot write `{}/build-serials/", state.display())), "the file is named: {err}");
 }
 
-#[test]
-fn a_cmake_recipe_that_installs_nothing_fails_and_stores_nothing() {
-    use crate::support::archive::gz;
-    let e = Env::new();
-    // A real CMake project without install rules, as a tarball on disk.
+/// A real CMake project of one CMakeLists.txt as a tarball in `e`'s home, and a cmake recipe
+/// `name` of it (`more`: further lines of its `[build]`).
+fn cmake_recipe(e: &Env, name: &str, cmakelists: &str, more: &str) {
     let mut tar = tar::Builder::new(Vec::new());
-    let cml = b"cmake_minimum_required(VERSION 3.10)\nproject(empty NONE)\n";
     let mut h = tar::Header::new_gnu();
-    h.set_size(cml.len() as u64);
+    h.set_size(cmakelists.len() as u64);
     h.set_mode(0o644);
     h.set_cksum();
-    tar.append_data(&mut h, "empty-1.0/CMakeLists.txt", &cml[..]).unwrap();
-    let bytes = gz(&tar.into_inner().unwrap());
-    let file = e.home.path().join("empty-1.0.tar.gz");
+    tar.append_data(&mut h, format!("{name}-1.0/CMakeLists.txt"), cmakelists.as_bytes()).unwrap();
+    let bytes = crate::support::archive::gz(&tar.into_inner().unwrap());
+    let file = e.home.path().join(format!("{name}-1.0.tar.gz"));
     std::fs::write(&file, &bytes).unwrap();
     let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
     std::fs::write(
-        e.tree.join("recipes/scripts/empty.toml"),
+        e.tree.join(format!("recipes/scripts/{name}.toml")),
         format!(
-            "[package]\nname = \"empty\"\nversion = \"1.0\"\nsummary = \"installs nothing\"\n\n[source]\nurl = \"file://{}\"\nsha256 = \"{sha}\"\nstrip-components = 1\n\n[build]\nsystem = \"cmake\"\n\n[targets]\ngpu = false\n",
+            "[package]\nname = \"{name}\"\nversion = \"1.0\"\nsummary = \"a real CMake project\"\n\n[source]\nurl = \"file://{}\"\nsha256 = \"{sha}\"\nstrip-components = 1\n\n[build]\nsystem = \"cmake\"\n{more}\n[targets]\ngpu = false\n",
             file.display()
         ),
     )
     .unwrap();
+}
+
+#[test]
+fn a_cmake_recipe_that_installs_nothing_fails_and_stores_nothing() {
+    let e = Env::new();
+    // A real CMake project without install rules.
+    cmake_recipe(&e, "empty", "cmake_minimum_required(VERSION 3.10)\nproject(empty NONE)\n", "");
     let out = e.cmd().args(["build", "empty", "--prefix"]).arg(e.prefix()).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
@@ -900,4 +904,42 @@ fn a_step_writing_into_the_prefix_outside_every_artifact_fails_naming_the_file()
     }
     // base's files, deployed before mid ran, are base's.
     assert!(e.prefix().join("lib/libbase.txt").exists());
+}
+
+/// A cmake recipe's `requirements` reach CMake even where its CMakeLists asks for less than
+/// CMake 3.15 (CMP0094 OLD: FindPython takes the newest Python on PATH, not VIRTUAL_ENV's): the
+/// venv is made from Python 3.10, the host's python3.11 and newer are on PATH, and configure
+/// imports the requirement with the Python3 CMake found (clr's hipamd/src, cmake_minimum_required
+/// 3.5.1, found /usr/bin/python3.14 without CppHeaderParser on the night, with CMake 3.31). The
+/// CMake here (3.25) still looks in the venv first under that policy, so the configure step is
+/// also read: it names the venv's Python to CMake, which no policy overrides.
+#[test]
+fn a_cmake_recipe_finds_its_venvs_python_under_the_old_findpython_policy() {
+    let e = Env::new();
+    let (name, bytes) = crate::support::wheel::make("cmprobe", "1.0", "py3-none-any", "cmprobe", "from-the-venv");
+    let wheel = e.home.path().join(&name);
+    std::fs::write(&wheel, bytes).unwrap();
+    cmake_recipe(
+        &e,
+        "pyprobe",
+        "cmake_minimum_required(VERSION 3.5)\nproject(pyprobe NONE)\nfind_package(Python3 COMPONENTS Interpreter REQUIRED)\n\
+         execute_process(COMMAND ${Python3_EXECUTABLE} -c \"import cmprobe; print(cmprobe.VALUE)\" OUTPUT_VARIABLE V RESULT_VARIABLE R)\n\
+         if(NOT R EQUAL 0)\n  message(FATAL_ERROR \"${Python3_EXECUTABLE} cannot import cmprobe\")\nendif()\n\
+         file(WRITE ${CMAKE_BINARY_DIR}/probe.txt \"${V}\")\ninstall(FILES ${CMAKE_BINARY_DIR}/probe.txt DESTINATION share/pyprobe)\n",
+        &format!("requirements = [\"cmprobe @ file://{}\"]\n", wheel.display()),
+    );
+    let python = crate::support::host::real_python("3.10");
+    let out = e
+        .cmd()
+        .env("ROCMFORGE_PYTHON", &python)
+        .env("PIP_NO_INDEX", "1")
+        .args(["build", "pyprobe", "--compiler-cache", "none", "--prefix"])
+        .arg(e.prefix())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(e.prefix().join("share/pyprobe/probe.txt")).unwrap(), "from-the-venv\n");
+    let configure = std::fs::read_to_string(e.work("pyprobe").join("steps/03-configure.sh")).unwrap();
+    let venv_python = e.work("pyprobe").join("build/venv/bin/python");
+    assert!(configure.contains(&format!("-DPython3_EXECUTABLE={}", venv_python.display())), "{configure}");
 }
