@@ -4,11 +4,12 @@
 # untouched), unpacks only the files the tests read into target/debian-rocm/root, and records
 # them in a dpkg database there as an install would (status paragraph from each package's
 # control, file list from its contents), so the tests read versions per package from dpkg.
-# librocblas4 is 280 MB: only its gfx1010 Tensile code objects are unpacked.
+# librocblas4 is 280 MB: only its gfx1010 Tensile code objects are unpacked. rocm-device-libs-21
+# keeps its CMake package where CMAKE_PREFIX_PATH does not look (lib/llvm-21/lib/cmake).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$PWD/target/debian-rocm
-packages=(librocblas4 librocblas-dev libamdhip64-6 libamdhip64-dev librocfft0)
+packages=(librocblas4 librocblas-dev libamdhip64-6 libamdhip64-dev librocfft0 rocm-device-libs-21)
 [ -f "$out/done" ] && [ "$(cat "$out/done")" = "${packages[*]}" ] && exit 0
 rm -rf "$out/root" "$out/done"
 mkdir -p "$out/apt/lists/partial" "$out/apt/cache/archives/partial" "$out/debs" "$out/root/var/lib/dpkg/info"

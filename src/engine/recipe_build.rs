@@ -468,6 +468,7 @@ impl Engine<'_> {
             rocm_llvm: on_installation(&self.plan.rocm_llvm, self.plan.prefix.join("llvm")),
             rocm_device_libs: on_installation(&self.plan.rocm_device_libs, self.plan.prefix.join("amdgcn/bitcode")),
             package_roots: if d.on_installation { self.rebuilt_packages(&d.name) } else { Vec::new() },
+            package_dirs: if d.on_installation { self.plan.taken_cmake_dirs.clone() } else { Default::default() },
             dep_roots,
             find_links: None,
             install_wheels: Vec::new(),

@@ -76,6 +76,9 @@ pub struct Vars {
     /// `<package>_ROOT=<prefix>` so `find_package` takes the rebuilt copy even where the project
     /// puts the installation first in its own `CMAKE_PREFIX_PATH` (PyTorch appends `ROCM_PATH`).
     pub package_roots: Vec<String>,
+    /// `<package>_DIR=<folder>` for each CMake package taken from an installation
+    /// (`Plan::taken_cmake_dirs`): found wherever the installation keeps it.
+    pub package_dirs: BTreeMap<String, PathBuf>,
     /// `{root:<recipe>}`: for each build dependency, the root holding its files: the
     /// installation when the plan takes it from there, else the prefix.
     pub dep_roots: BTreeMap<String, PathBuf>,
@@ -186,6 +189,9 @@ pub fn step_env(
     env.insert("CMAKE_PREFIX_PATH".into(), cmake_prefix_path);
     for pkg in &vars.package_roots {
         env.insert(format!("{pkg}_ROOT"), prefix.clone());
+    }
+    for (pkg, dir) in &vars.package_dirs {
+        env.insert(format!("{pkg}_DIR"), dir.display().to_string());
     }
     // Device libraries taken from an installation: clang looks for them under `--rocm-path`
     // (hipcc passes `$ROCM_PATH`), which fails where a distribution keeps them apart (Debian:
@@ -409,6 +415,7 @@ mod tests {
             rocm_llvm: PathBuf::from("/p/llvm"),
             rocm_device_libs: PathBuf::from("/p/amdgcn/bitcode"),
             package_roots: Vec::new(),
+            package_dirs: BTreeMap::new(),
             dep_roots: BTreeMap::from([
                 ("half".into(), "/opt/rocm-5.4.3".into()),
                 ("rocblas".into(), "/opt/rf".into()),

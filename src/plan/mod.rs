@@ -182,6 +182,11 @@ pub struct Plan {
     pub rocm_llvm: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rocm_device_libs: Option<PathBuf>,
+    /// The CMake config folder of each package the taken recipes install (`[external]
+    /// cmake-package`), where the installation keeps it: the steps get `<package>_DIR`, since
+    /// `CMAKE_PREFIX_PATH` misses a distribution's `lib/llvm-21/lib/cmake/AMDDeviceLibs`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub taken_cmake_dirs: BTreeMap<String, PathBuf>,
     /// The versions (major.minor, or `any`) `--accept-rocm-version` must name to take every
     /// component the installation holds in another version: one list for a distribution whose
     /// packages differ.
@@ -469,6 +474,18 @@ pub fn resolve(
         takes.then(|| rocm.locate(dir)).flatten()
     };
     let (rocm_llvm, rocm_device_libs) = (taken_dir("llvm/", "llvm"), taken_dir("amdgcn/", "amdgcn/bitcode"));
+    let taken_cmake_dirs = host
+        .rocm
+        .as_ref()
+        .map(|rocm| {
+            recipes
+                .iter()
+                .filter(|e| e.state == State::External)
+                .filter_map(|e| stack.recipes[&e.name].external.as_ref()?.cmake_package.clone())
+                .filter_map(|pkg| Some((pkg.clone(), rocm.locate(&format!("lib/cmake/{pkg}"))?)))
+                .collect()
+        })
+        .unwrap_or_default();
     if let Some(rocm) = &host.rocm {
         rocm.save();
     }
@@ -488,6 +505,7 @@ pub fn resolve(
         rocm_path: host.rocm.as_ref().map(|r| r.root.clone()),
         rocm_llvm,
         rocm_device_libs,
+        taken_cmake_dirs,
         recipes,
         schedule: opts.order,
         night: None,

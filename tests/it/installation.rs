@@ -543,3 +543,65 @@ fn debian_packages_are_recognised_with_their_versions_and_gpu_targets() {
     assert!(why.contains("has no gfx1012 code in lib/x86_64-linux-gnu/librocfft.so.0"), "{why}");
     assert!(declared.contains(&"gfx1010"));
 }
+
+/// A CMake package a distribution keeps where `CMAKE_PREFIX_PATH` does not look (Debian's
+/// device libraries: `lib/llvm-21/lib/cmake/AMDDeviceLibs`) is still found by a recipe built on
+/// the installation: the plan names the folder and the steps get `<package>_DIR` (the night:
+/// clr's hip-config asks for AMDDeviceLibs in every consumer). A real CMake configure finds it.
+#[test]
+fn a_taken_cmake_package_is_found_where_the_distribution_keeps_it() {
+    let base = crate::support::repo_root().join("target/debian-rocm");
+    let usr = base.join("root/usr");
+    assert!(
+        usr.join("lib/llvm-21/lib/cmake/AMDDeviceLibs").is_dir(),
+        "{} lacks rocm-device-libs-21: run `bash ci/debian-rocm.sh` (ci/setup.sh does)",
+        base.display()
+    );
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(d.path().join("home")).unwrap();
+    let recipes = d.path().join("tree/recipes/deb");
+    std::fs::create_dir_all(&recipes).unwrap();
+    std::fs::write(
+        recipes.join("stack.toml"),
+        "[stack]\nname = \"deb\"\nrocm-version = \"7.0.0\"\nsummary = \"s\"\ndefault-targets = [\"gfx1010\"]\ndefault = true\n",
+    )
+    .unwrap();
+    std::fs::write(
+        recipes.join("device-libs.toml"),
+        "[package]\nname = \"device-libs\"\nversion = \"1\"\nsummary = \"s\"\n\n[build]\nsystem = \"script\"\nsteps = [\"mkdir -p {stage}/share && touch {stage}/share/dl\"]\n\n[targets]\ngpu = false\n\n[external]\ncmake-package = \"AMDDeviceLibs\"\nfiles = [\"amdgcn/bitcode/ocml.bc\"]\n",
+    )
+    .unwrap();
+    let (url, sha) = tarball(
+        d.path(),
+        "user",
+        &[(
+            "CMakeLists.txt",
+            "cmake_minimum_required(VERSION 3.16)\nproject(user NONE)\nfind_package(AMDDeviceLibs REQUIRED CONFIG)\n\
+             file(WRITE \"${CMAKE_BINARY_DIR}/found.txt\" \"${AMDDeviceLibs_DIR}\")\n\
+             install(FILES \"${CMAKE_BINARY_DIR}/found.txt\" DESTINATION share/user)\n"
+                .to_string(),
+        )],
+    );
+    std::fs::write(
+        recipes.join("user.toml"),
+        format!(
+            "[package]\nname = \"user\"\nversion = \"1\"\nsummary = \"s\"\n\n[source]\nurl = \"{url}\"\nsha256 = \"{sha}\"\nstrip-components = 1\n\n[dependencies]\nbuild = [\"device-libs\"]\n\n[build]\nsystem = \"cmake\"\n\n[targets]\ngpu = false\n"
+        ),
+    )
+    .unwrap();
+    let cmd = |args: &[&str]| {
+        let mut c = rocmforge(&d.path().join("home"));
+        c.arg("--recipes").arg(d.path().join("tree")).args(args).arg("--rocm-path").arg(&usr);
+        c
+    };
+    let out = cmd(&["plan", "user", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(entry(&plan, "device-libs")["state"], "external", "{}", reason(&plan, "device-libs"));
+    let dir = usr.join("lib/llvm-21/lib/cmake/AMDDeviceLibs");
+    assert_eq!(plan["taken_cmake_dirs"]["AMDDeviceLibs"], dir.display().to_string(), "{plan}");
+    let prefix = d.path().join("prefix");
+    let out = cmd(&["build", "user", "--prefix", prefix.to_str().unwrap()]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(prefix.join("share/user/found.txt")).unwrap(), dir.display().to_string());
+}

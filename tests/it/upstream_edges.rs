@@ -254,6 +254,7 @@ fn configure_command(stack: &Stack, recipe: &str) -> String {
         rocm_llvm: prefix.join("llvm"),
         rocm_device_libs: prefix.join("amdgcn/bitcode"),
         package_roots: Vec::new(),
+        package_dirs: Default::default(),
         dep_roots: r.build_deps.iter().map(|d| (d.clone(), prefix.clone())).collect(),
         find_links: None,
         install_wheels: Vec::new(),
