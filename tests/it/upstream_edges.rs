@@ -1145,3 +1145,41 @@ fn host_code_without_cstdint_compiles_with_gcc_13_and_later() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Every recipe of the source stacks compiles and links against the HIP of the recipe that makes
+/// it (`{root:clr}`, `{root:hipamd}`): the prefix's when HIP is rebuilt, the installation's when it
+/// is taken. `HIP_PATH={rocm}` and `CXX={rocm}/bin/hipcc` took the installation's HIP (and a
+/// distribution's libamdhip64) beside a rebuilt clr on the night.
+#[test]
+fn every_recipe_compiles_against_the_hip_of_the_recipe_that_makes_it() {
+    let mut failures = Vec::new();
+    for (name, hip) in [("rocm-6.2", "clr"), ("rocm-5.4", "hipamd")] {
+        let stack = stack(name);
+        let mut users = 0;
+        for r in stack.recipes.values() {
+            let texts: Vec<(String, &String)> = r
+                .build
+                .env
+                .iter()
+                .map(|(k, v)| (format!("env {k}"), v))
+                .chain(r.checks.iter().flat_map(|c| c.steps.iter().map(move |s| (format!("check {}", c.name), s))))
+                .collect();
+            for (place, text) in texts {
+                for needle in ["{rocm}/bin/hipcc", "{prefix}/bin/hipcc"] {
+                    if text.contains(needle) {
+                        failures
+                            .push(format!("{name}/{}: {place} names {needle}; write {{root:{hip}}}/bin/hipcc", r.name));
+                    }
+                }
+            }
+            if let Some(v) = r.build.env.get("HIP_PATH") {
+                users += 1;
+                if v != &format!("{{root:{hip}}}") {
+                    failures.push(format!("{name}/{}: HIP_PATH = {v:?}; write {{root:{hip}}}", r.name));
+                }
+            }
+        }
+        assert!(users >= 10, "{name}: only {users} recipe(s) set HIP_PATH");
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
