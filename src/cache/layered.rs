@@ -551,6 +551,12 @@ impl Store for LayeredStore {
     fn check_intact(&self, a: &Artifact) -> Result<(), CacheError> {
         self.local.check_intact(a)
     }
+    fn check_whole(&self, a: &Artifact) -> Result<(), CacheError> {
+        self.local.check_whole(a)
+    }
+    fn fingerprint(&self, a: &Artifact) -> Result<(), CacheError> {
+        self.local.fingerprint(a)
+    }
 
     fn lock(&self, key: &CacheKey) -> Result<KeyLock, CacheError> {
         self.local.lock(key)

@@ -55,6 +55,11 @@ pub struct StatPrint {
     pub size: u64,
     pub mtime_ns: i128,
     pub ino: u64,
+    /// The inode's change time, which no tool can set back: an in-place edit whose mtime was
+    /// put back (`touch -r`, `rsync --inplace -t`) still moves it. (Absent in prints written
+    /// before it was recorded: such a print differs, and the file is re-hashed once.)
+    #[serde(default)]
+    pub ctime_ns: i128,
 }
 
 fn stat_print(tree: &Path, rel: &str) -> std::io::Result<StatPrint> {
@@ -65,6 +70,7 @@ fn stat_print(tree: &Path, rel: &str) -> std::io::Result<StatPrint> {
         size: m.len(),
         mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
         ino: m.ino(),
+        ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
     })
 }
 
@@ -106,6 +112,14 @@ impl Artifact {
         serde_json::from_slice(&bytes)
             .map_err(|e| CacheError::Damaged { key: self.key.0.clone(), problem: format!("files.json: {e}") })
     }
+}
+
+/// How a file differs from its artifact's manifest.
+enum Difference {
+    /// Missing, or other bytes, size or mode.
+    Changed,
+    /// Not in the manifest.
+    Unexpected,
 }
 
 /// Held while a key is being stored or read for deploy.
@@ -201,9 +215,7 @@ impl LocalStore {
                     }
                     other => other,
                 })?;
-                let prints = stat_prints(&a.tree(), &a.files()?).map_err(io(&a.tree()))?;
-                fsutil::replace(&p, &serde_json::to_vec_pretty(&prints).expect("serialises")).map_err(io(&p))?;
-                return Ok(());
+                return self.fingerprint(a);
             }
             Err(e) => return Err(io(&p)(e)),
         };
@@ -258,6 +270,32 @@ impl LocalStore {
         Ok(())
     }
 
+    /// The whole check before an artifact's files are laid into a prefix (a night builds on
+    /// them): every file re-hashed against its manifest, whatever its stat says, so what no stat
+    /// shows (a bit flipped on the disk) is caught before anything is built on it. Then the
+    /// fingerprints are recorded afresh. The caller holds the key's lock.
+    pub fn check_whole(&self, a: &Artifact) -> Result<(), CacheError> {
+        if let Some((file, what)) = self.first_difference(a)? {
+            let what = match what {
+                Difference::Changed => {
+                    "missing, or other bytes than stored, found by re-hashing it before it was deployed"
+                }
+                Difference::Unexpected => "not stored with it, found before it was deployed",
+            };
+            return Err(CacheError::Altered { key: a.key.0.clone(), file, what: what.into() });
+        }
+        self.fingerprint(a)
+    }
+
+    /// Records every file's stat fingerprint as it is now: after a deploy hard-linked the files
+    /// (a new link moves their change time), so the next cheap check finds them as they were
+    /// checked. The caller checked them and holds the key's lock.
+    pub fn fingerprint(&self, a: &Artifact) -> Result<(), CacheError> {
+        let p = a.dir.join(STAT_FILE);
+        let prints = stat_prints(&a.tree(), &a.files()?).map_err(io(&a.tree()))?;
+        fsutil::replace(&p, &serde_json::to_vec_pretty(&prints).expect("serialises")).map_err(io(&p))
+    }
+
     /// Temporary entries (`.tmp-<key>-<pid>`) of stores whose process is gone: a killed store's
     /// leftovers, for `cache verify` to report and `cache gc` to remove.
     pub fn stale_temps(&self) -> Vec<PathBuf> {
@@ -298,23 +336,30 @@ impl LocalStore {
 
     /// Re-hashes an artifact's files against its manifest.
     pub fn verify(&self, a: &Artifact) -> Result<(), CacheError> {
+        match self.first_difference(a)? {
+            None => Ok(()),
+            Some((file, what)) => {
+                let problem = match what {
+                    Difference::Changed => format!("`{file}` is missing or changed"),
+                    Difference::Unexpected => format!("unexpected file `{file}`"),
+                };
+                Err(CacheError::Damaged { key: a.key.0.clone(), problem })
+            }
+        }
+    }
+
+    /// The first entry whose file differs from the manifest (re-hashed in full), if any.
+    fn first_difference(&self, a: &Artifact) -> Result<Option<(String, Difference)>, CacheError> {
         let want = a.files()?;
         let have = fsutil::list_tree(&a.tree()).map_err(|e| match e.kind() {
             // A special file (stored by an older rocmforge, or put there): named, never opened.
             std::io::ErrorKind::InvalidData => CacheError::Damaged { key: a.key.0.clone(), problem: e.to_string() },
             _ => io(&a.tree())(e),
         })?;
-        if want != have {
-            let missing = want.iter().find(|e| !have.contains(e)).map(|e| e.path.clone());
-            let extra = have.iter().find(|e| !want.contains(e)).map(|e| e.path.clone());
-            let problem = match (missing, extra) {
-                (Some(m), _) => format!("`{m}` is missing or changed"),
-                (None, Some(x)) => format!("unexpected file `{x}`"),
-                _ => "files differ".into(),
-            };
-            return Err(CacheError::Damaged { key: a.key.0.clone(), problem });
+        if let Some(m) = want.iter().find(|e| !have.contains(e)) {
+            return Ok(Some((m.path.clone(), Difference::Changed)));
         }
-        Ok(())
+        Ok(have.iter().find(|e| !want.contains(e)).map(|x| (x.path.clone(), Difference::Unexpected)))
     }
 
     /// Removes an entry (complete or not).
@@ -341,6 +386,12 @@ impl super::Store for LocalStore {
     }
     fn check_intact(&self, a: &Artifact) -> Result<(), CacheError> {
         LocalStore::check_intact(self, a)
+    }
+    fn check_whole(&self, a: &Artifact) -> Result<(), CacheError> {
+        LocalStore::check_whole(self, a)
+    }
+    fn fingerprint(&self, a: &Artifact) -> Result<(), CacheError> {
+        LocalStore::fingerprint(self, a)
     }
     fn lock(&self, key: &CacheKey) -> Result<KeyLock, CacheError> {
         LocalStore::lock(self, key)

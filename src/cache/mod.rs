@@ -59,6 +59,12 @@ pub trait Store: Send + Sync {
     /// The cheap check before `a` is used (deployed, published): its files are as stored
     /// ([`CacheError::Altered`] says which is not). The caller holds the key's lock.
     fn check_intact(&self, a: &Artifact) -> Result<(), CacheError>;
+    /// The whole check before `a`'s files are laid into a prefix: every file re-hashed, then
+    /// fingerprinted afresh. The caller holds the key's lock.
+    fn check_whole(&self, a: &Artifact) -> Result<(), CacheError>;
+    /// Records `a`'s fingerprints as its files are now (after a deploy linked them). The caller
+    /// holds the key's lock.
+    fn fingerprint(&self, a: &Artifact) -> Result<(), CacheError>;
     /// Serialises work on one key between processes (held while storing or deploying).
     fn lock(&self, key: &CacheKey) -> Result<KeyLock, CacheError>;
     /// `locate` will be asked about these keys: a store with a remote tier fetches what it needs

@@ -99,6 +99,15 @@ fn ago(rec: &BuildRecord, offset_secs: f64) -> f64 {
     now - rec.started_unix_ms as f64 / 1000.0 - offset_secs
 }
 
+/// How long a step that started `start_secs` into the build has run; `None` when the status
+/// file's numbers give no time (NaN, or more seconds than a `Duration` holds: a damaged or
+/// hand-edited file, which `Duration::from_secs_f64` panicked on). A start a little in the
+/// future (a clock set back) is 0.
+fn step_age(rec: &BuildRecord, start_secs: f64) -> Option<std::time::Duration> {
+    let secs = ago(rec, start_secs);
+    std::time::Duration::try_from_secs_f64(if secs < 0.0 { 0.0 } else { secs }).ok()
+}
+
 fn render(rec: &BuildRecord, live: &str) -> String {
     let mut s = format!("build of stack `{}`: {live} (pid {})\n", rec.stack, rec.pid);
     s.push_str(&format!("  started  {} (UTC), {} ago\n", rec.started_at, human_secs(ago(rec, 0.0))));
@@ -110,9 +119,7 @@ fn render(rec: &BuildRecord, live: &str) -> String {
         let rr = rec.recipe(&r.recipe);
         match (&r.step, &r.log) {
             (Some(step), Some(log)) => {
-                let since = rr
-                    .and_then(|x| x.steps.last())
-                    .map(|st| clock(std::time::Duration::from_secs_f64(ago(rec, st.start_secs).max(0.0))));
+                let since = rr.and_then(|x| x.steps.last()).and_then(|st| step_age(rec, st.start_secs)).map(clock);
                 s.push_str(&format!(
                     "  {} {}: step {step}{}\n",
                     if rec.state == BuildState::Running { "running" } else { "was at" },
@@ -149,4 +156,43 @@ fn render(rec: &BuildRecord, live: &str) -> String {
         s.push_str(&format!("  report   {}\n", r.display()));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{RecipeRecord, RunningRecipe, StepRecord};
+
+    /// A running step whose start in the status file is no time at all: `status` shows the
+    /// step without how long it ran, and does not panic; a start in the future shows 00:00:00.
+    #[test]
+    fn a_step_start_that_is_no_time_is_shown_without_its_age() {
+        for (start, age) in [
+            (-1e300, None),
+            (f64::NEG_INFINITY, None),
+            (f64::NAN, None),
+            (-(u64::MAX as f64) * 2.0, None),
+            (1e300, Some(" for 00:00:00")),
+        ] {
+            let rec = BuildRecord {
+                stack: "s".into(),
+                state: BuildState::Running,
+                running: vec![RunningRecipe {
+                    recipe: "r".into(),
+                    step: Some("configure".into()),
+                    log: Some("/nonexistent/r.log".into()),
+                    step_started_at: None,
+                }],
+                recipes: vec![RecipeRecord {
+                    name: "r".into(),
+                    steps: vec![StepRecord { name: "configure".into(), start_secs: start, ..Default::default() }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            };
+            let text = render(&rec, "running");
+            let line = format!("  running r: step configure{}\n", age.unwrap_or(""));
+            assert!(text.contains(&line), "start {start}: no `{line}` in\n{text}");
+        }
+    }
 }

@@ -74,7 +74,7 @@ impl Engine<'_> {
                 got => got?,
             };
             if let Some(a) = got {
-                match self.store.check_intact(&a) {
+                match self.check_before_deploy(&a, &d.name, prefix) {
                     Ok(()) => {}
                     Err(e @ crate::cache::CacheError::Altered { .. }) => {
                         // Never used: removed, and the recipe rebuilt and deployed again in full
@@ -87,6 +87,7 @@ impl Engine<'_> {
             }
             if let Some(a) = self.store.get(&d.key)? {
                 if let DeployOutcome::Deployed { files } = prefix.deploy(&d.name, &a, false)? {
+                    self.store.fingerprint(&a)?;
                     self.progress.message(&d.name, &format!("cached ({}), deployed {files} files", d.key.short()));
                 }
                 self.publish_wheels(r, &a)?;
@@ -117,6 +118,22 @@ impl Engine<'_> {
             ),
         );
         self.build_one(r, d, false, jobs, prefix).map(|()| Outcome::Built)
+    }
+
+    /// The check of a cached artifact before it is used: the cheap one (stat fingerprints)
+    /// when the prefix holds it already, else, as its files are laid into the prefix for the
+    /// night to build on, every file re-hashed (BENCHMARKS.md, "Deploys re-hash").
+    fn check_before_deploy(
+        &self,
+        a: &crate::cache::Artifact,
+        recipe: &str,
+        prefix: &Prefix,
+    ) -> Result<(), crate::cache::CacheError> {
+        if prefix.is_deployed(recipe, a.key.as_str()) {
+            self.store.check_intact(a)
+        } else {
+            self.store.check_whole(a)
+        }
     }
 
     /// The artifact for `d` from the store (a remote copy included); one the store refused is
@@ -178,7 +195,7 @@ impl Engine<'_> {
         let mut forced = forced;
         let cached = if forced { None } else { self.get_or_build(r, d)? };
         if let Some(a) = cached {
-            if let Err(e) = self.store.check_intact(&a) {
+            if let Err(e) = self.check_before_deploy(&a, &r.name, prefix) {
                 self.progress.warn(&r.name, &format!("{e}: removed from the cache; rebuilding it"));
                 self.store.remove(&d.key)?;
                 forced = true;
@@ -246,7 +263,9 @@ impl Engine<'_> {
                 store: self.store.location(),
             });
         };
-        prefix.deploy(&r.name, &a, forced)?;
+        if let DeployOutcome::Deployed { .. } = prefix.deploy(&r.name, &a, forced)? {
+            self.store.fingerprint(&a)?;
+        }
         self.publish_wheels(r, &a)?;
         self.remember(d)?;
         self.progress.message(&r.name, &format!("built and deployed ({})", d.key.short()));

@@ -95,6 +95,24 @@ pub fn code_object_target(bytes: &[u8]) -> Option<String> {
     }
 }
 
+/// The target of an AMDGPU code object from its ELF header alone (its first 64 bytes): what a
+/// reader of a container holding code objects reads of each, never the whole.
+pub(super) fn code_object_header(h: &[u8]) -> Result<String, OffloadError> {
+    if h.len() < 52 || !h.starts_with(b"\x7fELF") || h[4] != 2 || h[5] != 1 {
+        return Err(OffloadError::Malformed("not an AMDGPU code object (no 64-bit little-endian ELF header)".into()));
+    }
+    let machine = u16::from_le_bytes([h[18], h[19]]);
+    if machine != EM_AMDGPU {
+        return Err(OffloadError::Malformed(format!("not an AMDGPU code object (ELF machine {machine})")));
+    }
+    amdgpu_target(u32::from_le_bytes(h[48..52].try_into().expect("4 bytes")), h[7], h[8])
+}
+
+/// [`code_object_header`], `None` when `h` is not one's.
+pub fn header_target(h: &[u8]) -> Option<String> {
+    code_object_header(h).ok()
+}
+
 pub(super) fn read(bytes: &[u8]) -> Result<ElfContent, OffloadError> {
     match object::FileKind::parse(bytes) {
         Ok(object::FileKind::Elf64) => read_elf::<object::elf::FileHeader64<Endianness>>(bytes),

@@ -173,7 +173,7 @@ pub fn read(bytes: &[u8]) -> Result<Archive, OffloadError> {
             let head =
                 if scheme == "none" { Ok(frame.get(..64).unwrap_or(frame).to_vec()) } else { zstd_head(frame, 64) }
                     .map_err(|e| bad(format!("{at}: {e}")))?;
-            let target = code_object_target(&head).map_err(|e| bad(format!("{at}: {e}")))?;
+            let target = elf::code_object_header(&head).map_err(|e| bad(format!("{at}: {e}")))?;
             if super::processor(&target) != arch {
                 return Err(bad(format!("{at}: its code object is for {target}, not {arch}")));
             }
@@ -213,19 +213,6 @@ fn zstd_head(frame: &[u8], n: u64) -> Result<Vec<u8>, String> {
         .and_then(|d| d.take(n).read_to_end(&mut out))
         .map_err(|e| format!("cannot decompress its zstd frame: {e}"))?;
     Ok(out)
-}
-
-/// The target of an AMDGPU code object from its 64-byte ELF header.
-fn code_object_target(h: &[u8]) -> Result<String, OffloadError> {
-    const EM_AMDGPU: u16 = 224;
-    if h.len() < 52 || !h.starts_with(b"\x7fELF") || h[4] != 2 || h[5] != 1 {
-        return Err(OffloadError::Malformed("not an AMDGPU code object (no 64-bit little-endian ELF header)".into()));
-    }
-    let machine = u16::from_le_bytes([h[18], h[19]]);
-    if machine != EM_AMDGPU {
-        return Err(OffloadError::Malformed(format!("not an AMDGPU code object (ELF machine {machine})")));
-    }
-    elf::amdgpu_target(u32::from_le_bytes(h[48..52].try_into().expect("4 bytes")), h[7], h[8])
 }
 
 /// Reads a `.rocm_kpack_ref` section.

@@ -366,8 +366,8 @@ fn place(shown: &str) -> &str {
 /// absolute search path, or one whose `..` climbs out of the root (a symlink included), is not
 /// followed, and nothing on disk is read for a library outside every root. Their kernels filed
 /// under the library's name become the library's code. An archive on disk that cannot be read
-/// is an error; one not found is not (a device package for another architecture is simply not
-/// installed).
+/// is an error (a FIFO or device in its place included: refused at once, never waited on); one
+/// not found is not (a device package for another architecture is simply not installed).
 pub fn follow_markers(files: &mut [Inspected], roots: &[PathBuf]) -> Vec<OffloadError> {
     let mut errors = Vec::new();
     let mut from_disk: Vec<Inspected> = Vec::new();
@@ -439,12 +439,17 @@ fn read_archive(p: &Path) -> Result<Inspected, OffloadError> {
         message: "named by a .rocm_kpack_ref marker, but not a kpack archive".into(),
     };
     let io = |source| OffloadError::Io { path: p.to_path_buf(), source };
-    let mut head = [0u8; 16];
-    let n = std::fs::File::open(p).and_then(|mut f| read_head(&mut f, &mut head)).map_err(io)?;
-    if !kpack::is_kpack(&head[..n]) {
+    // One open, refusing a FIFO or device (never waited on for a writer): the head and the rest
+    // are read from it, so a file swapped in after the look is not what is read.
+    let mut f = crate::fsutil::open_regular(p).map_err(io)?;
+    let mut bytes = vec![0u8; 16];
+    let n = read_head(&mut f, &mut bytes).map_err(io)?;
+    if !kpack::is_kpack(&bytes[..n]) {
         return Err(not_kpack());
     }
-    match inspect_bytes(&shown, &std::fs::read(p).map_err(io)?)? {
+    bytes.truncate(n);
+    f.read_to_end(&mut bytes).map_err(io)?;
+    match inspect_bytes(&shown, &bytes)? {
         Some(a) if a.kind == FileKind::Kpack => Ok(a),
         _ => Err(not_kpack()),
     }
@@ -464,7 +469,7 @@ fn disk_matches(pattern: &str, root: &Path) -> Vec<PathBuf> {
     let really_inside = |p: &Path| p.canonicalize().is_ok_and(|c| c.starts_with(&real_root));
     if !pattern.contains(kpack::ARCH_PLACEHOLDER) {
         let p = PathBuf::from(pattern);
-        return if p.is_file() && really_inside(&p) { vec![p] } else { Vec::new() };
+        return if is_there(&p) && really_inside(&p) { vec![p] } else { Vec::new() };
     }
     let (dir, _) = pattern.rsplit_once('/').unwrap_or((".", pattern));
     let dir = if dir.is_empty() { "/" } else { dir };
@@ -477,11 +482,17 @@ fn disk_matches(pattern: &str, root: &Path) -> Vec<PathBuf> {
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| {
-            p.is_file() && kpack::names(pattern, &kpack::normalize(&p.display().to_string())) && really_inside(p)
+            is_there(p) && kpack::names(pattern, &kpack::normalize(&p.display().to_string())) && really_inside(p)
         })
         .collect();
     out.sort();
     out
+}
+
+/// Whether a path a marker names is there to be read: anything but a directory (a symlink
+/// followed). A FIFO or device is there, and refused by name when read, not passed over as absent.
+fn is_there(p: &Path) -> bool {
+    p.metadata().is_ok_and(|m| !m.is_dir())
 }
 
 fn read_head(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {

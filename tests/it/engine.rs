@@ -598,6 +598,61 @@ fn an_artifact_edited_in_place_through_the_prefix_is_caught_rebuilt_and_never_de
     assert_eq!(e.runs("tool"), 3);
 }
 
+/// A same-size edit in place whose mtime was put back (`touch -r`, `rsync --inplace -t`): its
+/// change time moved, so a no-op build catches it. And what no stat shows (a bit flipped on the
+/// disk, made here by fingerprinting the flipped file): a deploy into a prefix re-hashes every
+/// file first, so a night never builds on it.
+#[test]
+fn a_same_size_edit_with_its_mtime_put_back_is_caught_and_a_deploy_re_hashes() {
+    use std::os::unix::fs::MetadataExt;
+    let e = Env::new();
+    e.build(&[]).success();
+    let file = e.prefix().join("bin/tool.txt");
+    let good = std::fs::read(&file).unwrap();
+    let flip = |path: &std::path::Path| {
+        let mtime = std::fs::metadata(path).unwrap().modified().unwrap();
+        crate::sources::write_in_place(path, 0, b"TOOL");
+        std::fs::File::options().write(true).open(path).unwrap().set_modified(mtime).unwrap();
+        assert_eq!(std::fs::metadata(path).unwrap().modified().unwrap(), mtime);
+    };
+    flip(&file);
+    let out = e.cmd().args(["build", "top", "--prefix"]).arg(e.prefix()).output().unwrap();
+    let text = output_text(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("was altered on disk: `bin/tool.txt` (modified in place after it was stored)"), "{text}");
+    assert_eq!((e.runs("tool"), std::fs::read(&file).unwrap()), (2, good.clone()));
+
+    let root = e.home.path().join(format!("cache/rocmforge/artifacts-v{}", rocmforge::key::CACHE_FORMAT));
+    let cached = walkdir::WalkDir::new(&root)
+        .into_iter()
+        .filter_map(Result::ok)
+        .find(|f| f.file_name() == "tool.txt")
+        .unwrap()
+        .into_path();
+    flip(&cached);
+    let artifact = cached.ancestors().find(|d| d.join("stat.json").is_file()).unwrap();
+    let stat = artifact.join("stat.json");
+    let mut prints: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(&stat).unwrap()).unwrap();
+    let m = std::fs::metadata(&cached).unwrap();
+    for p in prints.iter_mut().filter(|p| p["path"] == "bin/tool.txt") {
+        p["mtime_ns"] =
+            (i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec())).to_string().parse().unwrap();
+        p["ctime_ns"] =
+            (i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec())).to_string().parse().unwrap();
+        p["ino"] = m.ino().into();
+    }
+    std::fs::write(&stat, serde_json::to_vec(&prints).unwrap()).unwrap();
+    // The prefix as it stands shares the flipped file (a hard link): a fresh prefix is what a
+    // night deploys into.
+    std::fs::remove_dir_all(e.prefix()).unwrap();
+    let out = e.cmd().args(["build", "top", "--prefix"]).arg(e.prefix()).output().unwrap();
+    let text = output_text(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("was altered on disk: `bin/tool.txt` (missing, or other bytes than stored, found by re-hashing it before it was deployed)"), "{text}");
+    assert_eq!((e.runs("tool"), std::fs::read(&file).unwrap()), (3, good));
+    e.build(&[]).success().stdout(predicate::str::starts_with("nothing to build"));
+}
+
 /// Replaces `path` by a new file (another inode) holding `bytes`, with `path`'s mtime, as a
 /// restore from a backup does.
 fn replace_keeping_mtime(path: &std::path::Path, bytes: &[u8]) {

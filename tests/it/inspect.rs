@@ -646,3 +646,33 @@ fn inspect_follows_a_kpack_marker_only_inside_what_it_was_given() {
     assert!(report["errors"].as_array().unwrap().is_empty(), "nothing outside was opened: {report:#}");
     assert!(!files.iter().any(|f| f["path"].as_str().unwrap().starts_with(&outside.display().to_string())));
 }
+
+/// A marker naming a FIFO inside what was given (by its exact path, and through `@GFXARCH@` as a
+/// directory listing finds it): each is refused at once, naming it, never waited on for a writer
+/// (and not passed over as an archive not installed).
+#[test]
+fn inspect_refuses_a_fifo_a_kpack_marker_names_without_waiting() {
+    let home = tempfile::tempdir().unwrap();
+    let given = home.path().join("given");
+    std::fs::create_dir_all(given.join("lib/.kpack")).unwrap();
+    let exact = given.join("lib/.kpack/y.kpack");
+    let by_arch = given.join("lib/.kpack/x_gfx1030.kpack");
+    crate::support::mkfifo(&exact);
+    crate::support::mkfifo(&by_arch);
+    let lib = given.join("lib");
+    kpack::marked_library(&lib, "liby.so", ".rocm_kpack_ref", &kpack::marker("lib/liby.so", &[".kpack/y.kpack"]));
+    kpack::marked_library(
+        &lib,
+        "libx.so",
+        ".rocm_kpack_ref",
+        &kpack::marker("lib/libx.so", &[".kpack/x_@GFXARCH@.kpack"]),
+    );
+    let out =
+        rocmforge(home.path()).arg("inspect").arg(&given).timeout(std::time::Duration::from_secs(60)).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for fifo in [&exact, &by_arch] {
+        let line = format!("cannot read `{}`: not a regular file: a FIFO (named pipe)", fifo.display());
+        assert!(err.contains(&line), "no `{line}`:\n{err}");
+    }
+}

@@ -50,3 +50,45 @@ fn a_kpack_table_of_one_byte_elements_is_read_in_bounded_memory() {
         "{err}"
     );
 }
+
+/// A compressed offload bundle (clang's `CCOB`, version 3, zstd) of a few hundred KB that
+/// inflates to 512 MiB: a plain bundle whose one gfx1010 entry is zeros. Read under 200 MiB of
+/// address space it answers with its target: the data is inflated as a stream and only the
+/// bundle's table kept (a 143 KB bundle took 3.9 GB inflated whole).
+#[test]
+fn a_compressed_bundle_is_inflated_as_a_stream_in_bounded_memory() {
+    use std::io::Write;
+    let home = tempfile::tempdir().unwrap();
+    let id = b"hipv4-amdgcn-amd-amdhsa--gfx1010";
+    let mut table = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
+    table.extend(1u64.to_le_bytes());
+    let table_len = (table.len() + 24 + id.len()) as u64;
+    let uncompressed: u64 = 512 << 20;
+    table.extend(table_len.to_le_bytes());
+    table.extend((uncompressed - table_len).to_le_bytes());
+    table.extend((id.len() as u64).to_le_bytes());
+    table.extend(id);
+    let mut z = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
+    z.write_all(&table).unwrap();
+    let zeros = vec![0u8; 1 << 20];
+    let mut left = uncompressed - table_len;
+    while left > 0 {
+        let n = left.min(zeros.len() as u64) as usize;
+        z.write_all(&zeros[..n]).unwrap();
+        left -= n as u64;
+    }
+    let data = z.finish().unwrap();
+    let mut b = b"CCOB".to_vec();
+    b.extend(3u16.to_le_bytes());
+    b.extend(1u16.to_le_bytes());
+    b.extend((32 + data.len() as u64).to_le_bytes());
+    b.extend(uncompressed.to_le_bytes());
+    b.extend([0u8; 8]);
+    b.extend(&data);
+    assert!(b.len() < 1 << 20, "the file is small: {} bytes", b.len());
+    let file = home.path().join("big.hipfb");
+    std::fs::write(&file, &b).unwrap();
+    let out = inspect_limited(home.path(), &file, 200);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("big.hipfb: gfx1010"), "{}", text(&out));
+}
