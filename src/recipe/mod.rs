@@ -102,7 +102,7 @@ impl Profile {
     /// The target the profile runs a card as: its `HSA_OVERRIDE_GFX_VERSION` (`10.3.0`) as a
     /// gfx name (`gfx1030`; the stepping is one hex digit: `9.0.10` is `gfx90a`).
     pub fn runs_as(&self) -> Option<String> {
-        gfx_of_version(self.env.get(GFX_OVERRIDE_VAR)?)
+        crate::target::gfx_of_dotted_version(self.env.get(GFX_OVERRIDE_VAR)?)
     }
 }
 
@@ -110,15 +110,6 @@ impl Profile {
 pub fn is_env_name(k: &str) -> bool {
     k.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// `10.3.0` → `gfx1030`, `9.0.10` → `gfx90a`; `None` for anything else.
-pub fn gfx_of_version(v: &str) -> Option<String> {
-    let parts: Vec<u32> = v.trim().split('.').map(|p| p.parse().ok()).collect::<Option<_>>()?;
-    match parts.as_slice() {
-        [major, minor, stepping] if *minor < 16 && *stepping < 16 => Some(format!("gfx{major}{minor:x}{stepping:x}")),
-        _ => None,
-    }
 }
 
 /// The variable that runs `verify`'s cases on the CPU (`crate::verify`): it proves the case
@@ -714,15 +705,6 @@ mod tests {
         assert!(e.contains("`[stand-in]` adds no `args` and no `check`"), "{e}");
         let e = stand_in_stack(&STAND_IN.replace("sh check.sh", "sh {nope}")).unwrap_err();
         assert!(e.contains("nope"), "a stand-in check's steps are checked like the others: {e}");
-    }
-
-    #[test]
-    fn override_versions_name_targets() {
-        assert_eq!(gfx_of_version("10.3.0").as_deref(), Some("gfx1030"));
-        assert_eq!(gfx_of_version("9.0.10").as_deref(), Some("gfx90a"));
-        assert_eq!(gfx_of_version("11.0.0").as_deref(), Some("gfx1100"));
-        assert_eq!(gfx_of_version("10.3"), None);
-        assert_eq!(gfx_of_version("ten"), None);
     }
 
     #[test]
