@@ -78,17 +78,46 @@ pub struct Profile {
     pub name: String,
     pub description: String,
     pub env: BTreeMap<String, String>,
-    pub known_hangs: Vec<String>,
-    /// Cases expected to end in an error or a wrong result (not a hang).
-    pub known_failures: Vec<String>,
-    /// For some of them, the text their message must hold to count as known (`because`): the
-    /// stated reason; a failure for another reason is unexpected.
-    pub known_failure_reasons: BTreeMap<String, String>,
-    /// Where each id of `known_hangs` and `known_failures` is written (a diagnostic there, its
+    #[serde(flatten)]
+    pub known: KnownCases,
+    /// Where each id of the known hangs and failures is written (a diagnostic there, its
     /// message empty): the ids are cases of verify's matrix, which this layer does not know, so
     /// `verify::unknown_cases` points at them.
     #[serde(skip)]
     pub case_at: BTreeMap<String, crate::diagnostic::Diagnostic>,
+}
+
+/// The `verify` cases a profile expects not to pass (`known-hangs`, `known-failures`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct KnownCases {
+    #[serde(rename = "known_hangs")]
+    pub hangs: Vec<String>,
+    /// Cases expected to end in an error or a wrong result (not a hang).
+    #[serde(rename = "known_failures")]
+    pub failures: Vec<String>,
+    /// For some of them, the text their message must hold to count as known (`because`): the
+    /// stated reason; a failure for another reason is unexpected.
+    #[serde(rename = "known_failure_reasons")]
+    pub failure_reasons: BTreeMap<String, String>,
+}
+
+impl KnownCases {
+    /// Both lists, each with what its ids are called in messages.
+    pub fn lists(&self) -> [(&'static str, &Vec<String>); 2] {
+        [("known hang", &self.hangs), ("known failure", &self.failures)]
+    }
+    pub fn is_known_hang(&self, case: &str) -> bool {
+        self.hangs.iter().any(|h| h == case)
+    }
+    /// Whether case `case` failing with `message` is the failure the profile lists: known only
+    /// for the stated reason, when it states one.
+    pub fn is_known_failure(&self, case: &str, message: Option<&str>) -> bool {
+        self.failures.iter().any(|f| f == case)
+            && match (message, self.failure_reasons.get(case)) {
+                (Some(m), Some(because)) => m.contains(because.as_str()),
+                _ => true,
+            }
+    }
 }
 
 /// The one placeholder a profile's values may hold: the stack's venv, expanded by `activate`.
