@@ -576,6 +576,10 @@ mod tests {
         assert_eq!(Eta { secs: 0.0, unknown: 3 }.render(), "ETA unknown (3 recipe(s) never built)");
         assert_eq!(human_secs(0.42), "420ms");
         assert_eq!(human_secs(12.34), "12.3s");
+        assert_eq!(human_secs(754.0), "12m34s");
+        assert_eq!(human_secs(3.0 * 3600.0 + 20.0 * 60.0), "3h20m");
+        // The plan's copy wrote 1h60m here: the hours and the rounded minutes are one figure.
+        assert_eq!(human_secs(7199.0), "2h00m");
     }
 
     #[test]

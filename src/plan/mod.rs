@@ -650,12 +650,12 @@ impl Plan {
             let guessed = self.recipes.iter().filter(|e| e.estimate_from == "default").count();
             s.push_str(&format!(
                 "\nestimated length: {} on {} job{} (lower bound {}, {} order); critical path {}: {}\n",
-                night::human(n.estimated_secs),
+                crate::progress::human_secs(n.estimated_secs),
                 n.jobs,
                 if n.jobs == 1 { "" } else { "s" },
-                night::human(n.lower_bound_secs),
+                crate::progress::human_secs(n.lower_bound_secs),
                 self.schedule.as_str(),
-                night::human(n.critical_path_secs),
+                crate::progress::human_secs(n.critical_path_secs),
                 if n.critical_path.is_empty() { "nothing to build".to_string() } else { n.critical_path.join(" -> ") },
             ));
             if let (Some(full), Some(rocm)) = (self.full_night_secs, &self.rocm_path) {
@@ -664,7 +664,7 @@ impl Plan {
                     "the short night on {}: {} recipe(s) taken from it; the full night (nothing taken) would be {}\n",
                     rocm.display(),
                     taken,
-                    night::human(full)
+                    crate::progress::human_secs(full)
                 ));
             }
             let download: f64 = self.recipes.iter().map(|e| e.download_mb).sum();
@@ -683,7 +683,7 @@ impl Plan {
             if count > 0 {
                 s.push_str(&format!(
                     "checks after install ({count} recipe(s)): {} on {} job{} if run alone, {:.0} core-minutes; in the figures above\n",
-                    night::human(serial + parallel / n.jobs.max(1) as f64),
+                    crate::progress::human_secs(serial + parallel / n.jobs.max(1) as f64),
                     n.jobs,
                     if n.jobs == 1 { "" } else { "s" },
                     parallel / 60.0
@@ -701,7 +701,7 @@ impl Plan {
             if guessed > 0 {
                 s.push_str(&format!(
                     "({guessed} recipe(s) never built here and without `[estimate]` count {} each)\n",
-                    night::human(night::DEFAULT_ESTIMATE_SECS)
+                    crate::progress::human_secs(night::DEFAULT_ESTIMATE_SECS)
                 ));
             }
         }
