@@ -67,8 +67,8 @@ fn main() {
         let machine = format!("{jobs} jobs, {ram_gib} GiB");
         println!(
             "sched real-stack [{machine}] bound {} (critical path {}: {}; {} recipes)",
-            night::human(bound),
-            night::human(cp),
+            rocmforge::progress::human_secs(bound),
+            rocmforge::progress::human_secs(cp),
             path.iter()
                 .map(|&i| tasks[i].name.as_str())
                 .filter(|n| !stack.recipes[*n].is_source_only())
@@ -82,10 +82,14 @@ fn main() {
                 "sched real-stack [{machine}] {} {:.3} ({}; {:.3}x sequential)",
                 o.as_str(),
                 t / bound,
-                night::human(t),
+                rocmforge::progress::human_secs(t),
                 t / seq
             );
         }
-        println!("sched real-stack [{machine}] sequential {:.3} ({})", seq / bound, night::human(seq));
+        println!(
+            "sched real-stack [{machine}] sequential {:.3} ({})",
+            seq / bound,
+            rocmforge::progress::human_secs(seq)
+        );
     }
 }

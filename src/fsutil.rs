@@ -445,14 +445,15 @@ pub fn disk_space(path: &Path) -> Option<DiskSpace> {
     Some(DiskSpace { free: st.f_bavail * st.f_frsize, total: st.f_blocks * st.f_frsize, mount })
 }
 
-/// Marks a cache directory for backup tools (https://bford.info/cachedir/).
+/// Creates a cache directory (sources, downloads, artifacts) and marks it for backup tools
+/// with `CACHEDIR.TAG` (https://bford.info/cachedir/): the one writer of the tag.
 pub fn mark_cachedir(dir: &Path) -> io::Result<()> {
     let tag = dir.join("CACHEDIR.TAG");
     if !tag.exists() {
         fs::create_dir_all(dir)?;
         write_atomic(
             &tag,
-            b"Signature: 8a477f597d28d172789f06886806bc55\n# This directory is a cache made by rocmforge.\n",
+            b"Signature: 8a477f597d28d172789f06886806bc55\n# This directory is a cache made by rocmforge.\n# For information see https://bford.info/cachedir/\n",
         )?;
     }
     Ok(())
@@ -466,6 +467,17 @@ pub fn owner_alive(name: &str) -> bool {
         Ok(pid) => pid == std::process::id() || Path::new("/proc").join(pid.to_string()).exists(),
         Err(_) => true,
     }
+}
+
+/// The entries of `dir` (not below it) that `stale` picks by name and entry, sorted: the one
+/// scan for what killed runs left (store temps, clone temps, transfer scratch, status temps),
+/// which `cache verify` lists and `cache gc` removes. No `dir`: none.
+pub fn stale_entries(dir: &Path, stale: impl Fn(&str, &fs::DirEntry) -> bool) -> Vec<PathBuf> {
+    let Ok(rd) = fs::read_dir(dir) else { return Vec::new() };
+    let mut v: Vec<PathBuf> =
+        rd.filter_map(Result::ok).filter(|e| stale(&e.file_name().to_string_lossy(), e)).map(|e| e.path()).collect();
+    v.sort();
+    v
 }
 
 /// Removes the entries of `dir` named `<prefix><pid>` whose process is gone: what a killed run

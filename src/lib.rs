@@ -13,14 +13,16 @@
 //!    `config` (user settings), `progress` (the reporting trait; indicatif lives only there),
 //!    `layout` (where everything lives on disk), `wheel` (wheel names and versions).
 //! 2. The model: `recipe` (TOML -> typed, validated recipes and stacks), `graph` (closure,
-//!    order, waves), `external` (an installed ROCm providing recipes), `host` (the machine:
-//!    OS, packages, tools, the stack's Python, GPUs, read through a root; recipes' `[host]`
-//!    needs checked against it).
+//!    order, waves), `host` (the machine: OS, packages, tools, the stack's Python, GPUs, read
+//!    through a root; recipes' `[host]` needs checked against it), `installation` (an installed
+//!    ROCm, and which recipes it may stand in for).
 //! 3. Inputs: `patch` (parse, apply, diff), `source` (fetch, verify, check out, patch).
 //! 4. Decisions: `key` (what a cache key hashes), `cache` (the `Store` of artifacts), `history`
 //!    (what was built last), `plan` (the resolved build: keys, statuses, reasons).
-//! 5. Doing: `deploy` (artifacts into the prefix), `index` (the local wheel index), `engine`
-//!    (carries out a plan), `report` (status file, build report, trace, timeline).
+//! 5. Doing: `deploy` (artifacts into the prefix), `index` (the local wheel index), `gpu_code`
+//!    (which GPU targets a binary stack's wheels carry, and so the profile a card runs them
+//!    under), `engine` (carries out a plan), `report` (status file, build report, trace,
+//!    timeline).
 //!    After the build: `venv` (the stack's venv, filled with its wheels), `activate` (the shell
 //!    lines of `env`), `verify` (the inference and training cases, each under a timeout).
 //! 6. Verbs and the command line: `ops` (one function per verb, returning data), `cli`

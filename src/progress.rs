@@ -53,8 +53,7 @@ pub trait Progress: Send + Sync {
     fn compiler_cache(&self, recipe: &str, stats: &CompilerCacheStats) {
         let _ = (recipe, stats);
     }
-    /// `outcome`: "built", "cached", "downloaded", "failed", "skipped" or "source".
-    fn recipe_finished(&self, recipe: &str, outcome: &str) {
+    fn recipe_finished(&self, recipe: &str, outcome: Outcome) {
         let _ = (recipe, outcome);
     }
     fn build_finished(&self, ok: bool) {
@@ -63,6 +62,46 @@ pub trait Progress: Send + Sync {
     /// A warning the user should see even when quiet.
     fn warn(&self, recipe: &str, msg: &str) {
         self.message(recipe, &format!("warning: {msg}"));
+    }
+}
+
+/// How a recipe's turn in a build ended: what the engine reports, the status file records
+/// (`"built"`, `"cached"`, ...) and the report draws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Built,
+    /// From the local cache.
+    Cached,
+    /// From the shared (remote) cache: downloaded, checked, stored locally.
+    Downloaded,
+    /// Its source prepared, nothing built (a source-only recipe).
+    #[serde(rename = "source")]
+    SourceOnly,
+    Skipped,
+    /// Taken from an installed ROCm.
+    External,
+    /// Never the result of a recipe that ran to its end: the engine's error carries why.
+    Failed,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Built => "built",
+            Outcome::Cached => "cached",
+            Outcome::Downloaded => "downloaded",
+            Outcome::SourceOnly => "source",
+            Outcome::Skipped => "skipped",
+            Outcome::External => "external",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -169,9 +208,9 @@ impl Progress for Lines {
             self.line(recipe, &format!("{step}: {}", if ok { "ok" } else { "FAILED" }));
         }
     }
-    fn recipe_finished(&self, recipe: &str, outcome: &str) {
+    fn recipe_finished(&self, recipe: &str, outcome: Outcome) {
         if self.verbosity == Verbosity::Verbose {
-            self.line(recipe, outcome);
+            self.line(recipe, outcome.as_str());
         }
     }
 }
@@ -210,7 +249,7 @@ impl Progress for Fanout {
     fn compiler_cache(&self, recipe: &str, stats: &CompilerCacheStats) {
         self.0.iter().for_each(|p| p.compiler_cache(recipe, stats));
     }
-    fn recipe_finished(&self, recipe: &str, outcome: &str) {
+    fn recipe_finished(&self, recipe: &str, outcome: Outcome) {
         self.0.iter().for_each(|p| p.recipe_finished(recipe, outcome));
     }
     fn build_finished(&self, ok: bool) {
@@ -448,7 +487,7 @@ impl Progress for Bars {
             }
         }
     }
-    fn recipe_finished(&self, recipe: &str, outcome: &str) {
+    fn recipe_finished(&self, recipe: &str, outcome: Outcome) {
         if let Ok(mut st) = self.inner.state.lock() {
             st.remaining.retain(|r| r != recipe);
             if let Some(r) = st.running.remove(recipe) {
@@ -479,6 +518,26 @@ impl Progress for Bars {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_outcome_is_written_in_the_status_file_as_it_is_shown() {
+        let all = [
+            Outcome::Built,
+            Outcome::Cached,
+            Outcome::Downloaded,
+            Outcome::SourceOnly,
+            Outcome::Skipped,
+            Outcome::External,
+            Outcome::Failed,
+        ];
+        let words: Vec<&str> = all.iter().map(|o| o.as_str()).collect();
+        assert_eq!(words, ["built", "cached", "downloaded", "source", "skipped", "external", "failed"]);
+        for o in all {
+            let json = serde_json::to_string(&o).unwrap();
+            assert_eq!(json, format!("\"{o}\""));
+            assert_eq!(serde_json::from_str::<Outcome>(&json).unwrap(), o);
+        }
+    }
 
     fn names(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
@@ -517,6 +576,10 @@ mod tests {
         assert_eq!(Eta { secs: 0.0, unknown: 3 }.render(), "ETA unknown (3 recipe(s) never built)");
         assert_eq!(human_secs(0.42), "420ms");
         assert_eq!(human_secs(12.34), "12.3s");
+        assert_eq!(human_secs(754.0), "12m34s");
+        assert_eq!(human_secs(3.0 * 3600.0 + 20.0 * 60.0), "3h20m");
+        // The plan's copy wrote 1h60m here: the hours and the rounded minutes are one figure.
+        assert_eq!(human_secs(7199.0), "2h00m");
     }
 
     #[test]

@@ -69,6 +69,32 @@ impl fmt::Display for GpuTarget {
     }
 }
 
+/// The gfx name of a GPU version (major, minor, stepping; minor and stepping one hex digit
+/// each): 10.3.0 is gfx1030, 9.0.10 gfx90a. The name need not be in the table: the runtime and
+/// the driver spell versions of cards this project does not know.
+pub fn gfx_name(major: u32, minor: u32, stepping: u32) -> Option<String> {
+    (minor < 16 && stepping < 16).then(|| format!("gfx{major}{minor:x}{stepping:x}"))
+}
+
+/// `HSA_OVERRIDE_GFX_VERSION`'s spelling: `10.3.0` → `gfx1030`, `9.0.10` → `gfx90a`; `None`
+/// for anything else.
+pub fn gfx_of_dotted_version(v: &str) -> Option<String> {
+    let parts: Vec<u32> = v.trim().split('.').map(|p| p.parse().ok()).collect::<Option<_>>()?;
+    match parts[..] {
+        [major, minor, stepping] => gfx_name(major, minor, stepping),
+        _ => None,
+    }
+}
+
+/// The KFD's `gfx_target_version`: major * 10000 + minor * 100 + stepping (libhsakmt's
+/// `HSA_GET_GFX_VERSION_*`): 100100 is gfx1010, 90010 gfx90a. 0 is a CPU node.
+pub fn gfx_of_kfd_version(version: u32) -> Option<String> {
+    if version == 0 {
+        return None;
+    }
+    gfx_name(version / 10000 % 100, version / 100 % 100, version % 100)
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TargetError {
     #[error("unknown GPU target `{name}`{hint}\nknown targets: {known}")]
@@ -172,6 +198,21 @@ impl fmt::Display for TargetSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpu_versions_name_targets_in_both_spellings() {
+        assert_eq!(gfx_of_dotted_version("10.3.0").as_deref(), Some("gfx1030"));
+        assert_eq!(gfx_of_dotted_version("9.0.10").as_deref(), Some("gfx90a"));
+        assert_eq!(gfx_of_dotted_version("11.0.0").as_deref(), Some("gfx1100"));
+        assert_eq!(gfx_of_dotted_version("10.3"), None);
+        assert_eq!(gfx_of_dotted_version("10.16.0"), None);
+        assert_eq!(gfx_of_dotted_version("ten"), None);
+        assert_eq!(gfx_of_kfd_version(100100).as_deref(), Some("gfx1010"));
+        assert_eq!(gfx_of_kfd_version(100102).as_deref(), Some("gfx1012"));
+        assert_eq!(gfx_of_kfd_version(90010).as_deref(), Some("gfx90a"));
+        assert_eq!(gfx_of_kfd_version(110000).as_deref(), Some("gfx1100"));
+        assert_eq!(gfx_of_kfd_version(0), None);
+    }
 
     #[test]
     fn parses_and_sorts_and_dedups() {

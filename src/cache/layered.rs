@@ -77,14 +77,7 @@ const SCRATCH: &str = "remote-tmp";
 /// Scratch dirs of blob transfers whose process is gone (a killed download or upload), for
 /// `cache verify` to report and `cache gc` to remove.
 pub fn stale_transfers(cache_dir: &Path) -> Vec<PathBuf> {
-    let Ok(rd) = std::fs::read_dir(cache_dir.join(SCRATCH)) else { return Vec::new() };
-    let mut v: Vec<PathBuf> = rd
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| !crate::fsutil::owner_alive(&p.file_name().unwrap_or_default().to_string_lossy()))
-        .collect();
-    v.sort();
-    v
+    crate::fsutil::stale_entries(&cache_dir.join(SCRATCH), |name, _| !crate::fsutil::owner_alive(name))
 }
 
 /// Who shows up in messages about the store itself.

@@ -299,17 +299,9 @@ impl LocalStore {
     /// Temporary entries (`.tmp-<key>-<pid>`) of stores whose process is gone: a killed store's
     /// leftovers, for `cache verify` to report and `cache gc` to remove.
     pub fn stale_temps(&self) -> Vec<PathBuf> {
-        let Ok(rd) = fs::read_dir(&self.root) else { return Vec::new() };
-        let mut v: Vec<PathBuf> = rd
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| {
-                let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                name.strip_prefix(TEMP_PREFIX).is_some_and(|rest| !fsutil::owner_alive(rest))
-            })
-            .collect();
-        v.sort();
-        v
+        fsutil::stale_entries(&self.root, |name, _| {
+            name.strip_prefix(TEMP_PREFIX).is_some_and(|rest| !fsutil::owner_alive(rest))
+        })
     }
 
     /// Every complete artifact, and the names of incomplete entries (a store interrupted

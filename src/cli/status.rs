@@ -147,7 +147,7 @@ fn render(rec: &BuildRecord, live: &str) -> String {
     if !done.is_empty() {
         s.push_str(&format!("  outcomes {}\n", done.join(", ")));
     }
-    if let Some(f) = rec.recipes.iter().find(|r| r.outcome.as_deref() == Some("failed")) {
+    if let Some(f) = rec.recipes.iter().find(|r| r.outcome == Some(crate::progress::Outcome::Failed)) {
         if let Some(st) = f.steps.iter().rev().find(|st| st.status == "failed") {
             s.push_str(&format!("  failed   {}: step {}; log {}\n", f.name, st.name, st.log.display()));
         }

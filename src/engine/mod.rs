@@ -104,31 +104,8 @@ pub struct EngineOptions {
     pub launchers: compilers::Launchers,
 }
 
-/// What happened to each recipe.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    Built,
-    /// From the local cache.
-    Cached,
-    /// From the shared (remote) cache: downloaded, checked, stored locally.
-    Downloaded,
-    SourceOnly,
-    Skipped,
-    External,
-}
-
-impl Outcome {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Outcome::Built => "built",
-            Outcome::Cached => "cached",
-            Outcome::Downloaded => "downloaded",
-            Outcome::SourceOnly => "source",
-            Outcome::Skipped => "skipped",
-            Outcome::External => "external",
-        }
-    }
-}
+/// What happened to each recipe (the progress trait's type: the report records the same).
+pub use crate::progress::Outcome;
 
 pub struct Engine<'a> {
     cfg: &'a Config,

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{BuildError, Engine};
+use super::{BuildError, Engine, Outcome};
 use crate::recipe::{Recipe, SourceSpec};
 use crate::source;
 
@@ -82,7 +82,7 @@ impl Engine<'_> {
         for (name, error) in &failures {
             self.progress.recipe_started(name, false);
             self.progress.recipe_failed(name, error);
-            self.progress.recipe_finished(name, "failed");
+            self.progress.recipe_finished(name, Outcome::Failed);
         }
         Err(BuildError::Preflight { failures, checked })
     }

@@ -51,7 +51,7 @@ impl Engine<'_> {
         if let Err(e) = &result {
             self.progress.recipe_failed(&d.name, &crate::diagnostic::one_line(e));
         }
-        self.progress.recipe_finished(&d.name, result.as_ref().map(Outcome::as_str).unwrap_or("failed"));
+        self.progress.recipe_finished(&d.name, result.as_ref().map_or(Outcome::Failed, |o| *o));
         result
     }
 

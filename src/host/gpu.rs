@@ -60,17 +60,6 @@ impl Gpu {
     }
 }
 
-/// `gfx_target_version` to a gfx name: major * 10000 + minor * 100 + stepping (libhsakmt's
-/// `HSA_GET_GFX_VERSION_*`), minor and stepping written as one hex digit each: 100100 is
-/// gfx1010, 90010 gfx90a. 0 is a CPU node.
-pub fn gfx_name(version: u32) -> Option<String> {
-    if version == 0 {
-        return None;
-    }
-    let (major, minor, step) = (version / 10000 % 100, version / 100 % 100, version % 100);
-    (minor < 16 && step < 16).then(|| format!("gfx{major}{minor:x}{step:x}"))
-}
-
 fn properties(text: &str, key: &str) -> Option<u32> {
     text.lines().find_map(|l| {
         let mut w = l.split_whitespace();
@@ -92,7 +81,9 @@ pub fn detect(root: &HostRoot) -> Vec<Gpu> {
     nodes.sort_by_key(|p| p.file_name().and_then(|n| n.to_str()?.parse::<u32>().ok()).unwrap_or(u32::MAX));
     for node in nodes {
         let Ok(text) = std::fs::read_to_string(node.join("properties")) else { continue };
-        let Some(gfx) = properties(&text, "gfx_target_version").and_then(gfx_name) else { continue };
+        let Some(gfx) = properties(&text, "gfx_target_version").and_then(crate::target::gfx_of_kfd_version) else {
+            continue;
+        };
         let pci_id = match (properties(&text, "vendor_id"), properties(&text, "device_id")) {
             (Some(v), Some(d)) if v != 0 => Some(format!("{v:04x}:{d:04x}")),
             _ => None,
@@ -174,15 +165,6 @@ pub fn default_targets(stack: &crate::recipe::Stack, gpus: &[Gpu]) -> (crate::ta
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn gfx_names_from_kfd_versions() {
-        assert_eq!(gfx_name(100100).as_deref(), Some("gfx1010"));
-        assert_eq!(gfx_name(100102).as_deref(), Some("gfx1012"));
-        assert_eq!(gfx_name(90010).as_deref(), Some("gfx90a"));
-        assert_eq!(gfx_name(110000).as_deref(), Some("gfx1100"));
-        assert_eq!(gfx_name(0), None);
-    }
 
     #[test]
     fn the_card_line_and_the_driver_say_where_they_come_from() {

@@ -80,6 +80,16 @@ impl VerifyReport {
     }
 }
 
+/// What killed runs left in the cache and state dirs: `cache verify` lists it, `cache gc`
+/// removes it.
+fn leftovers(cfg: &Config, store: &LocalStore) -> Vec<std::path::PathBuf> {
+    let mut v = store.stale_temps();
+    v.extend(git::stale_temps(cfg));
+    v.extend(crate::cache::stale_transfers(&cfg.cache_dir));
+    v.extend(crate::report::status::stale_temps(&cfg.state_dir));
+    v
+}
+
 pub fn cache_verify(cfg: &Config) -> Result<VerifyReport, IndexError> {
     let store = LocalStore::new(&cfg.cache_dir);
     let (done, incomplete) = store.list();
@@ -87,10 +97,7 @@ pub fn cache_verify(cfg: &Config) -> Result<VerifyReport, IndexError> {
     let damaged = done.into_iter().filter_map(|a| store.verify(&a).err().map(|e| (a, e))).collect();
     let (downloads, bad_downloads) = download::verify_cache(cfg);
     let index = crate::index::verify(&cfg.index_dir())?;
-    let mut leftovers = store.stale_temps();
-    leftovers.extend(git::stale_temps(cfg));
-    leftovers.extend(crate::cache::stale_transfers(&cfg.cache_dir));
-    leftovers.extend(crate::report::status::stale_temps(&cfg.state_dir));
+    let leftovers = leftovers(cfg, &store);
     Ok(VerifyReport {
         artifacts,
         damaged,
@@ -133,10 +140,7 @@ pub fn cache_gc(cfg: &Config, req: GcRequest) -> anyhow::Result<(usize, u64)> {
         store.remove_entry(p)?;
         removed += 1;
     }
-    let mut stale = store.stale_temps();
-    stale.extend(git::stale_temps(cfg));
-    stale.extend(crate::cache::stale_transfers(&cfg.cache_dir));
-    stale.extend(crate::report::status::stale_temps(&cfg.state_dir));
+    let stale = leftovers(cfg, &store);
     for p in &stale {
         freed += tree_size(p);
         let gone = if p.is_dir() { crate::fsutil::remove_dir_all_if_exists(p) } else { std::fs::remove_file(p) };

@@ -141,7 +141,7 @@ pub fn verify(
                 crate::gpu_code::choose(stack, req.profile.as_deref(), &code, &req.targets).map_err(UsageError)?;
             let profile = choice.profile;
             if let Some(p) = profile {
-                for (what, list) in [("known hang", &p.known_hangs), ("known failure", &p.known_failures)] {
+                for (what, list) in p.known.lists() {
                     if let Some(h) = list.iter().find(|h| !ids.contains(&h.as_str())) {
                         return Err(UsageError(format!(
                             "{}: profile `{}` lists {what} `{h}`, which is no case of the verify matrix (`rocmforge verify --list`)",
@@ -235,9 +235,7 @@ pub fn verify(
         timeout: req.timeout,
         env,
         dir: root.join("run"),
-        known_hangs: profile.map(|p| p.known_hangs.clone()).unwrap_or_default(),
-        known_failures: profile.map(|p| p.known_failures.clone()).unwrap_or_default(),
-        known_failure_reasons: profile.map(|p| p.known_failure_reasons.clone()).unwrap_or_default(),
+        known: profile.map(|p| p.known.clone()).unwrap_or_default(),
     };
     let script = runner
         .prepare()

@@ -259,16 +259,6 @@ impl Night {
     }
 }
 
-/// `1h05m`, `12m`, `40s`.
-pub fn human(secs: f64) -> String {
-    let s = secs.round() as u64;
-    match s {
-        0..=59 => format!("{s}s"),
-        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
-        _ => format!("{}h{:02}m", s / 3600, (s % 3600 + 30) / 60),
-    }
-}
-
 /// The 16-recipe graph of the scheduling tests and bench: a chain of four 3-unit recipes whose
 /// head sorts last by name (`zeta-1` .. `zeta-4`), and twelve independent 2-unit recipes
 /// (`a` .. `l`), all of one job. On 3 jobs the bound is 12 units; by name it takes 20.
@@ -333,12 +323,5 @@ mod tests {
         let r = ranks(&tasks, Order::ReverseName);
         assert_eq!(r[15], 0, "zeta-4 first backwards");
         assert_eq!(ranks(&tasks, Order::CriticalPath)[12], 0, "zeta-1 first by critical path");
-    }
-
-    #[test]
-    fn durations_read_humanly() {
-        assert_eq!(human(42.0), "42s");
-        assert_eq!(human(754.0), "12m34s");
-        assert_eq!(human(3.0 * 3600.0 + 20.0 * 60.0), "3h20m");
     }
 }

@@ -277,9 +277,11 @@ fn lower_profile(
         name: name.to_string(),
         description: raw.description,
         env,
-        known_hangs,
-        known_failures,
-        known_failure_reasons,
+        known: super::KnownCases {
+            hangs: known_hangs,
+            failures: known_failures,
+            failure_reasons: known_failure_reasons,
+        },
         case_at,
     }
 }

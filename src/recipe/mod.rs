@@ -78,17 +78,46 @@ pub struct Profile {
     pub name: String,
     pub description: String,
     pub env: BTreeMap<String, String>,
-    pub known_hangs: Vec<String>,
-    /// Cases expected to end in an error or a wrong result (not a hang).
-    pub known_failures: Vec<String>,
-    /// For some of them, the text their message must hold to count as known (`because`): the
-    /// stated reason; a failure for another reason is unexpected.
-    pub known_failure_reasons: BTreeMap<String, String>,
-    /// Where each id of `known_hangs` and `known_failures` is written (a diagnostic there, its
+    #[serde(flatten)]
+    pub known: KnownCases,
+    /// Where each id of the known hangs and failures is written (a diagnostic there, its
     /// message empty): the ids are cases of verify's matrix, which this layer does not know, so
     /// `verify::unknown_cases` points at them.
     #[serde(skip)]
     pub case_at: BTreeMap<String, crate::diagnostic::Diagnostic>,
+}
+
+/// The `verify` cases a profile expects not to pass (`known-hangs`, `known-failures`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct KnownCases {
+    #[serde(rename = "known_hangs")]
+    pub hangs: Vec<String>,
+    /// Cases expected to end in an error or a wrong result (not a hang).
+    #[serde(rename = "known_failures")]
+    pub failures: Vec<String>,
+    /// For some of them, the text their message must hold to count as known (`because`): the
+    /// stated reason; a failure for another reason is unexpected.
+    #[serde(rename = "known_failure_reasons")]
+    pub failure_reasons: BTreeMap<String, String>,
+}
+
+impl KnownCases {
+    /// Both lists, each with what its ids are called in messages.
+    pub fn lists(&self) -> [(&'static str, &Vec<String>); 2] {
+        [("known hang", &self.hangs), ("known failure", &self.failures)]
+    }
+    pub fn is_known_hang(&self, case: &str) -> bool {
+        self.hangs.iter().any(|h| h == case)
+    }
+    /// Whether case `case` failing with `message` is the failure the profile lists: known only
+    /// for the stated reason, when it states one.
+    pub fn is_known_failure(&self, case: &str, message: Option<&str>) -> bool {
+        self.failures.iter().any(|f| f == case)
+            && match (message, self.failure_reasons.get(case)) {
+                (Some(m), Some(because)) => m.contains(because.as_str()),
+                _ => true,
+            }
+    }
 }
 
 /// The one placeholder a profile's values may hold: the stack's venv, expanded by `activate`.
@@ -102,7 +131,7 @@ impl Profile {
     /// The target the profile runs a card as: its `HSA_OVERRIDE_GFX_VERSION` (`10.3.0`) as a
     /// gfx name (`gfx1030`; the stepping is one hex digit: `9.0.10` is `gfx90a`).
     pub fn runs_as(&self) -> Option<String> {
-        gfx_of_version(self.env.get(GFX_OVERRIDE_VAR)?)
+        crate::target::gfx_of_dotted_version(self.env.get(GFX_OVERRIDE_VAR)?)
     }
 }
 
@@ -110,15 +139,6 @@ impl Profile {
 pub fn is_env_name(k: &str) -> bool {
     k.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// `10.3.0` → `gfx1030`, `9.0.10` → `gfx90a`; `None` for anything else.
-pub fn gfx_of_version(v: &str) -> Option<String> {
-    let parts: Vec<u32> = v.trim().split('.').map(|p| p.parse().ok()).collect::<Option<_>>()?;
-    match parts.as_slice() {
-        [major, minor, stepping] if *minor < 16 && *stepping < 16 => Some(format!("gfx{major}{minor:x}{stepping:x}")),
-        _ => None,
-    }
 }
 
 /// The variable that runs `verify`'s cases on the CPU (`crate::verify`): it proves the case
@@ -714,15 +734,6 @@ mod tests {
         assert!(e.contains("`[stand-in]` adds no `args` and no `check`"), "{e}");
         let e = stand_in_stack(&STAND_IN.replace("sh check.sh", "sh {nope}")).unwrap_err();
         assert!(e.contains("nope"), "a stand-in check's steps are checked like the others: {e}");
-    }
-
-    #[test]
-    fn override_versions_name_targets() {
-        assert_eq!(gfx_of_version("10.3.0").as_deref(), Some("gfx1030"));
-        assert_eq!(gfx_of_version("9.0.10").as_deref(), Some("gfx90a"));
-        assert_eq!(gfx_of_version("11.0.0").as_deref(), Some("gfx1100"));
-        assert_eq!(gfx_of_version("10.3"), None);
-        assert_eq!(gfx_of_version("ten"), None);
     }
 
     #[test]

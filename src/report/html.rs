@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use super::BuildRecord;
-use crate::progress::human_secs;
+use crate::progress::{human_secs, Outcome};
 
 const LABEL_W: f64 = 190.0;
 const CHART_W: f64 = 940.0;
@@ -113,7 +113,7 @@ pub fn render(rec: &BuildRecord) -> String {
     }
     for (i, r) in rows.iter().enumerate() {
         let y = TOP + i as f64 * ROW_H;
-        let outcome = r.outcome.as_deref().unwrap_or(if r.start_secs.is_some() { "running" } else { "not started" });
+        let outcome = r.outcome.map_or(if r.start_secs.is_some() { "running" } else { "not started" }, Outcome::as_str);
         let _ = write!(
             svg,
             r##"<text x="10" y="{:.1}" font-weight="600" fill="#1f2933">{}</text><text x="{:.1}" y="{:.1}" text-anchor="end" fill="{}" font-size="11">{}</text>"##,
@@ -121,19 +121,23 @@ pub fn render(rec: &BuildRecord) -> String {
             esc(&r.name),
             LABEL_W - 10.0,
             y + ROW_H / 2.0 + 4.0,
-            if outcome == "failed" { "#d64545" } else { "#6b7580" },
+            if r.outcome == Some(Outcome::Failed) { "#d64545" } else { "#6b7580" },
             esc(outcome)
         );
         let by = y + (ROW_H - BAR_H) / 2.0;
         if r.steps.is_empty() {
             if let Some(s) = r.start_secs {
                 // A recipe that failed before any step ran: a red mark labelled with the reason.
-                let (label, fill, text_fill) = match (outcome, &r.error) {
-                    ("cached", _) => ("cached (cache hit)".to_string(), "#9aa3ad", "#6b7580"),
-                    ("downloaded", _) => ("downloaded (shared cache hit)".to_string(), "#9aa3ad", "#6b7580"),
-                    ("failed", Some(e)) => (format!("failed: {}", clip(e, 110)), color("failed"), color("failed")),
-                    ("failed", None) => ("failed".to_string(), color("failed"), color("failed")),
-                    (other, _) => (other.to_string(), "#9aa3ad", "#6b7580"),
+                let (label, fill, text_fill) = match (r.outcome, &r.error) {
+                    (Some(Outcome::Cached), _) => ("cached (cache hit)".to_string(), "#9aa3ad", "#6b7580"),
+                    (Some(Outcome::Downloaded), _) => {
+                        ("downloaded (shared cache hit)".to_string(), "#9aa3ad", "#6b7580")
+                    }
+                    (Some(Outcome::Failed), Some(e)) => {
+                        (format!("failed: {}", clip(e, 110)), color("failed"), color("failed"))
+                    }
+                    (Some(Outcome::Failed), None) => ("failed".to_string(), color("failed"), color("failed")),
+                    _ => (outcome.to_string(), "#9aa3ad", "#6b7580"),
                 };
                 let _ = write!(
                     svg,
@@ -174,7 +178,7 @@ pub fn render(rec: &BuildRecord) -> String {
     }
     svg.push_str("</svg>");
 
-    let count = |o: &str| rec.recipes.iter().filter(|r| r.outcome.as_deref() == Some(o)).count();
+    let count = |o: Outcome| rec.recipes.iter().filter(|r| r.outcome == Some(o)).count();
     let mut table = String::from(
         "<table><tr><th>recipe</th><th>outcome</th><th>cache</th><th>time</th><th>steps</th><th>GPU code</th><th>logs</th></tr>",
     );
@@ -201,8 +205,8 @@ pub fn render(rec: &BuildRecord) -> String {
             table,
             r#"<tr><td>{}</td><td class="{}">{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>"#,
             esc(&r.name),
-            esc(r.outcome.as_deref().unwrap_or("")),
-            esc(r.outcome.as_deref().unwrap_or(if r.start_secs.is_some() { "running" } else { "-" })),
+            r.outcome.map_or("", Outcome::as_str),
+            r.outcome.map_or(if r.start_secs.is_some() { "running" } else { "-" }, Outcome::as_str),
             r.error.as_deref().map(|e| format!(r#"<div class="why">{}</div>"#, esc(e))).unwrap_or_default(),
             esc(r.cache.as_deref().unwrap_or("-"))
                 + &r.compiler_cache
@@ -253,10 +257,10 @@ code {{ font-size: 11px; color: #56606b; }}
         started = esc(&rec.started_at),
         total = human_secs(rec.duration_secs.unwrap_or(span)),
         n = rec.recipes.len(),
-        built = count("built"),
-        cached = count("cached"),
-        downloaded = count("downloaded"),
-        failed = count("failed"),
+        built = count(Outcome::Built),
+        cached = count(Outcome::Cached),
+        downloaded = count(Outcome::Downloaded),
+        failed = count(Outcome::Failed),
     )
 }
 
@@ -293,7 +297,7 @@ mod tests {
             stack: "s".into(),
             recipes: vec![crate::report::RecipeRecord {
                 name: "hipvec".into(),
-                outcome: Some("failed".into()),
+                outcome: Some(Outcome::Failed),
                 start_secs: Some(0.0),
                 end_secs: Some(0.002),
                 error: Some("patch 0001-x.patch does not apply: hunk 1 of `a.h`".into()),

@@ -15,7 +15,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::fsutil;
-use crate::progress::{CompilerCacheStats, Progress};
+use crate::progress::{CompilerCacheStats, Outcome, Progress};
 
 /// Bump when a field changes meaning, so readers can tell old files.
 pub const FORMAT: u32 = 1;
@@ -79,8 +79,8 @@ pub struct RunningRecipe {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct RecipeRecord {
     pub name: String,
-    /// "built", "cached", "downloaded", "failed", "skipped", "source"; `None`: waiting or running.
-    pub outcome: Option<String>,
+    /// Written `"built"`, `"cached"`, ...; `None`: waiting or running.
+    pub outcome: Option<Outcome>,
     /// "hit" (artifact reused) or "miss" (built); `None` until it starts.
     pub cache: Option<String>,
     /// Seconds since the build started.
@@ -288,7 +288,7 @@ impl Recorder {
         // A build that found everything up to date leaves no report (the last one stays latest);
         // one that downloaded from the shared cache does.
         let did_work = state != BuildState::Succeeded
-            || rec.recipes.iter().any(|r| matches!(r.outcome.as_deref(), Some("built" | "downloaded")));
+            || rec.recipes.iter().any(|r| matches!(r.outcome, Some(Outcome::Built | Outcome::Downloaded)));
         if did_work {
             let report = write_report(&self.state_dir, &self.start_sys, rec).map_err(|e| e.to_string());
             if let Ok(dir) = &report {
@@ -364,14 +364,14 @@ impl Progress for Recorder {
             rec.recipe_mut(recipe).compiler_cache = Some(stats.clone());
         });
     }
-    fn recipe_finished(&self, recipe: &str, outcome: &str) {
-        self.update(outcome != "built" && outcome != "failed", |rec, t, _| {
+    fn recipe_finished(&self, recipe: &str, outcome: Outcome) {
+        self.update(!matches!(outcome, Outcome::Built | Outcome::Failed), |rec, t, _| {
             let r = rec.recipe_mut(recipe);
-            r.outcome = Some(outcome.to_string());
+            r.outcome = Some(outcome);
             r.end_secs = Some(t);
             r.duration_secs = r.start_secs.map(|s| t - s);
             // Sources and skipped recipes are neither a hit nor a miss of the artifact cache.
-            if matches!(outcome, "source" | "skipped") {
+            if matches!(outcome, Outcome::SourceOnly | Outcome::Skipped) {
                 r.cache = None;
             }
             rec.recipes_done = rec.recipes.iter().filter(|r| r.outcome.is_some()).count();
@@ -418,7 +418,7 @@ pub fn write_report(state_dir: &Path, started: &SystemTime, rec: &BuildRecord) -
 fn remember_durations(state_dir: &Path, rec: &BuildRecord) {
     let mut d = load_durations(state_dir, &rec.stack);
     let mut changed = false;
-    for r in rec.recipes.iter().filter(|r| r.outcome.as_deref() == Some("built")) {
+    for r in rec.recipes.iter().filter(|r| r.outcome == Some(Outcome::Built)) {
         if let Some(s) = r.duration_secs {
             d.insert(r.name.clone(), (s * 1000.0).round() / 1000.0);
             changed = true;
@@ -480,7 +480,7 @@ mod tests {
         let r = Recorder::new(d.path(), "s");
         r.build_started(&["a".into(), "b".into()], &["a".into(), "b".into()]);
         r.recipe_started("a", true);
-        r.recipe_finished("a", "cached");
+        r.recipe_finished("a", Outcome::Cached);
         r.recipe_started("b", false);
         r.step_started("b", "configure", Path::new("/w/s/b/logs/configure.log"));
         let st: BuildRecord = serde_json::from_slice(&std::fs::read(status_path(d.path(), "s")).unwrap()).unwrap();
@@ -489,7 +489,7 @@ mod tests {
         r.step_finished("b", "configure", true);
         let cc = CompilerCacheStats { tool: "ccache".into(), hits: 3, remote_hits: 2, misses: 1, uncacheable: 0 };
         r.compiler_cache("b", &cc);
-        r.recipe_finished("b", "built");
+        r.recipe_finished("b", Outcome::Built);
         r.build_finished(true);
         let dir = r.report().unwrap().unwrap();
         assert_eq!(

@@ -152,19 +152,12 @@ const STALE_TEMP_AGE: std::time::Duration = std::time::Duration::from_secs(60);
 /// Temp files a killed build left in `<state>/status/` (the status file is replaced through a
 /// `.tmp-*` file beside it): `cache verify` lists them, `cache gc` removes them.
 pub fn stale_temps(state_dir: &Path) -> Vec<PathBuf> {
-    let Ok(rd) = std::fs::read_dir(state_dir.join("status")) else { return Vec::new() };
-    let mut v: Vec<PathBuf> = rd
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().starts_with(".tmp-"))
-        .filter(|e| {
-            e.metadata()
+    crate::fsutil::stale_entries(&state_dir.join("status"), |name, e| {
+        name.starts_with(".tmp-")
+            && e.metadata()
                 .ok()
                 .and_then(|m| m.modified().ok())
                 .and_then(|t| t.elapsed().ok())
                 .is_some_and(|age| age > STALE_TEMP_AGE)
-        })
-        .map(|e| e.path())
-        .collect();
-    v.sort();
-    v
+    })
 }

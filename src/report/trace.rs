@@ -67,7 +67,7 @@ mod tests {
                     name: "hit".into(),
                     cache: Some("hit".into()),
                     start_secs: Some(0.0),
-                    outcome: Some("cached".into()),
+                    outcome: Some(crate::progress::Outcome::Cached),
                     ..Default::default()
                 },
                 RecipeRecord {

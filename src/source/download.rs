@@ -134,7 +134,7 @@ pub fn fetch_with(
         let path = path.to_path_buf();
         move |source| DownloadError::Io { path, source }
     };
-    super::ensure_cache_dir(dir).map_err(io(dir))?;
+    crate::fsutil::mark_cachedir(dir).map_err(io(dir))?;
     let lock_path = dir.join(format!("{sha256}.lock"));
     let _lock = super::lock_file(&lock_path).map_err(io(&lock_path))?;
     // Another process may have finished it while we waited for the lock.
@@ -169,7 +169,7 @@ pub fn fetch_unpinned(
         let path = path.to_path_buf();
         move |source| DownloadError::Io { path, source }
     };
-    super::ensure_cache_dir(&dir).map_err(io(&dir))?;
+    crate::fsutil::mark_cachedir(&dir).map_err(io(&dir))?;
     let staging = dir.join(format!("url-{}", crate::digest::sha256_hex(url.as_bytes())));
     let lock_path = staging.with_extension("lock");
     let _lock = super::lock_file(&lock_path).map_err(io(&lock_path))?;

@@ -130,7 +130,7 @@ pub fn ensure_mirror(cfg: &Config, url: &str, progress: &dyn Progress, label: &s
         return Err(GitError::OfflineMissing { url: url.to_string(), mirror: path });
     }
     let parent = path.parent().expect("mirror has a parent");
-    super::ensure_cache_dir(parent).map_err(|source| GitError::Io { path: parent.to_path_buf(), source })?;
+    crate::fsutil::mark_cachedir(parent).map_err(|source| GitError::Io { path: parent.to_path_buf(), source })?;
     let _lock = lock_for(&path)?;
     let fetch_url = cfg.rewrite_url(url);
     let mirror_err = |source| GitError::Mirror { url: url.to_string(), path: path.clone(), source };
@@ -162,17 +162,9 @@ pub fn ensure_mirror(cfg: &Config, url: &str, progress: &dyn Progress, label: &s
 /// Temp dirs of mirror clones (`git/<name>-<hash>.tmp-<pid>`) whose process is gone: a killed
 /// clone's leftovers, for `cache verify` to report and `cache gc` to remove.
 pub fn stale_temps(cfg: &Config) -> Vec<PathBuf> {
-    let Ok(rd) = std::fs::read_dir(cfg.cache_dir.join("git")) else { return Vec::new() };
-    let mut v: Vec<PathBuf> = rd
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            name.rsplit_once(".tmp-").is_some_and(|(_, pid)| !crate::fsutil::owner_alive(pid))
-        })
-        .collect();
-    v.sort();
-    v
+    crate::fsutil::stale_entries(&cfg.cache_dir.join("git"), |name, _| {
+        name.rsplit_once(".tmp-").is_some_and(|(_, pid)| !crate::fsutil::owner_alive(pid))
+    })
 }
 
 /// How far one attempt got: the furthest of the pack received (see [`with_stall_bound`]).

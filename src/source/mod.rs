@@ -406,16 +406,3 @@ pub(crate) fn is_locked(path: &Path) -> bool {
         Err(_) => true,
     }
 }
-
-/// Creates a cache dir, marked with `CACHEDIR.TAG` so backup tools skip it.
-pub(crate) fn ensure_cache_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let tag = dir.join("CACHEDIR.TAG");
-    if !tag.exists() {
-        std::fs::write(
-            &tag,
-            "Signature: 8a477f597d28d172789f06886806bc55\n# This directory is a cache of rocmforge (sources).\n# For information see https://bford.info/cachedir/\n",
-        )?;
-    }
-    Ok(())
-}

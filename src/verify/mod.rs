@@ -356,7 +356,7 @@ pub fn unknown_cases(stack: &crate::recipe::Stack) -> Vec<crate::diagnostic::Dia
     let ids: Vec<String> = matrix().into_iter().map(|c| c.id).collect();
     let mut out = Vec::new();
     for p in stack.profiles.values() {
-        for (what, list) in [("known hang", &p.known_hangs), ("known failure", &p.known_failures)] {
+        for (what, list) in p.known.lists() {
             for id in list.iter().filter(|id| !ids.contains(id)) {
                 let close = crate::recipe::load_closest(id, ids.iter().map(String::as_str));
                 let mut d =
@@ -436,11 +436,11 @@ mod tests {
         let (mut hangs, mut failures) = (0, 0);
         for s in crate::recipe::load_all(&tree).expect("embedded recipes load") {
             for p in s.profiles.values() {
-                for h in &p.known_hangs {
+                for h in &p.known.hangs {
                     assert!(ids.contains(h), "{}: profile {} lists unknown case {h}", s.name, p.name);
                     hangs += 1;
                 }
-                for f in &p.known_failures {
+                for f in &p.known.failures {
                     assert!(ids.contains(f), "{}: profile {} lists unknown case {f}", s.name, p.name);
                     failures += 1;
                 }

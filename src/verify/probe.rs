@@ -176,15 +176,6 @@ pub fn run(python: &Path, env: &BTreeMap<String, String>, dir: &Path, timeout: D
     }
 }
 
-/// `10.3.0` -> `gfx1030` (major, minor and stepping; minor and stepping one hex digit each).
-pub fn override_target(value: &str) -> Option<String> {
-    let parts: Vec<u32> = value.trim().split('.').map(|p| p.parse().ok()).collect::<Option<_>>()?;
-    match parts[..] {
-        [major, minor, step] if minor < 16 && step < 16 => Some(format!("gfx{major}{minor:x}{step:x}")),
-        _ => None,
-    }
-}
-
 /// Whether `path` is one of torch's own libraries: in its directory, or named as they are
 /// (`libtorch_hip.so`, `libc10_hip.so`: a distribution may put them in its library directory).
 fn is_torchs(path: &Path, torch_dir: Option<&Path>) -> bool {
@@ -301,7 +292,7 @@ fn verdict(p: &Printed, archs: &[String], card: Option<&str>) -> String {
     } else {
         format!("it carries no {card} code")
     };
-    match p.gfx_override.as_deref().map(|v| (v, override_target(v))) {
+    match p.gfx_override.as_deref().map(|v| (v, crate::target::gfx_of_dotted_version(v))) {
         None if !archs.is_empty() && !has(card) => {
             let major = &card[..card.len().saturating_sub(2)];
             match archs.iter().find(|a| a.len() == card.len() && a.starts_with(major)) {
@@ -382,9 +373,6 @@ mod tests {
 
     #[test]
     fn the_override_and_the_archs_decide_what_the_card_runs() {
-        assert_eq!(override_target("10.3.0").as_deref(), Some("gfx1030"));
-        assert_eq!(override_target("9.0.10").as_deref(), Some("gfx90a"));
-        assert_eq!(override_target("ten"), None);
         let archs = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let v = verdict(&printed(Some("7.1"), None), &archs(&["gfx1010", "gfx1030"]), Some("gfx1010"));
         assert_eq!(v, "it carries gfx1010 code: the card runs its own");

@@ -72,10 +72,8 @@ pub struct Runner {
     pub env: BTreeMap<String, String>,
     /// Where the script and each case's output go.
     pub dir: PathBuf,
-    pub known_hangs: Vec<String>,
-    pub known_failures: Vec<String>,
-    /// Case id -> the text its message must hold to be the known failure (the profile's `because`).
-    pub known_failure_reasons: std::collections::BTreeMap<String, String>,
+    /// The profile's known hangs and failures.
+    pub known: crate::recipe::KnownCases,
 }
 
 const RESULT_TAG: &str = "ROCMFORGE-RESULT ";
@@ -100,19 +98,18 @@ impl Runner {
 
     /// Runs one case to its end or its timeout.
     pub fn run(&self, script: &Path, case: &Case) -> CaseResult {
-        let known_hang = self.known_hangs.contains(&case.id);
+        let known_hang = self.known.is_known_hang(&case.id);
         let start = Instant::now();
         let ended = self.run_process(script, case).unwrap_or_else(|e| Ended {
             outcome: Outcome::Error(format!("cannot run `{}`: {e}", self.python.display())),
             times: None,
             versions: None,
         });
-        // Known only for the stated reason, when the profile states one.
-        let known_failure = self.known_failures.contains(&case.id)
-            && match (&ended.outcome, self.known_failure_reasons.get(&case.id)) {
-                (Outcome::Wrong(m) | Outcome::Error(m), Some(because)) => m.contains(because.as_str()),
-                _ => true,
-            };
+        let message = match &ended.outcome {
+            Outcome::Wrong(m) | Outcome::Error(m) => Some(m.as_str()),
+            Outcome::Pass | Outcome::Hang => None,
+        };
+        let known_failure = self.known.is_known_failure(&case.id, message);
         let expected = match &ended.outcome {
             Outcome::Pass => true,
             Outcome::Hang => known_hang,

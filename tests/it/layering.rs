@@ -118,3 +118,32 @@ fn the_reader_of_crate_paths_sees_grouped_and_plain_uses() {
     let text = "use crate::{plan::Plan, key};\nlet x = crate::engine::run();";
     assert_eq!(crate_paths(text), ["plan", "key", "engine"]);
 }
+
+/// lib.rs's prose names every declared module, each in its place: a module added, removed or
+/// moved without its line there fails here (the prose once named a module `external` that no
+/// longer existed and left out `gpu_code`).
+#[test]
+fn the_prose_of_lib_rs_names_each_module_in_the_declared_order() {
+    let lib = std::fs::read_to_string(repo_root().join("src/lib.rs")).unwrap();
+    let order = module_order(&lib);
+    let prose: String = lib.lines().filter_map(|l| l.strip_prefix("//!")).collect::<Vec<_>>().join("\n");
+    let mut named: Vec<String> = Vec::new();
+    for (i, part) in prose.split('`').enumerate() {
+        if i % 2 == 1 && order.iter().any(|m| m == part) && !named.iter().any(|n| n == part) {
+            named.push(part.to_string());
+        }
+    }
+    assert_eq!(named, order, "lib.rs's prose must name each `pub mod` once, in the order declared");
+    // Each `name` (what it is) in the prose is a module: a stale name (`external`) fails.
+    let described: Vec<&str> = prose
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .zip(prose.split('`').skip(2).step_by(2))
+        .filter(|(_, after)| after.trim_start().starts_with('('))
+        .map(|(name, _)| name)
+        .collect();
+    assert!(described.len() >= order.len(), "{described:?}");
+    let stale: Vec<&&str> = described.iter().filter(|d| !order.iter().any(|m| m == *d)).collect();
+    assert!(stale.is_empty(), "lib.rs's prose describes modules that are not declared: {stale:?}");
+}
