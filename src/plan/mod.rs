@@ -318,6 +318,9 @@ pub fn resolve(
                 (true, crate::recipe::BuildSystem::PrebuiltWheel) => {
                     format!("{}\n{}", host.toolchain, key::PREBUILT_WHEEL_TOOL)
                 }
+                (true, crate::recipe::BuildSystem::PythonWheel | crate::recipe::BuildSystem::RuntimeWheel) => {
+                    format!("{}\n{}", host.toolchain, key::WHEEL_LINK_TOOL)
+                }
                 (true, _) => host.toolchain.clone(),
             },
             host_os: if host_facts { host.os.clone() } else { String::new() },
@@ -444,6 +447,7 @@ pub fn resolve(
                         crate::wheel::execstack::LABEL
                     )
                 }))
+                .chain(wheel_links(stack, r))
                 .collect(),
             provides: r.provides.len(),
             deps: graph.deps_of(name).into_iter().map(String::from).collect(),
@@ -724,4 +728,59 @@ fn human_mb(mb: f64) -> String {
     } else {
         format!("{mb:.0} MB")
     }
+}
+
+/// What a wheel the stack builds is checked and changed for (issue 38): a runtime wheel's
+/// contents; the runtime wheels a python-wheel recipe's wheels will require (those below it, each
+/// `==` the build made) with RUNPATH relative to `$ORIGIN`; the library closure of both.
+fn wheel_links(stack: &Stack, r: &Recipe) -> Vec<String> {
+    let closure =
+        "library closure (every DT_NEEDED within the stack's wheels or the system's libraries, before it is stored)"
+            .to_string();
+    match (&r.runtime_wheel, r.build.system) {
+        (Some(w), _) => vec![
+            format!(
+                "runtime wheel `{}`: files of {} below `{}/` in site-packages, RUNPATH relative to $ORIGIN{}",
+                w.project,
+                w.files.keys().cloned().collect::<Vec<_>>().join(", "),
+                w.root,
+                w.profile
+                    .as_ref()
+                    .map(|p| format!(", profile `{p}` set at interpreter start (.pth)"))
+                    .unwrap_or_default()
+            ),
+            closure,
+        ],
+        (None, crate::recipe::BuildSystem::PythonWheel) => {
+            let runtime = runtime_wheels_below(stack, r);
+            let mut out = Vec::new();
+            if !runtime.is_empty() {
+                out.push(format!(
+                    "its wheels require {} (the exact builds) and find their libraries through RUNPATH relative to $ORIGIN",
+                    runtime.join(", ")
+                ));
+            }
+            out.push(closure);
+            out
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The projects of the runtime-wheel recipes in `r`'s build closure, sorted.
+pub fn runtime_wheels_below(stack: &Stack, r: &Recipe) -> Vec<String> {
+    let mut seen = BTreeSet::new();
+    let mut todo: Vec<&str> = r.build_deps.iter().map(String::as_str).collect();
+    let mut out = BTreeSet::new();
+    while let Some(n) = todo.pop() {
+        if !seen.insert(n) {
+            continue;
+        }
+        let Some(dep) = stack.recipes.get(n) else { continue };
+        if let Some(w) = &dep.runtime_wheel {
+            out.insert(w.project.clone());
+        }
+        todo.extend(dep.build_deps.iter().map(String::as_str));
+    }
+    out.into_iter().collect()
 }

@@ -110,7 +110,9 @@ pub struct Checked {
 pub fn check(wheels: &[PathBuf], beside: &[PathBuf], system: &[String]) -> Result<Checked, ClosureError> {
     let mut members = Vec::new();
     for w in wheels {
-        members.extend(crate::offload::wheel_members(w).map_err(read_error(w))?.into_iter().filter_map(|m| installed_path(&m)));
+        members.extend(
+            crate::offload::wheel_members(w).map_err(read_error(w))?.into_iter().filter_map(|m| installed_path(&m)),
+        );
     }
     let provided = Provided::of(members.iter().map(String::as_str), beside)
         .map_err(|e| ClosureError::Read { path: PathBuf::new(), message: e.to_string() })?;
@@ -136,8 +138,11 @@ pub fn check(wheels: &[PathBuf], beside: &[PathBuf], system: &[String]) -> Resul
                 if holders.is_some_and(|h| dirs.iter().any(|d| h.contains(d))) || allowed(lib) {
                     continue;
                 }
-                let elsewhere =
-                    holders.into_iter().flatten().map(|d| if d.is_empty() { lib.clone() } else { format!("{d}/{lib}") }).collect();
+                let elsewhere = holders
+                    .into_iter()
+                    .flatten()
+                    .map(|d| if d.is_empty() { lib.clone() } else { format!("{d}/{lib}") })
+                    .collect();
                 problems.push(problem(ProblemKind::Missing { library: lib.clone(), elsewhere }));
             }
         })?;

@@ -72,7 +72,12 @@ fn escaped(project: &str) -> String {
 /// runtime wheels `beside` (already built: the wheels it requires). Shared libraries are
 /// stored under their soname (the name the loader looks for), once however many symlinks
 /// name them; other files under their own path. Returns the wheel's path.
-pub fn assemble(w: &RuntimeWheel, files: &[Chosen], beside: &[PathBuf], out_dir: &Path) -> Result<PathBuf, RuntimeError> {
+pub fn assemble(
+    w: &RuntimeWheel,
+    files: &[Chosen],
+    beside: &[PathBuf],
+    out_dir: &Path,
+) -> Result<PathBuf, RuntimeError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| RuntimeError::Io { path, source }
@@ -246,13 +251,8 @@ pub fn resolve_entry(member: &str, entry: &str) -> Option<String> {
 /// library's folder (its own folder first when it holds one).
 pub fn runpath_for(member: &str, d: &elf::Dynamic, provided: &Provided) -> Vec<String> {
     let dir = member.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
-    let mut out: Vec<String> = d
-        .runpath
-        .iter()
-        .chain(&d.rpath)
-        .filter(|e| resolve_entry(member, e).is_some())
-        .cloned()
-        .collect();
+    let mut out: Vec<String> =
+        d.runpath.iter().chain(&d.rpath).filter(|e| resolve_entry(member, e).is_some()).cloned().collect();
     for need in &d.needed {
         if let Some(dirs) = provided.dirs_of(need) {
             let to = if dirs.contains(dir) { dir } else { dirs.iter().next().map(String::as_str).unwrap_or(dir) };
