@@ -66,8 +66,9 @@
 //!    compiler update does not re-key their source trees. A prebuilt wheel's adds one more line,
 //!    [`PREBUILT_WHEEL_TOOL`]: what rocmforge itself does to the download (clears executable
 //!    stacks, records the GPU code), so a change there re-keys those artifacts and nothing else;
-//!    python-wheel and runtime-wheel recipes' add [`WHEEL_LINK_TOOL`] the same way (patchelf's
-//!    own version is not named: a known gap, as note 11's).
+//!    python-wheel and runtime-wheel recipes' of a stack with runtime wheels add
+//!    [`WHEEL_LINK_TOOL`] the same way (patchelf's own version is not named: a known gap, as
+//!    note 11's).
 //! 8. A dependency's key covers its own inputs, so a change upstream re-keys all that is
 //!    downstream, transitively.
 //! 9. These say where or when, not what: they differ between machines and change with every

@@ -124,14 +124,17 @@ impl Engine<'_> {
     /// Before the artifact is stored: the wheels in `tree` may enter the index (a refused wheel
     /// must not sit in the cache and fail every later build at publish), and those the stack
     /// builds close over their libraries ([`crate::wheel::closure`]) with the wheels they are
-    /// installed with (those of the recipe's build dependencies).
+    /// installed with (those of the recipe's build dependencies), in a stack that publishes its
+    /// libraries as runtime wheels ([`crate::recipe::Stack::has_runtime_wheels`]).
     pub(super) fn check_wheels(&self, r: &Recipe, tree: &Path, prefix: &Prefix) -> Result<(), BuildError> {
         let wheels = self.wheels_of(r, tree)?;
         if !wheels.is_empty() {
             crate::index::check_publishable(&crate::index::stack_dir(&self.cfg.index_dir(), self.stack), &wheels)
                 .map_err(|e| BuildError::Publish { recipe: r.name.clone(), source: e })?;
         }
-        if matches!(r.build.system, BuildSystem::PythonWheel | BuildSystem::RuntimeWheel) {
+        if matches!(r.build.system, BuildSystem::PythonWheel | BuildSystem::RuntimeWheel)
+            && self.stack.has_runtime_wheels()
+        {
             let beside: Vec<PathBuf> = self.deployed_dependency_wheels(r, prefix).into_iter().map(|w| w.3).collect();
             let checked = crate::wheel::closure::check(&wheels, &beside, &self.stack.system_libraries)
                 .map_err(|e| BuildError::RuntimeWheel { recipe: r.name.clone(), why: e.to_string() })?;

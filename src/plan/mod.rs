@@ -318,7 +318,9 @@ pub fn resolve(
                 (true, crate::recipe::BuildSystem::PrebuiltWheel) => {
                     format!("{}\n{}", host.toolchain, key::PREBUILT_WHEEL_TOOL)
                 }
-                (true, crate::recipe::BuildSystem::PythonWheel | crate::recipe::BuildSystem::RuntimeWheel) => {
+                (true, crate::recipe::BuildSystem::PythonWheel | crate::recipe::BuildSystem::RuntimeWheel)
+                    if stack.has_runtime_wheels() =>
+                {
                     format!("{}\n{}", host.toolchain, key::WHEEL_LINK_TOOL)
                 }
                 (true, _) => host.toolchain.clone(),
@@ -732,8 +734,12 @@ fn human_mb(mb: f64) -> String {
 
 /// What a wheel the stack builds is checked and changed for (issue 38): a runtime wheel's
 /// contents; the runtime wheels a python-wheel recipe's wheels will require (those below it, each
-/// `==` the build made) with RUNPATH relative to `$ORIGIN`; the library closure of both.
+/// `==` the build made) with RUNPATH relative to `$ORIGIN`; the library closure of both. Nothing
+/// in a stack without runtime wheels (its wheels load through `rocmforge env`).
 fn wheel_links(stack: &Stack, r: &Recipe) -> Vec<String> {
+    if !stack.has_runtime_wheels() {
+        return Vec::new();
+    }
     let closure =
         "library closure (every DT_NEEDED within the stack's wheels or the system's libraries, before it is stored)"
             .to_string();

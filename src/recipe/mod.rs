@@ -157,6 +157,14 @@ impl Stack {
         is_native(self.recipes.values())
     }
 
+    /// Does the stack publish its libraries as runtime wheels (issue 38)? Then its python-wheel
+    /// and runtime-wheel recipes' wheels must load wherever pip puts them, and the library
+    /// closure check ([`crate::wheel::closure`]) refuses those that would not. A stack without
+    /// them publishes wheels that load through `rocmforge env` only.
+    pub fn has_runtime_wheels(&self) -> bool {
+        self.recipes.values().any(|r| r.build.system == BuildSystem::RuntimeWheel)
+    }
+
     /// The profile `name`, or the default one (`None` when the stack has no profiles).
     pub fn profile(&self, name: Option<&str>) -> Result<Option<&Profile>, String> {
         match name.or(self.default_profile.as_deref()) {
