@@ -166,6 +166,50 @@ fn pyvec_from_the_index_runs_in_any_venv_without_activation() {
     outside(&mut uv(&["pip", "check", "--python", py.to_str().unwrap()]), &user, "uv pip check");
 }
 
+/// The library check before a wheel is stored or published: a library that no wheel of the
+/// stack holds and that is no system library is refused, naming the wheel, its file and the
+/// library, and nothing is published.
+#[test]
+fn a_wheel_needing_a_library_no_wheel_provides_is_refused_naming_both() {
+    let e = Example::new();
+    let home = e.home.path();
+    let edit = |file: &str, from: &str, to: &str| {
+        let f = e.tree.join("recipes/example").join(file);
+        let t = std::fs::read_to_string(&f).unwrap();
+        assert!(t.contains(from), "{file}: {t}");
+        std::fs::write(&f, t.replace(from, to)).unwrap();
+    };
+    let index = home.join("state/rocmforge/index/simple");
+    // Debian's HIP runtime, which libhipvec links, no longer allowed from the host.
+    let allowed = "system-libraries = [\"libamdhip64.so.5\"]";
+    edit("stack.toml", allowed, "");
+    let out = e.build(home, &e.prefix(), &["pyvec", "--target", "gfx1010"]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("`rocmforge_example/lib/libhipvec.so` needs `libamdhip64.so.5`, which no wheel of the stack provides and which is not a system library"),
+        "{t}"
+    );
+    assert!(
+        t.contains("The system libraries allowed: libc.so.6,") && t.contains("stack.toml's `system-libraries`"),
+        "{t}"
+    );
+    assert!(!index.join("rocmforge-example-runtime").exists() && !index.join("pyvec").exists(), "{t}");
+
+    // Allowed again, but libhipvec left out of the runtime wheel: pyvec's extension is refused.
+    edit("stack.toml", "python = \"3.11\"", &format!("python = \"3.11\"\n{allowed}"));
+    edit("example-runtime.toml", ", hipvec = [\"lib/libhipvec.so\"]", "");
+    let out = e.build(home, &e.prefix(), &["pyvec", "--target", "gfx1010"]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("`pyvec/_vecmath.cpython-311-x86_64-linux-gnu.so` needs `libhipvec.so`, which no wheel of the stack provides"),
+        "{t}"
+    );
+    assert!(t.contains("error: pyvec: `pyvec-1.0.0+rocm5.2.3."), "the wheel is named: {t}");
+    assert!(index.join("rocmforge-example-runtime").exists() && !index.join("pyvec").exists(), "{t}");
+}
+
 #[test]
 fn sigkill_at_every_phase_then_resume_gives_the_same_prefix() {
     let e = Example::new();
