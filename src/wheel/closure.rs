@@ -183,3 +183,132 @@ fn for_each_host_elf(wheel: &Path, f: &mut dyn FnMut(&str, &elf::Dynamic)) -> Re
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::path::{Path, PathBuf};
+
+    use super::super::rewrite::{self, Member};
+    use super::super::runtime::{assemble, relink, Chosen, RuntimeWheel};
+    use super::*;
+
+    /// Compiles `source` (C) with the host's `cc` into the shared library `out`, with these
+    /// linker arguments.
+    fn cc(dir: &Path, out: &str, source: &str, args: &[&str]) -> PathBuf {
+        let c = dir.join(format!("{out}.c"));
+        std::fs::write(&c, source).unwrap();
+        let path = dir.join(out);
+        let o = std::process::Command::new("cc")
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(&path)
+            .arg(&c)
+            .arg(format!("-L{}", dir.display()))
+            .args(args)
+            .output()
+            .expect("cc (build-essential) is installed: ci/setup.sh");
+        assert!(o.status.success(), "cc {out}: {}", String::from_utf8_lossy(&o.stderr));
+        path
+    }
+
+    fn member(wheel: &Path, name: &str) -> Vec<u8> {
+        let mut zip = zip::ZipArchive::new(std::fs::File::open(wheel).unwrap()).unwrap();
+        let mut bytes = Vec::new();
+        zip.by_name(name).unwrap_or_else(|e| panic!("{name}: {e}")).read_to_end(&mut bytes).unwrap();
+        bytes
+    }
+
+    /// A stand-in torch wheel, laid out as torch's (`torch/_C*.so` searching `$ORIGIN/lib`,
+    /// `torch/lib/libtorch_hip.so` linked against the HIP runtime with the absolute RPATH
+    /// PyTorch's CMake gives it), beside a runtime wheel holding `libamdhip64.so.6`: before the
+    /// relink the check refuses it naming the absolute entry and the library; after it, every
+    /// search path is relative to `$ORIGIN`, reaches `rocmforge_rocm/lib`, and the check passes.
+    #[test]
+    fn a_stand_in_torch_wheel_finds_the_runtime_wheel_through_runpath_relative_to_origin() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let hip = cc(
+            d,
+            "libamdhip64.so.6",
+            "int hipGetDeviceCount(int *n) { *n = 0; return 0; }\n",
+            &["-Wl,-soname,libamdhip64.so.6"],
+        );
+        std::os::unix::fs::symlink(&hip, d.join("libamdhip64.so")).unwrap();
+        let torch_hip = cc(
+            d,
+            "libtorch_hip.so",
+            "int hipGetDeviceCount(int *);\nint torch_devices(void) { int n = -1; hipGetDeviceCount(&n); return n; }\n",
+            &["-lamdhip64", "-Wl,--enable-new-dtags,-rpath,/opt/rocmforge/rocm-6.2.4/lib:$ORIGIN"],
+        );
+        let c_ext = cc(
+            d,
+            "_C.so",
+            "int torch_devices(void);\nint init(void) { return torch_devices(); }\n",
+            &["-ltorch_hip", "-Wl,--enable-new-dtags,-rpath,$ORIGIN/lib"],
+        );
+        let runtime = assemble(
+            &RuntimeWheel {
+                project: "rocmforge-rocm-runtime".into(),
+                version: "6.2.4+rocm6.2.4.gfx1010.1.kabc".into(),
+                summary: "runtime".into(),
+                root: "rocmforge_rocm".into(),
+                requires: vec![],
+                startup_env: Default::default(),
+            },
+            &[Chosen { path: d.join("libamdhip64.so"), rel: "lib/libamdhip64.so".into() }],
+            &[],
+            &d.join("out"),
+        )
+        .unwrap();
+        let hip_member = "rocmforge_rocm/lib/libamdhip64.so.6";
+        assert!(crate::offload::wheel_members(&runtime).unwrap().contains(&hip_member.to_string()));
+
+        let torch = d.join("torch-2.6.0+rocm6.2.4.gfx1010.1.kdef-cp311-cp311-linux_x86_64.whl");
+        let so = "torch/_C.cpython-311-x86_64-linux-gnu.so";
+        let lib = "torch/lib/libtorch_hip.so";
+        let dist_info = "torch-2.6.0+rocm6.2.4.gfx1010.1.kdef.dist-info";
+        let meta = |n: &str, text: &str| Member { name: format!("{dist_info}/{n}"), bytes: text.into(), mode: 0o644 };
+        rewrite::write(
+            &torch,
+            dist_info,
+            &[
+                Member { name: so.into(), bytes: std::fs::read(&c_ext).unwrap(), mode: 0o755 },
+                Member { name: lib.into(), bytes: std::fs::read(&torch_hip).unwrap(), mode: 0o755 },
+                meta("METADATA", "Metadata-Version: 2.1\nName: torch\nVersion: 2.6.0+rocm6.2.4.gfx1010.1.kdef\nRequires-Dist: filelock\n"),
+                meta("WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n"),
+            ],
+        )
+        .unwrap();
+
+        // As PyTorch's build leaves it: the prefix's absolute path, the HIP runtime unreachable.
+        let err = check(&[torch.clone()], &[runtime.clone()], &[]).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!(
+                "`{lib}` searches `/opt/rocmforge/rocm-6.2.4/lib`, which is not a folder relative to `$ORIGIN`"
+            )),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!("`{lib}` needs `libamdhip64.so.6`, which its RUNPATH does not reach (the wheels hold it at {hip_member})")),
+            "{err}"
+        );
+
+        let requirement = "rocmforge-rocm-runtime==6.2.4+rocm6.2.4.gfx1010.1.kabc".to_string();
+        let done = relink(&torch, std::slice::from_ref(&requirement), &[runtime.clone()]).unwrap();
+        assert_eq!(done.runpaths, [(lib.to_string(), "$ORIGIN:$ORIGIN/../../rocmforge_rocm/lib".to_string())]);
+        let metadata = String::from_utf8(member(&torch, &format!("{dist_info}/METADATA"))).unwrap();
+        assert!(
+            metadata.contains(&format!("Requires-Dist: {requirement}\n"))
+                && metadata.contains("Requires-Dist: filelock\n"),
+            "{metadata}"
+        );
+        for (name, want) in [(so, vec!["$ORIGIN/lib"]), (lib, vec!["$ORIGIN", "$ORIGIN/../../rocmforge_rocm/lib"])] {
+            let dynamic = elf::dynamic_of(&member(&torch, name)).unwrap();
+            assert!(dynamic.rpath.is_empty(), "{name}: {dynamic:?}");
+            assert_eq!(dynamic.runpath, want, "{name}");
+        }
+        let checked = check(&[torch], &[runtime], &[]).unwrap();
+        assert_eq!(checked.files, 2);
+        assert!(checked.needed >= 2, "libtorch_hip.so and libamdhip64.so.6 at least: {checked:?}");
+    }
+}
