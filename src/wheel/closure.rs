@@ -281,7 +281,7 @@ mod tests {
         .unwrap();
 
         // As PyTorch's build leaves it: the prefix's absolute path, the HIP runtime unreachable.
-        let err = check(&[torch.clone()], &[runtime.clone()], &[]).unwrap_err().to_string();
+        let err = check(std::slice::from_ref(&torch), std::slice::from_ref(&runtime), &[]).unwrap_err().to_string();
         assert!(
             err.contains(&format!(
                 "`{lib}` searches `/opt/rocmforge/rocm-6.2.4/lib`, which is not a folder relative to `$ORIGIN`"
@@ -294,7 +294,7 @@ mod tests {
         );
 
         let requirement = "rocmforge-rocm-runtime==6.2.4+rocm6.2.4.gfx1010.1.kabc".to_string();
-        let done = relink(&torch, std::slice::from_ref(&requirement), &[runtime.clone()]).unwrap();
+        let done = relink(&torch, std::slice::from_ref(&requirement), std::slice::from_ref(&runtime)).unwrap();
         assert_eq!(done.runpaths, [(lib.to_string(), "$ORIGIN:$ORIGIN/../../rocmforge_rocm/lib".to_string())]);
         let metadata = String::from_utf8(member(&torch, &format!("{dist_info}/METADATA"))).unwrap();
         assert!(

@@ -71,6 +71,10 @@ fn finish(
     std::fs::rename(tmp, out).map_err(|e| write(e.to_string()))
 }
 
+/// What [`rewrite`] passes each member through: its name as it was and its bytes, to new bytes,
+/// or `None` to keep them.
+pub type Edit<'a, E> = dyn FnMut(&str, &[u8]) -> Result<Option<Vec<u8>>, E> + 'a;
+
 /// Writes `out` from `wheel`: every member in its order, renamed by `rename` and its bytes
 /// passed through `edit` (`name` as it was, bytes; `None` keeps them), with its permissions;
 /// the old RECORD and its signatures are replaced by a new RECORD of `dist_info` (the new
@@ -80,7 +84,7 @@ pub fn rewrite<E>(
     out: &Path,
     dist_info: &str,
     rename: &dyn Fn(&str) -> String,
-    edit: &mut dyn FnMut(&str, &[u8]) -> Result<Option<Vec<u8>>, E>,
+    edit: &mut Edit<'_, E>,
 ) -> Result<Result<(), E>, RewriteError> {
     let read = |message: String| RewriteError::Read { path: wheel.to_path_buf(), message };
     let write = |message: String| RewriteError::Write { path: out.to_path_buf(), message };
