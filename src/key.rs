@@ -65,7 +65,10 @@
 //!    identity](#toolchain-identity). Empty for source-only recipes: they compile nothing, so a
 //!    compiler update does not re-key their source trees. A prebuilt wheel's adds one more line,
 //!    [`PREBUILT_WHEEL_TOOL`]: what rocmforge itself does to the download (clears executable
-//!    stacks, records the GPU code), so a change there re-keys those artifacts and nothing else.
+//!    stacks, records the GPU code), so a change there re-keys those artifacts and nothing else;
+//!    python-wheel and runtime-wheel recipes' of a stack with runtime wheels add
+//!    [`WHEEL_LINK_TOOL`] the same way (patchelf's own version is not named: a known gap, as
+//!    note 11's).
 //! 8. A dependency's key covers its own inputs, so a change upstream re-keys all that is
 //!    downstream, transitively.
 //! 9. These say where or when, not what: they differ between machines and change with every
@@ -172,6 +175,12 @@ pub const CACHE_FORMAT: u32 = 3;
 /// The toolchain line of prebuilt-wheel recipes: rocmforge's own treatment of the downloaded
 /// wheel (`wheel::execstack`, `gpu_code`). Bump its number when that changes what is stored.
 pub const PREBUILT_WHEEL_TOOL: &str = "rocmforge prebuilt-wheel: noexecstack 1, gpu-targets record 1";
+
+/// The toolchain line of python-wheel and runtime-wheel recipes: what rocmforge itself does to
+/// the wheels they make (runtime wheels laid out and linked with patchelf, the other wheels
+/// required to them with RUNPATH relative to `$ORIGIN`: `wheel::runtime`), so a change there
+/// re-keys those artifacts and nothing else.
+pub const WHEEL_LINK_TOOL: &str = "rocmforge wheel links: runtime-wheel layout 1, relink 1";
 
 /// Host environment variables a build reads that change its output. Anything else is left out
 /// of both the key and the build's environment (except the pass-through list in `engine::systems::step_env`).

@@ -67,6 +67,8 @@ pub enum BuildError {
     Io { what: &'static str, path: PathBuf, source: std::io::Error },
     #[error("{recipe}: {why}; nothing was stored")]
     WheelTargets { recipe: String, why: String },
+    #[error("{recipe}: {why}; nothing was stored or published")]
+    RuntimeWheel { recipe: String, why: String },
     #[error("{recipe}: `install-wheels` names `{name}`, but no build dependency of {recipe} deployed a wheel of that project ({available})")]
     NoDependencyWheel { recipe: String, name: String, available: String },
     #[error("{recipe}: `install-wheels` names `{name}`, which more than one build dependency built: {}", .wheels.join(", "))]

@@ -13,7 +13,7 @@ impl Engine<'_> {
     /// The wheels a python-wheel or prebuilt-wheel recipe made, in its installed tree `tree`
     /// (none for other recipes; an error when such a recipe made none).
     pub(super) fn wheels_of(&self, r: &Recipe, tree: &Path) -> Result<Vec<PathBuf>, BuildError> {
-        if !matches!(r.build.system, BuildSystem::PythonWheel | BuildSystem::PrebuiltWheel) {
+        if !r.build.system.makes_wheels() {
             return Ok(Vec::new());
         }
         let dir = tree.join(systems::WHEEL_DIR);
@@ -122,13 +122,161 @@ impl Engine<'_> {
     }
 
     /// Before the artifact is stored: the wheels in `tree` may enter the index (a refused wheel
-    /// must not sit in the cache and fail every later build at publish).
-    pub(super) fn check_wheels(&self, r: &Recipe, tree: &Path) -> Result<(), BuildError> {
+    /// must not sit in the cache and fail every later build at publish), and those the stack
+    /// builds close over their libraries ([`crate::wheel::closure`]) with the wheels they are
+    /// installed with (those of the recipe's build dependencies), in a stack that publishes its
+    /// libraries as runtime wheels ([`crate::recipe::Stack::has_runtime_wheels`]).
+    pub(super) fn check_wheels(&self, r: &Recipe, tree: &Path, prefix: &Prefix) -> Result<(), BuildError> {
         let wheels = self.wheels_of(r, tree)?;
         if !wheels.is_empty() {
             crate::index::check_publishable(&crate::index::stack_dir(&self.cfg.index_dir(), self.stack), &wheels)
                 .map_err(|e| BuildError::Publish { recipe: r.name.clone(), source: e })?;
         }
+        if matches!(r.build.system, BuildSystem::PythonWheel | BuildSystem::RuntimeWheel)
+            && self.stack.has_runtime_wheels()
+        {
+            let beside: Vec<PathBuf> = self.deployed_dependency_wheels(r, prefix).into_iter().map(|w| w.3).collect();
+            let checked = crate::wheel::closure::check(&wheels, &beside, &self.stack.system_libraries)
+                .map_err(|e| BuildError::RuntimeWheel { recipe: r.name.clone(), why: e.to_string() })?;
+            if checked.files > 0 {
+                self.progress.message(
+                    &r.name,
+                    &format!(
+                        "libraries: the {} DT_NEEDED entries of {} ELF file(s) in its wheels resolve within the stack's wheels or the system's",
+                        checked.needed, checked.files
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The runtime wheels among the wheels the recipe's build dependencies deployed: (recipe,
+    /// `project==version` as a requirement, path).
+    fn runtime_wheels_below(&self, r: &Recipe, prefix: &Prefix) -> Vec<(String, String, PathBuf)> {
+        self.deployed_dependency_wheels(r, prefix)
+            .into_iter()
+            .filter_map(|(dep, _, file, path)| {
+                let spec = self.stack.recipes.get(&dep)?.runtime_wheel.as_ref()?;
+                let w = crate::index::WheelName::parse(&file).ok()?;
+                Some((dep, format!("{}=={}", spec.project, w.version), path))
+            })
+            .collect()
+    }
+
+    /// A python-wheel recipe's wheels require the runtime wheels its build dependencies made,
+    /// exactly, and each ELF file in them finds their libraries through a RUNPATH relative to
+    /// `$ORIGIN` ([`crate::wheel::runtime::relink`]). Nothing to do without runtime wheels below.
+    pub(super) fn link_runtime_wheels(&self, r: &Recipe, tree: &Path, prefix: &Prefix) -> Result<(), BuildError> {
+        if r.build.system != BuildSystem::PythonWheel {
+            return Ok(());
+        }
+        let runtime = self.runtime_wheels_below(r, prefix);
+        if runtime.is_empty() {
+            return Ok(());
+        }
+        let requires: Vec<String> = runtime.iter().map(|w| w.1.clone()).collect();
+        let beside: Vec<PathBuf> = self.deployed_dependency_wheels(r, prefix).into_iter().map(|w| w.3).collect();
+        for wheel in self.wheels_of(r, tree)? {
+            let done = crate::wheel::runtime::relink(&wheel, &requires, &beside)
+                .map_err(|e| BuildError::RuntimeWheel { recipe: r.name.clone(), why: e.to_string() })?;
+            let name = wheel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            self.progress.message(
+                &r.name,
+                &format!(
+                    "{name}: requires {}; RUNPATH set in {} file(s){}",
+                    done.requires.join(", "),
+                    done.runpaths.len(),
+                    done.runpaths.first().map(|(m, rp)| format!(" ({m}: {rp}, ...)")).unwrap_or_default()
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// A runtime-wheel recipe's wheel, written into `tree`'s wheel folder from the files its
+    /// `[runtime-wheel]` names: a build dependency's from the prefix (those its deploy manifest
+    /// lists), one taken from an installation (`--rocm-path`) from there.
+    pub(super) fn make_runtime_wheel(
+        &self,
+        r: &Recipe,
+        tree: &Path,
+        prefix: &Prefix,
+        version: String,
+    ) -> Result<(), BuildError> {
+        let Some(spec) = &r.runtime_wheel else { return Ok(()) };
+        let fail = |why: String| BuildError::RuntimeWheel { recipe: r.name.clone(), why };
+        let targets: Vec<String> = self.plan.targets.names().iter().map(|t| t.to_string()).collect();
+        let installation =
+            self.plan.rocm_path.as_ref().map(|p| crate::installation::Installation::open(p, &self.cfg.state_dir));
+        let mut chosen = Vec::new();
+        for (dep, globs) in &spec.files {
+            let taken = self.plan.entry(dep).is_some_and(|e| e.state == crate::plan::State::External);
+            let skipped = self.plan.entry(dep).is_some_and(|e| e.state == crate::plan::State::Skipped);
+            if skipped {
+                continue;
+            }
+            let (root, files): (PathBuf, Option<Vec<String>>) = match (&installation, taken) {
+                (Some(inst), true) => (inst.root.clone(), None),
+                _ => (prefix.root.clone(), Some(prefix.manifest(dep).map(|m| m.files).unwrap_or_default())),
+            };
+            for glob in globs {
+                let per_target = glob.contains("{target}");
+                let expanded: Vec<String> = if per_target {
+                    targets.iter().map(|t| glob.replace("{target}", t)).collect()
+                } else {
+                    vec![glob.clone()]
+                };
+                let mut found = Vec::new();
+                for g in &expanded {
+                    let matched = match (&files, &installation) {
+                        (Some(files), _) => {
+                            let m = crate::offload::coverage::matcher(g).map_err(&fail)?;
+                            files.iter().filter(|f| m.is_match(f.as_str())).cloned().collect()
+                        }
+                        (None, Some(inst)) => inst.matching(g),
+                        (None, None) => Vec::new(),
+                    };
+                    found.extend(matched);
+                }
+                if found.is_empty() && !per_target {
+                    return Err(fail(format!(
+                        "`[runtime-wheel] files` entry `{glob}` of `{dep}` matches none of the files {dep} installed{}: fix the glob in {}",
+                        if taken { format!(" in {}", root.display()) } else { " (its deploy manifest)".to_string() },
+                        r.file
+                    )));
+                }
+                chosen
+                    .extend(found.into_iter().map(|rel| crate::wheel::runtime::Chosen { path: root.join(&rel), rel }));
+            }
+        }
+        let below = self.runtime_wheels_below(r, prefix);
+        let startup_env = match &spec.profile {
+            Some(p) => self.stack.profiles.get(p).map(|p| p.env.clone()).unwrap_or_default(),
+            None => Default::default(),
+        };
+        let w = crate::wheel::runtime::RuntimeWheel {
+            project: spec.project.clone(),
+            version,
+            summary: r.summary.clone(),
+            root: spec.root.clone(),
+            requires: below.iter().map(|b| b.1.clone()).collect(),
+            startup_env,
+        };
+        let beside: Vec<PathBuf> = below.into_iter().map(|b| b.2).collect();
+        let out = tree.join(systems::WHEEL_DIR);
+        let wheel = crate::wheel::runtime::assemble(&w, &chosen, &beside, &out).map_err(|e| fail(e.to_string()))?;
+        let size = std::fs::metadata(&wheel).map(|m| m.len()).unwrap_or(0);
+        self.progress.message(
+            &r.name,
+            &format!(
+                "runtime wheel {} ({}, {} file(s) of {})",
+                wheel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                crate::fsutil::human_size(size),
+                chosen.len(),
+                spec.files.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        );
         Ok(())
     }
 

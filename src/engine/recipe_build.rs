@@ -219,6 +219,10 @@ impl Engine<'_> {
             // second taken off).
             let steps_began = std::time::SystemTime::now() - std::time::Duration::from_secs(1);
             let produced = self.run_steps(r, d, &wd, &mut state, src, jobs, prefix)?;
+            if r.build.system == BuildSystem::RuntimeWheel {
+                self.make_runtime_wheel(r, &produced, prefix, self.wheel_version(r, d, state.serial))?;
+            }
+            self.link_runtime_wheels(r, &produced, prefix)?;
             let stray = prefix.unowned_since(steps_began);
             if !stray.is_empty() {
                 let _ = std::fs::remove_file(wd.root.join("state.json"));
@@ -244,7 +248,7 @@ impl Engine<'_> {
             }
             self.clear_exec_stacks(r, &produced)?;
             self.record_gpu_code(r, &produced, prefix, d.targets.targets().unwrap_or(&self.plan.targets))?;
-            self.check_wheels(r, &produced)?;
+            self.check_wheels(r, &produced, prefix)?;
             self.check_outputs(r, d, &produced, &wd)?;
             if forced {
                 self.store.remove(&d.key)?;
@@ -474,13 +478,7 @@ impl Engine<'_> {
             python,
             host_python,
             version: r.version.clone(),
-            wheel_version: crate::index::local_version(
-                &r.version,
-                &self.stack.rocm_version,
-                &d.targets.targets().map(|t| t.names()).unwrap_or_default(),
-                serial,
-                d.key.as_str(),
-            ),
+            wheel_version: self.wheel_version(r, d, serial),
             source_trees,
             rocm_path: self.plan.rocm_path.clone(),
             rocm: on_installation(&self.plan.rocm_path, self.plan.prefix.clone()),
@@ -492,6 +490,18 @@ impl Engine<'_> {
             find_links: None,
             install_wheels: Vec::new(),
         })
+    }
+
+    /// The version a wheel the recipe makes gets: its own, with the local label of this build
+    /// (ROCm, targets, build serial, key: [`crate::index::local_version`]).
+    fn wheel_version(&self, r: &Recipe, d: &PlanEntry, serial: u64) -> String {
+        crate::index::local_version(
+            &r.version,
+            &self.stack.rocm_version,
+            &d.targets.targets().map(|t| t.names()).unwrap_or_default(),
+            serial,
+            d.key.as_str(),
+        )
     }
 
     /// The CMake packages of the recipes `name` depends on (transitively) that this plan builds

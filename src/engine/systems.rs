@@ -317,6 +317,14 @@ pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Re
                 steps.push(step(&format!("step{}", i + 1), x(s)?, &vars.build));
             }
         }
+        BuildSystem::RuntimeWheel => {
+            // The wheel is written by rocmforge after the steps (`Engine::make_runtime_wheel`),
+            // into a fresh stage.
+            steps.push(Step {
+                fresh_dir: Some(vars.stage.clone()),
+                ..step("clean-stage", format!("rm -rf {} && mkdir -p {}", q(&vars.stage), q(&vars.stage)), &vars.build)
+            });
+        }
         BuildSystem::PrebuiltWheel => {
             // The source is the verified wheel file; it is collected as the output.
             steps.push(step(

@@ -30,6 +30,7 @@ const COMMAND_PACKAGES: &[(&str, &str)] = &[
     ("patch", "patch"),
     ("make", "make"),
     ("python3", "python3"),
+    ("patchelf", "patchelf"),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -147,6 +148,10 @@ pub fn check(root: &HostRoot, recipes: &[&Recipe], python: Option<(&str, &str)>)
         }
         for c in &h.commands {
             add(&mut commands, c, &r.name);
+        }
+        if r.build.system == BuildSystem::RuntimeWheel {
+            // It sets the RUNPATH of the libraries it puts in its wheel (`wheel::runtime`).
+            add(&mut commands, "patchelf", &r.name);
         }
         if r.build.system == BuildSystem::Cmake {
             for (tool, project) in [("cmake", "cmake"), ("ninja", "ninja")] {

@@ -467,24 +467,36 @@ pub struct Dynamic {
 }
 
 /// Reads `path`'s dynamic section, reading only the headers and the sections it needs (a
-/// ROCm library can be a gigabyte). `None`: not a 64-bit ELF file with one.
+/// ROCm library can be a gigabyte). `None`: not a 64-bit ELF file with one. `$ORIGIN` in its
+/// search paths is replaced by `path`'s folder.
 pub fn dynamic(path: &std::path::Path) -> Option<Dynamic> {
-    use object::read::elf::{Dyn as _, ElfFile64};
     let file = std::fs::File::open(path).ok()?;
     let cache = object::ReadCache::new(file);
-    let elf = ElfFile64::<Endianness, _>::parse(&cache).ok()?;
+    let d = read_dynamic(&cache)?;
+    let origin = path.parent().map(|p| p.display().to_string()).unwrap_or_default();
+    let expand = |dirs: Vec<String>| -> Vec<String> {
+        dirs.into_iter().map(|x| x.replace("$ORIGIN", &origin).replace("${ORIGIN}", &origin)).collect()
+    };
+    Some(Dynamic { rpath: expand(d.rpath), runpath: expand(d.runpath), ..d })
+}
+
+/// The dynamic section of a host shared library or executable in memory (a wheel member), its
+/// search paths as written (`$ORIGIN/../lib`). `None`: not a 64-bit little-endian host ELF
+/// file with a dynamic section (an AMDGPU code object, a static archive, a script).
+pub fn dynamic_of(bytes: &[u8]) -> Option<Dynamic> {
+    program_headers(bytes)?;
+    read_dynamic(bytes)
+}
+
+fn read_dynamic<'a, R: object::ReadRef<'a>>(data: R) -> Option<Dynamic> {
+    use object::read::elf::{Dyn as _, ElfFile64};
+    let elf = ElfFile64::<Endianness, R>::parse(data).ok()?;
     let endian = elf.endian();
     let sections = elf.elf_section_table();
-    let (entries, strtab) = sections.dynamic(endian, &cache).ok()??;
-    let strings = sections.strings(endian, &cache, strtab).ok()?;
+    let (entries, strtab) = sections.dynamic(endian, data).ok()??;
+    let strings = sections.strings(endian, data, strtab).ok()?;
     let mut d = Dynamic::default();
-    let dirs = |s: &str, base: &std::path::Path| -> Vec<String> {
-        let origin = base.parent().map(|p| p.display().to_string()).unwrap_or_default();
-        s.split(':')
-            .filter(|x| !x.is_empty())
-            .map(|x| x.replace("$ORIGIN", &origin).replace("${ORIGIN}", &origin))
-            .collect()
-    };
+    let dirs = |s: &str| -> Vec<String> { s.split(':').filter(|x| !x.is_empty()).map(str::to_string).collect() };
     for e in entries {
         let tag = e.d_tag(endian) as u32;
         let text = || {
@@ -494,8 +506,8 @@ pub fn dynamic(path: &std::path::Path) -> Option<Dynamic> {
         match tag {
             object::elf::DT_NEEDED => d.needed.extend(text()),
             object::elf::DT_SONAME => d.soname = text(),
-            object::elf::DT_RPATH => d.rpath.extend(text().map(|t| dirs(&t, path)).unwrap_or_default()),
-            object::elf::DT_RUNPATH => d.runpath.extend(text().map(|t| dirs(&t, path)).unwrap_or_default()),
+            object::elf::DT_RPATH => d.rpath.extend(text().map(|t| dirs(&t)).unwrap_or_default()),
+            object::elf::DT_RUNPATH => d.runpath.extend(text().map(|t| dirs(&t)).unwrap_or_default()),
             _ => {}
         }
     }

@@ -68,12 +68,7 @@ pub fn build(
         None => full,
     };
     // Wheels are published at the end of their recipes, hours in: an unusable index is said now.
-    let publishes = graph.order().iter().any(|n| {
-        matches!(
-            stack.recipes[*n].build.system,
-            crate::recipe::BuildSystem::PythonWheel | crate::recipe::BuildSystem::PrebuiltWheel
-        )
-    });
+    let publishes = graph.order().iter().any(|n| stack.recipes[*n].build.system.makes_wheels());
     if publishes {
         cfg.check_index_writable(&crate::index::stack_dir(&cfg.index_dir(), stack))?;
     }

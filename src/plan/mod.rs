@@ -289,3 +289,62 @@ impl Plan {
         self.night = Some(Night { memory_gb, ..Night::of(&tasks, jobs, &ranks) });
     }
 }
+
+/// What a wheel the stack builds is checked and changed for (issue 38): a runtime wheel's
+/// contents; the runtime wheels a python-wheel recipe's wheels will require (those below it, each
+/// `==` the build made) with RUNPATH relative to `$ORIGIN`; the library closure of both. Nothing
+/// in a stack without runtime wheels (its wheels load through `rocmforge env`).
+fn wheel_links(stack: &crate::recipe::Stack, r: &Recipe) -> Vec<String> {
+    if !stack.has_runtime_wheels() {
+        return Vec::new();
+    }
+    let closure =
+        "library closure (every DT_NEEDED within the stack's wheels or the system's libraries, before it is stored)"
+            .to_string();
+    match (&r.runtime_wheel, r.build.system) {
+        (Some(w), _) => vec![
+            format!(
+                "runtime wheel `{}`: files of {} below `{}/` in site-packages, RUNPATH relative to $ORIGIN{}",
+                w.project,
+                w.files.keys().cloned().collect::<Vec<_>>().join(", "),
+                w.root,
+                w.profile
+                    .as_ref()
+                    .map(|p| format!(", profile `{p}` set at interpreter start (.pth)"))
+                    .unwrap_or_default()
+            ),
+            closure,
+        ],
+        (None, crate::recipe::BuildSystem::PythonWheel) => {
+            let runtime = runtime_wheels_below(stack, r);
+            let mut out = Vec::new();
+            if !runtime.is_empty() {
+                out.push(format!(
+                    "its wheels require {} (the exact builds) and find their libraries through RUNPATH relative to $ORIGIN",
+                    runtime.join(", ")
+                ));
+            }
+            out.push(closure);
+            out
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The projects of the runtime-wheel recipes in `r`'s build closure, sorted.
+pub fn runtime_wheels_below(stack: &crate::recipe::Stack, r: &Recipe) -> Vec<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut todo: Vec<&str> = r.build_deps.iter().map(String::as_str).collect();
+    let mut out = std::collections::BTreeSet::new();
+    while let Some(n) = todo.pop() {
+        if !seen.insert(n) {
+            continue;
+        }
+        let Some(dep) = stack.recipes.get(n) else { continue };
+        if let Some(w) = &dep.runtime_wheel {
+            out.insert(w.project.clone());
+        }
+        todo.extend(dep.build_deps.iter().map(String::as_str));
+    }
+    out.into_iter().collect()
+}

@@ -58,7 +58,7 @@ pub fn resolve(
             locked: !r.source.is_unlocked(),
             pin: PinInfo::of(r),
             patches: r.patches.iter().map(|p| p.name.clone()).collect(),
-            checks: checks_of(r),
+            checks: checks_of(stack, r),
             provides: r.provides.len(),
             deps: graph.deps_of(k.name).into_iter().map(String::from).collect(),
             wave: waves.iter().position(|w| w.contains(&k.name)).unwrap_or(0),
@@ -155,7 +155,7 @@ fn key_each<'a>(
             ) => rocm.decide(r, &stack.rocm_version, targets.targets(), &opts.installation),
             _ => None,
         };
-        let inputs = key_inputs(tree, r, &targets, decision.as_ref(), graph, &keys, opts, host);
+        let inputs = key_inputs(tree, stack, r, &targets, decision.as_ref(), graph, &keys, opts, host);
         let key = inputs.key();
         keys.insert(name.to_string(), key.clone());
         keyed.push(Keyed { name, recipe: r, targets, decision, inputs, key });
@@ -167,6 +167,7 @@ fn key_each<'a>(
 #[allow(clippy::too_many_arguments)]
 fn key_inputs(
     tree: &RecipeTree,
+    stack: &Stack,
     r: &Recipe,
     targets: &TargetDecision,
     decision: Option<&Decision>,
@@ -201,6 +202,11 @@ fn key_inputs(
             (false, _) => String::new(),
             (true, crate::recipe::BuildSystem::PrebuiltWheel) => {
                 format!("{}\n{}", host.toolchain, key::PREBUILT_WHEEL_TOOL)
+            }
+            (true, crate::recipe::BuildSystem::PythonWheel | crate::recipe::BuildSystem::RuntimeWheel)
+                if stack.has_runtime_wheels() =>
+            {
+                format!("{}\n{}", host.toolchain, key::WHEEL_LINK_TOOL)
             }
             (true, _) => host.toolchain.clone(),
         },
@@ -380,7 +386,7 @@ fn checks_work(r: &Recipe, targets: usize) -> Work {
 
 /// A recipe's checks after install as `plan` names them: its `[[check]]`s, and a prebuilt
 /// wheel's executable-stack check.
-fn checks_of(r: &Recipe) -> Vec<String> {
+fn checks_of(stack: &Stack, r: &Recipe) -> Vec<String> {
     r.checks
         .iter()
         .map(|c| c.name.clone())
@@ -390,6 +396,7 @@ fn checks_of(r: &Recipe) -> Vec<String> {
                 crate::wheel::execstack::LABEL
             )
         }))
+        .chain(super::wheel_links(stack, r))
         .collect()
 }
 

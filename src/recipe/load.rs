@@ -44,6 +44,27 @@ pub fn load_stack(tree: &RecipeTree, stack: &str) -> Result<Stack, Diagnostics> 
     }
     let recipes = check_stack(stack, &lowered, &unparsed, &mut diags);
     if let Some(h) = &header {
+        for l in &lowered {
+            let (Some(w), Some(span)) = (&l.recipe.runtime_wheel, &l.profile_span) else { continue };
+            let Some(p) = &w.profile else { continue };
+            if !h.stack.profiles.contains_key(p) {
+                let known: Vec<&str> = h.stack.profiles.keys().map(String::as_str).collect();
+                diags.push(
+                    l.file
+                        .at(
+                            span.clone(),
+                            format!(
+                                "`[runtime-wheel] profile` names `{p}`, which is no `[profile.<name>]` of {}",
+                                h.stack.file
+                            ),
+                        )
+                        .with_help(format!(
+                            "profiles: {}",
+                            if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                        )),
+                );
+            }
+        }
         if super::is_native(recipes.values()) {
             for d in &h.override_diags {
                 diags.push(d.clone());

@@ -27,6 +27,8 @@ pub(super) struct Lowered<'a> {
     pub name_span: Range<usize>,
     /// (dependency name, span) of every build and source dependency, for the graph checks.
     pub deps: Vec<(String, Range<usize>)>,
+    /// Where `[runtime-wheel] profile` names a profile (checked against the stack's).
+    pub profile_span: Option<Range<usize>>,
 }
 
 /// A stack's `stack.toml`, lowered: the stack without its recipes, and one diagnostic per
@@ -197,6 +199,7 @@ pub(super) fn lower_stack(
         index_path,
         file: file.display.clone(),
         disk_gb: raw.disk_gb,
+        system_libraries: lower_system_libraries(file, &raw.system_libraries, diags),
         recipes: BTreeMap::new(),
     };
     StackHeader { stack, override_diags }
@@ -355,6 +358,9 @@ pub(super) fn lower_recipe<'a>(
     let provides = super::proofs::lower_provides(&file, raw.provides, diags);
     let checks = super::proofs::lower_checks(tree, &file, stack, raw.check, diags);
     let estimate = raw.estimate.map(|e| lower_estimate(&file, e, diags));
+    let profile_span = raw.runtime_wheel.as_ref().and_then(|w| w.get_ref().profile.as_ref().map(Spanned::span));
+    let runtime_wheel =
+        lower_runtime_wheel(&file, &name, build.system, raw.runtime_wheel, &raw.dependencies.build, diags);
     let mut stand_in = lower_stand_in(tree, &file, stack, &targets, raw.stand_in, &checks, diags);
     if let Some(s) = &mut stand_in {
         s.canonical = canonical(file.text, true) + &super::proofs::files_digest(&s.checks);
@@ -394,8 +400,9 @@ pub(super) fn lower_recipe<'a>(
         checks,
         estimate,
         stand_in,
+        runtime_wheel,
     };
-    Lowered { recipe, name_span: raw.package.name.span(), deps, file }
+    Lowered { recipe, name_span: raw.package.name.span(), deps, file, profile_span }
 }
 
 /// What the build would refuse in the texts it runs, said when the recipe is loaded: an unknown
@@ -967,7 +974,7 @@ fn lower_build(file: &FileText<'_>, raw: RawBuild, has_build_deps: bool, diags: 
         }
     }
     if let Some(reqs) = &raw.requirements {
-        if matches!(raw.system, BuildSystem::SourceOnly | BuildSystem::PrebuiltWheel) {
+        if matches!(raw.system, BuildSystem::SourceOnly | BuildSystem::PrebuiltWheel | BuildSystem::RuntimeWheel) {
             diags.push(
                 file.at(
                     reqs.span(),
@@ -1024,6 +1031,107 @@ fn lower_build(file: &FileText<'_>, raw: RawBuild, has_build_deps: bool, diags: 
         requirements: raw.requirements.map(Spanned::into_inner).unwrap_or_default(),
         install_wheels,
     }
+}
+
+/// `system-libraries`: sonames (`libsqlite3.so.0`), as DT_NEEDED names them.
+fn lower_system_libraries(file: &FileText<'_>, raw: &[Spanned<String>], diags: &mut Diagnostics) -> Vec<String> {
+    let mut out = Vec::new();
+    for l in raw {
+        let name = l.get_ref();
+        if name.contains(".so") && !name.contains('/') && !name.contains(char::is_whitespace) {
+            out.push(name.clone());
+        } else {
+            diags.push(
+                file.at(l.span(), format!("`system-libraries` lists sonames, and `{name}` is not one"))
+                    .with_help("write the name a library's DT_NEEDED gives (`readelf -d`): `libsqlite3.so.0`"),
+            );
+        }
+    }
+    out
+}
+
+/// `[runtime-wheel]`, which a `runtime-wheel` recipe needs and no other may have: a valid project
+/// name and root folder, and files of its build dependencies only, as valid globs.
+fn lower_runtime_wheel(
+    file: &FileText<'_>,
+    name: &str,
+    system: BuildSystem,
+    raw: Option<Spanned<super::raw::RawRuntimeWheel>>,
+    build_deps: &[Spanned<String>],
+    diags: &mut Diagnostics,
+) -> Option<super::RuntimeWheelSpec> {
+    let raw = match (raw, system) {
+        (Some(r), BuildSystem::RuntimeWheel) => r,
+        (None, BuildSystem::RuntimeWheel) => {
+            diags.push(
+                file.whole("a `runtime-wheel` recipe needs a `[runtime-wheel]` table")
+                    .with_help("name the files of its build dependencies that go in: `[runtime-wheel] files = { clr = [\"lib/libamdhip64.so*\"] }`"),
+            );
+            return None;
+        }
+        (Some(r), _) => {
+            diags.push(file.at(
+                r.span(),
+                format!(
+                    "`[runtime-wheel]` is for `system = \"runtime-wheel\"` recipes; this one is `{}`",
+                    system.as_str()
+                ),
+            ));
+            return None;
+        }
+        (None, _) => return None,
+    };
+    let raw = raw.into_inner();
+    let project = match &raw.project {
+        Some(p) if crate::wheel::is_valid_project_name(p.get_ref()) => p.get_ref().clone(),
+        Some(p) => {
+            diags.push(file.at(p.span(), format!("`{}` is not a project name", p.get_ref())));
+            name.to_string()
+        }
+        None => name.to_string(),
+    };
+    let root = match &raw.root {
+        Some(r) => {
+            let ok = r.get_ref().chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && r.get_ref().chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ok {
+                diags.push(
+                    file.at(
+                        r.span(),
+                        format!("`root` must be one folder name of letters, digits and `_`, got `{}`", r.get_ref()),
+                    )
+                    .with_help("it becomes a folder of site-packages: `rocmforge_rocm`"),
+                );
+            }
+            r.get_ref().clone()
+        }
+        None => crate::wheel::normalize_name(&project).replace('-', "_"),
+    };
+    let deps: Vec<&str> = build_deps.iter().map(|d| d.get_ref().as_str()).collect();
+    if raw.files.get_ref().is_empty() {
+        diags.push(file.at(raw.files.span(), "`[runtime-wheel] files` names no files: the wheel would be empty"));
+    }
+    let mut files = BTreeMap::new();
+    for (dep, globs) in raw.files.get_ref() {
+        if !deps.contains(&dep.as_str()) {
+            diags.push(
+                file.at(
+                    raw.files.span(),
+                    format!(
+                        "`[runtime-wheel] files` takes files of `{dep}`, which is not among its build dependencies"
+                    ),
+                )
+                .with_help(format!("add `{dep}` to `[dependencies] build`")),
+            );
+        }
+        for g in globs {
+            if let Err(e) = crate::offload::coverage::matcher(&g.get_ref().replace("{target}", "gfx1010")) {
+                diags.push(file.at(g.span(), e));
+            }
+        }
+        files.insert(dep.clone(), globs.iter().map(|g| g.get_ref().clone()).collect());
+    }
+    Some(super::RuntimeWheelSpec { project, root, files, profile: raw.profile.map(Spanned::into_inner) })
 }
 
 /// `[estimate]`: figures in sane ranges (a minute to ten weeks; up to a thousand core-days).

@@ -68,6 +68,9 @@ pub struct Stack {
     pub file: String,
     /// How much disk a whole build of the stack takes (`disk-gb`), for `doctor`.
     pub disk_gb: Option<f64>,
+    /// Libraries (sonames) the host provides that the stack's wheels may need besides the
+    /// system's ([`crate::wheel::closure::SYSTEM_LIBRARIES`]): `system-libraries`.
+    pub system_libraries: Vec<String>,
     pub recipes: BTreeMap<String, Recipe>,
 }
 
@@ -174,6 +177,14 @@ impl Stack {
         is_native(self.recipes.values())
     }
 
+    /// Does the stack publish its libraries as runtime wheels (issue 38)? Then its python-wheel
+    /// and runtime-wheel recipes' wheels must load wherever pip puts them, and the library
+    /// closure check ([`crate::wheel::closure`]) refuses those that would not. A stack without
+    /// them publishes wheels that load through `rocmforge env` only.
+    pub fn has_runtime_wheels(&self) -> bool {
+        self.recipes.values().any(|r| r.build.system == BuildSystem::RuntimeWheel)
+    }
+
     /// The profile `name`, or the default one (`None` when the stack has no profiles).
     pub fn profile(&self, name: Option<&str>) -> Result<Option<&Profile>, String> {
         match name.or(self.default_profile.as_deref()) {
@@ -238,6 +249,9 @@ pub struct Recipe {
     /// `[stand-in]`: how it is built when `when-unsupported = "stand-in"` applies.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stand_in: Option<StandIn>,
+    /// `[runtime-wheel]`: what a `runtime-wheel` recipe puts in its wheel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime_wheel: Option<RuntimeWheelSpec>,
     /// The recipe's parsed content, serialised canonically (keys sorted): the cache key's input,
     /// immune to comments, whitespace and key order.
     #[serde(skip)]
@@ -428,6 +442,9 @@ pub enum BuildSystem {
     Script,
     PrebuiltWheel,
     SourceOnly,
+    /// The stack's libraries as a wheel (`[runtime-wheel]`): files its build dependencies
+    /// installed, laid out as in the prefix below one folder of `site-packages`.
+    RuntimeWheel,
 }
 
 impl BuildSystem {
@@ -438,7 +455,13 @@ impl BuildSystem {
             BuildSystem::Script => "script",
             BuildSystem::PrebuiltWheel => "prebuilt-wheel",
             BuildSystem::SourceOnly => "source-only",
+            BuildSystem::RuntimeWheel => "runtime-wheel",
         }
+    }
+
+    /// Does the recipe publish wheels it makes (rather than prefix files only)?
+    pub fn makes_wheels(self) -> bool {
+        matches!(self, BuildSystem::PythonWheel | BuildSystem::PrebuiltWheel | BuildSystem::RuntimeWheel)
     }
 }
 
@@ -623,6 +646,23 @@ pub struct Estimate {
     pub download_mb: f64,
     pub disk_gb: f64,
     pub source: Option<String>,
+}
+
+/// `[runtime-wheel]`: the wheel of a `runtime-wheel` recipe (issue 38): the files its build
+/// dependencies installed that the stack's other wheels load (libraries, their data), laid out
+/// below `root` in `site-packages` as they lie below the prefix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuntimeWheelSpec {
+    /// The wheel's project name (`rocmforge-rocm-runtime`).
+    pub project: String,
+    /// Its folder in `site-packages` (`rocmforge_rocm`); wheels of one stack may share one.
+    pub root: String,
+    /// Per build dependency, the paths or globs of its installed files (prefix-relative; a dependency
+    /// taken from an installation: relative to it) that go in; `{target}` in an entry repeats it
+    /// for each requested target, and such an entry may match nothing (no database for gfx1010).
+    pub files: BTreeMap<String, Vec<String>>,
+    /// The stack profile whose settings the wheel makes at interpreter start (a `.pth` file).
+    pub profile: Option<String>,
 }
 
 /// How to recognise this component in an installed ROCm (`--rocm-path`).

@@ -105,6 +105,8 @@ pub(super) struct RawStack {
     pub default_profile: Option<Spanned<String>>,
     pub index_path: Option<Spanned<String>>,
     pub disk_gb: Option<f64>,
+    #[serde(default)]
+    pub system_libraries: Vec<Spanned<String>>,
 }
 
 /// `recipes/<stack>/<name>.toml`.
@@ -134,6 +136,18 @@ pub(super) struct RawRecipe {
     /// `[stand-in]`: what changes when `when-unsupported = "stand-in"` applies.
     #[serde(rename = "stand-in")]
     pub stand_in: Option<Spanned<RawStandIn>>,
+    /// `[runtime-wheel]`: the files of a `runtime-wheel` recipe's wheel.
+    #[serde(rename = "runtime-wheel")]
+    pub runtime_wheel: Option<Spanned<RawRuntimeWheel>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawRuntimeWheel {
+    pub project: Option<Spanned<String>>,
+    pub root: Option<Spanned<String>>,
+    pub files: Spanned<BTreeMap<String, Vec<Spanned<String>>>>,
+    pub profile: Option<Spanned<String>>,
 }
 
 /// `[stand-in]`: the build of a library without device code, for targets it has no kernels for.

@@ -8,11 +8,7 @@
 //! (its bytes, name, order and permissions). The download itself is left as it is: the lock file
 //! keeps pinning its digest.
 
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-
-use base64::Engine as _;
-use sha2::{Digest, Sha256};
 
 use super::WheelName;
 use crate::offload::elf;
@@ -77,8 +73,7 @@ pub fn clear(wheel: &Path) -> Result<Option<Cleared>, ExecStackError> {
     let out_path = wheel.with_file_name(&new_name);
     let write = |message: String| ExecStackError::Write { path: out_path.clone(), message };
 
-    let mut zip = open(wheel)?;
-    let names: Vec<String> = zip.file_names().map(str::to_string).collect();
+    let names: Vec<String> = open(wheel)?.file_names().map(str::to_string).collect();
     let dist_info = names
         .iter()
         .find_map(|n| n.strip_suffix("/METADATA").filter(|d| d.ends_with(".dist-info") && !d.contains('/')))
@@ -95,50 +90,24 @@ pub fn clear(wheel: &Path) -> Result<Option<Cleared>, ExecStackError> {
         }
         n.to_string()
     };
-    let record = format!("{new_stem}.dist-info/RECORD");
-
-    let tmp = out_path.with_extension("whl.partial");
-    let file = std::fs::File::create(&tmp).map_err(|e| write(e.to_string()))?;
-    let mut out = zip::ZipWriter::new(std::io::BufWriter::new(file));
-    let mut rows: Vec<String> = Vec::new();
-    for (i, old) in names.iter().enumerate() {
-        let mut m = zip.by_index(i).map_err(|e| read(e.to_string()))?;
-        let new = rename(old);
-        let opts = zip::write::SimpleFileOptions::default()
-            .compression_method(zip::CompressionMethod::Deflated)
-            .unix_permissions(m.unix_mode().unwrap_or(0o644) & 0o7777)
-            .large_file(m.size() >= u64::from(u32::MAX));
-        if m.is_dir() {
-            out.add_directory(new, opts).map_err(|e| write(e.to_string()))?;
-            continue;
+    let mut edit = |old: &str, bytes: &[u8]| -> Result<Option<Vec<u8>>, ExecStackError> {
+        if members.iter().any(|m| m == old) {
+            let mut bytes = bytes.to_vec();
+            elf::clear_exec_stack(&mut bytes).map_err(|why| ExecStackError::Unfixable {
+                wheel: filename.clone(),
+                member: old.to_string(),
+                why,
+            })?;
+            return Ok(Some(bytes));
         }
-        // The old RECORD and any signature of it are replaced by the new RECORD below.
-        let leaf = old.rsplit('/').next().unwrap_or(old);
-        if old.starts_with(&format!("{dist_info}/")) && leaf.starts_with("RECORD") {
-            continue;
-        }
-        let mut bytes = Vec::with_capacity(m.size() as usize);
-        m.read_to_end(&mut bytes).map_err(|e| read(format!("{old}: {e}")))?;
-        if members.contains(old) {
-            if let Err(why) = elf::clear_exec_stack(&mut bytes) {
-                drop(out);
-                let _ = std::fs::remove_file(&tmp);
-                return Err(ExecStackError::Unfixable { wheel: filename.clone(), member: old.clone(), why });
-            }
-        } else if *old == format!("{dist_info}/METADATA") {
-            bytes = with_version(&bytes, &version);
-        }
-        rows.push(record_row(&new, &bytes));
-        out.start_file(new, opts).map_err(|e| write(e.to_string()))?;
-        out.write_all(&bytes).map_err(|e| write(e.to_string()))?;
-    }
-    rows.push(format!("{},,", csv(&record)));
-    let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
-    out.start_file(record, opts).map_err(|e| write(e.to_string()))?;
-    out.write_all((rows.join("\n") + "\n").as_bytes()).map_err(|e| write(e.to_string()))?;
-    let f = out.finish().map_err(|e| write(e.to_string()))?;
-    f.into_inner().map_err(|e| write(e.to_string()))?.sync_all().map_err(|e| write(e.to_string()))?;
-    std::fs::rename(&tmp, &out_path).map_err(|e| write(e.to_string()))?;
+        Ok((old == format!("{dist_info}/METADATA")).then(|| with_version(bytes, &version)))
+    };
+    let rewritten = super::rewrite::rewrite(wheel, &out_path, &format!("{new_stem}.dist-info"), &rename, &mut edit)
+        .map_err(|e| match e {
+            super::rewrite::RewriteError::Read { message, .. } => read(message),
+            super::rewrite::RewriteError::Write { message, .. } => write(message),
+        })?;
+    rewritten?;
     std::fs::remove_file(wheel).map_err(|e| read(format!("cannot remove the original: {e}")))?;
     Ok(Some(Cleared { wheel: out_path, original: filename, members }))
 }
@@ -182,20 +151,6 @@ fn with_version(metadata: &[u8], version: &str) -> Vec<u8> {
     out.into_bytes()
 }
 
-/// A RECORD row: `path,sha256=<urlsafe base64, no padding>,size`.
-fn record_row(path: &str, bytes: &[u8]) -> String {
-    let digest = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(bytes));
-    format!("{},sha256={digest},{}", csv(path), bytes.len())
-}
-
-fn csv(field: &str) -> String {
-    if field.contains([',', '"', '\n']) {
-        format!("\"{}\"", field.replace('"', "\"\""))
-    } else {
-        field.to_string()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,11 +172,5 @@ mod tests {
             got,
             "Metadata-Version: 2.1\r\nName: torch\r\nVersion: 1.13.1+rocm5.2.noexecstack\r\n\r\nVersion: 1 in the text\r\n"
         );
-    }
-
-    #[test]
-    fn record_rows_are_what_pip_checks() {
-        // sha256 of "" in urlsafe base64 without padding, as pip's RECORD check computes it.
-        assert_eq!(record_row("a,b.py", b""), "\"a,b.py\",sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0");
     }
 }

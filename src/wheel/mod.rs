@@ -7,6 +7,9 @@
 //! wheel URLs and project names) and the index (which publishes wheels) can both use it.
 
 pub mod execstack;
+pub mod closure;
+pub mod rewrite;
+pub mod runtime;
 pub mod select;
 
 use std::fmt;

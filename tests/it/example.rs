@@ -14,43 +14,26 @@ fn gpu_targets(lib: &Path) -> String {
 }
 
 #[test]
-fn example_stack_builds_gfx1010_code_and_pip_installs_the_wheel() {
+fn example_stack_builds_gfx1010_code_and_publishes_its_wheels() {
     let e = Example::new();
     let home = e.home.path();
     let out = e.build(home, &e.prefix(), &["pyvec", "--target", "gfx1010"]);
     assert!(out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains("built 3 recipe(s): vecmath, hipvec, pyvec"), "{}", text(&out));
+    assert!(text(&out).contains("built 4 recipe(s): vecmath, hipvec, example-runtime, pyvec"), "{}", text(&out));
     let objs = gpu_targets(&e.prefix().join("lib/libhipvec.so"));
     assert!(objs.contains("gfx1010") && !objs.contains("gfx1030"), "{objs}");
     // The patch was applied.
     assert!(std::fs::read_to_string(e.prefix().join("include/hipvec.h")).unwrap().contains("hipvec_patched"));
 
-    // The wheel is in the index with its local label; pip installs it into a fresh venv.
-    let index = home.join("state/rocmforge/index/simple");
-    let page = std::fs::read_to_string(index.join("pyvec/index.html")).unwrap();
-    // rocm label, build serial (a number), cache key.
+    // The wheel is in the index with its local label (rocm label, build serial, cache key).
+    let page = std::fs::read_to_string(home.join("state/rocmforge/index/simple/pyvec/index.html")).unwrap();
     let label = page.split("pyvec-1.0.0+rocm5.2.3.").nth(1).unwrap_or_else(|| panic!("{page}"));
     let (serial, rest) = label.split_once('.').unwrap();
     assert!(serial.parse::<u64>().is_ok() && rest.starts_with('k'), "{page}");
-    let venv = home.join("venv");
-    assert!(Command::new("python3").args(["-m", "venv"]).arg(&venv).status().unwrap().success());
-    let pip = Command::new(venv.join("bin/pip"))
-        .args(["install", "--disable-pip-version-check", "--no-cache-dir", "--index-url"])
-        .arg(format!("file://{}/", index.display()))
-        .arg("pyvec==1.0.0")
-        .output()
-        .unwrap();
-    assert!(pip.status.success(), "{}", text(&pip));
-    let run = Command::new(venv.join("bin/python"))
-        .args(["-c", "import pyvec; print(pyvec.dot([1.0, 2.0], [3.0, 4.0]))"])
-        .env("LD_LIBRARY_PATH", e.prefix().join("lib"))
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "11.0", "{}", text(&run));
 
     // Nothing to do the second time.
     let again = e.build(home, &e.prefix(), &["pyvec", "--target", "gfx1010"]);
-    assert!(text(&again).contains("nothing to build: 3 recipe(s) up to date"), "{}", text(&again));
+    assert!(text(&again).contains("nothing to build: 4 recipe(s) up to date"), "{}", text(&again));
 
     // A changed patch: plan says why, and only hipvec and what depends on it rebuild.
     let patch = e.tree.join("patches/example/hipvec/0001-report-patched-build.patch");
@@ -68,15 +51,163 @@ fn example_stack_builds_gfx1010_code_and_pip_installs_the_wheel() {
     };
     assert!(reason("vecmath").starts_with("cached"), "{}", reason("vecmath"));
     assert_eq!(reason("hipvec"), "rebuild: patch 0001-report-patched-build.patch changed");
-    assert_eq!(reason("pyvec"), "rebuild: dependency hipvec rebuilt");
+    assert_eq!(reason("example-runtime"), "rebuild: dependency hipvec rebuilt");
+    assert_eq!(reason("pyvec"), "rebuild: dependency example-runtime rebuilt, dependency hipvec rebuilt");
     let out = e.build(home, &e.prefix(), &["pyvec", "--target", "gfx1010"]);
-    assert!(text(&out).contains("built 2 recipe(s): hipvec, pyvec; 1 from the cache"), "{}", text(&out));
+    assert!(
+        text(&out).contains("built 3 recipe(s): hipvec, example-runtime, pyvec; 1 from the cache"),
+        "{}",
+        text(&out)
+    );
 
     // Two targets: both in the library; host-only vecmath is not rebuilt.
     let out = e.build(home, &e.prefix(), &["hipvec", "--target", "gfx1010,gfx1030"]);
     assert!(text(&out).contains("built 1 recipe(s): hipvec; 1 from the cache"), "{}", text(&out));
     let objs = gpu_targets(&e.prefix().join("lib/libhipvec.so"));
     assert!(objs.contains("gfx1010") && objs.contains("gfx1030"), "{objs}");
+}
+
+/// `cmd` as a new user's shell would run it outside any activation: `env -i` with only PATH
+/// and HOME (no LD_LIBRARY_PATH, no VIRTUAL_ENV, no ROCm variable); its stdout, trimmed.
+fn outside(cmd: &mut Command, home: &Path, what: &str) -> String {
+    let out = cmd
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap())
+        .env("HOME", home)
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: {e} (install it: ci/setup.sh)"));
+    assert!(out.status.success(), "{what}: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Issue 38's example: pyvec's wheel requires the runtime wheel holding libvecmath and libhipvec
+/// exactly, and finds them through RUNPATH relative to `$ORIGIN`; installed from the index by pip
+/// and by uv into fresh venvs, it imports and calls hipvec's host entry points (which call
+/// libvecmath) with no activation, the prefix moved away, `pip check` content, and again from
+/// the venv moved to another directory.
+#[test]
+fn pyvec_from_the_index_runs_in_any_venv_without_activation() {
+    let e = Example::new();
+    let home = e.home.path();
+    let out = e.build(home, &e.prefix(), &["pyvec", "--target", "gfx1010"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let index = home.join("state/rocmforge/index/simple");
+    let runtime = std::fs::read_to_string(index.join("rocmforge-example-runtime/index.html")).unwrap();
+    let runtime_version = runtime
+        .split("rocmforge_example_runtime-")
+        .nth(1)
+        .and_then(|r| r.split('-').next())
+        .unwrap_or_else(|| panic!("{runtime}"))
+        .replace("%2B", "+");
+    assert!(runtime_version.starts_with("1.0.0+rocm5.2.3.gfx1010."), "{runtime_version}");
+    // The libraries can come from the wheels only.
+    let moved_prefix = home.join("prefix-moved-away");
+    std::fs::rename(e.prefix(), &moved_prefix).unwrap();
+    let user = home.join("user");
+    std::fs::create_dir_all(&user).unwrap();
+    let index_url = format!("file://{}/", index.display());
+    let script = "import importlib.metadata as m, pyvec; \
+                  print(pyvec.dot([1.0, 2.0], [3.0, 4.0]), pyvec.hipvec_info(), m.requires('pyvec'))";
+    let want = format!("11.0 (1, 100) ['rocmforge-example-runtime=={runtime_version}']");
+
+    // pip, into a fresh venv.
+    let pip_venv = user.join("pip-venv");
+    outside(Command::new("python3").args(["-m", "venv"]).arg(&pip_venv), &user, "python3 -m venv");
+    let py = pip_venv.join("bin/python");
+    outside(
+        Command::new(&py)
+            .args(["-m", "pip", "install", "--isolated", "--no-cache-dir", "--disable-pip-version-check", "--no-input"])
+            .args(["--index-url", &index_url, "pyvec"]),
+        &user,
+        "pip install",
+    );
+    assert_eq!(outside(Command::new(&py).args(["-c", script]), &user, "pyvec under pip"), want);
+    let check =
+        outside(Command::new(&py).args(["-m", "pip", "check", "--disable-pip-version-check"]), &user, "pip check");
+    assert_eq!(check, "No broken requirements found.");
+    // The installed extension searches only folders relative to itself.
+    let runpath = Command::new("readelf")
+        .arg("-d")
+        .arg(
+            std::fs::read_dir(pip_venv.join("lib/python3.11/site-packages/pyvec"))
+                .unwrap()
+                .map(|f| f.unwrap().path())
+                .find(|p| p.extension().is_some_and(|x| x == "so"))
+                .unwrap(),
+        )
+        .output()
+        .unwrap();
+    let runpath = String::from_utf8_lossy(&runpath.stdout).into_owned();
+    assert!(runpath.contains("(RUNPATH)") && runpath.contains("[$ORIGIN/../rocmforge_example/lib]"), "{runpath}");
+    assert!(!runpath.contains(&home.display().to_string()), "{runpath}");
+
+    // The venv moved to another directory.
+    let moved = user.join("elsewhere/pip-venv");
+    std::fs::create_dir_all(moved.parent().unwrap()).unwrap();
+    std::fs::rename(&pip_venv, &moved).unwrap();
+    assert_eq!(outside(Command::new(moved.join("bin/python")).args(["-c", script]), &user, "moved venv"), want);
+
+    // uv, into another fresh venv.
+    let uv_venv = user.join("uv-venv");
+    let uv = |args: &[&str]| {
+        let mut c = Command::new("uv");
+        c.env("UV_CACHE_DIR", user.join("uv-cache")).env("UV_PYTHON_DOWNLOADS", "never").env("UV_NO_CONFIG", "1");
+        c.args(args);
+        c
+    };
+    outside(&mut uv(&["venv", "-q", "--python", "python3", uv_venv.to_str().unwrap()]), &user, "uv venv");
+    let py = uv_venv.join("bin/python");
+    outside(
+        &mut uv(&["pip", "install", "-q", "--python", py.to_str().unwrap(), "--index-url", &index_url, "pyvec"]),
+        &user,
+        "uv pip install",
+    );
+    assert_eq!(outside(Command::new(&py).args(["-c", script]), &user, "pyvec under uv"), want);
+    outside(&mut uv(&["pip", "check", "--python", py.to_str().unwrap()]), &user, "uv pip check");
+}
+
+/// The library check before a wheel is stored or published: a library that no wheel of the
+/// stack holds and that is no system library is refused, naming the wheel, its file and the
+/// library, and nothing is published.
+#[test]
+fn a_wheel_needing_a_library_no_wheel_provides_is_refused_naming_both() {
+    let e = Example::new();
+    let home = e.home.path();
+    let edit = |file: &str, from: &str, to: &str| {
+        let f = e.tree.join("recipes/example").join(file);
+        let t = std::fs::read_to_string(&f).unwrap();
+        assert!(t.contains(from), "{file}: {t}");
+        std::fs::write(&f, t.replace(from, to)).unwrap();
+    };
+    let index = home.join("state/rocmforge/index/simple");
+    // Debian's HIP runtime, which libhipvec links, no longer allowed from the host.
+    let allowed = "system-libraries = [\"libamdhip64.so.5\"]";
+    edit("stack.toml", allowed, "");
+    let out = e.build(home, &e.prefix(), &["pyvec", "--target", "gfx1010"]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("`rocmforge_example/lib/libhipvec.so` needs `libamdhip64.so.5`, which no wheel of the stack provides and which is not a system library"),
+        "{t}"
+    );
+    assert!(
+        t.contains("The system libraries allowed: libc.so.6,") && t.contains("stack.toml's `system-libraries`"),
+        "{t}"
+    );
+    assert!(!index.join("rocmforge-example-runtime").exists() && !index.join("pyvec").exists(), "{t}");
+
+    // Allowed again, but libhipvec left out of the runtime wheel: pyvec's extension is refused.
+    edit("stack.toml", "python = \"3.11\"", &format!("python = \"3.11\"\n{allowed}"));
+    edit("example-runtime.toml", ", hipvec = [\"lib/libhipvec.so\"]", "");
+    let out = e.build(home, &e.prefix(), &["pyvec", "--target", "gfx1010"]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("`pyvec/_vecmath.cpython-311-x86_64-linux-gnu.so` needs `libhipvec.so`, which no wheel of the stack provides"),
+        "{t}"
+    );
+    assert!(t.contains("error: pyvec: `pyvec-1.0.0+rocm5.2.3."), "the wheel is named: {t}");
+    assert!(index.join("rocmforge-example-runtime").exists() && !index.join("pyvec").exists(), "{t}");
 }
 
 #[test]
@@ -273,7 +404,7 @@ fn a_second_machine_gets_the_example_stack_from_a_shared_cache_and_compiles_noth
     };
     let out = build_on(&a, &[("ROCMFORGE_CACHE_PASSWORD", PASSWORD.to_string())]);
     assert!(out.status.success(), "{}", text(&out));
-    for r in ["vecmath", "hipvec", "pyvec"] {
+    for r in ["vecmath", "hipvec", "example-runtime", "pyvec"] {
         assert!(text(&out).contains(&format!("{r}: uploaded artifact")), "{r}:\n{}", text(&out));
     }
     assert!(!text(&out).contains(PASSWORD));
@@ -282,16 +413,16 @@ fn a_second_machine_gets_the_example_stack_from_a_shared_cache_and_compiles_noth
 
     let out = build_on(&b, &[("PATH", other_path(&e.home.path().join("b-bin")))]);
     assert!(out.status.success(), "{}", text(&out));
-    for r in ["vecmath", "hipvec", "pyvec"] {
+    for r in ["vecmath", "hipvec", "example-runtime", "pyvec"] {
         assert!(text(&out).contains(&format!("{r}: downloaded artifact")), "{r}:\n{}", text(&out));
     }
-    let line = "nothing to build: 3 recipe(s) up to date in the cache (3 downloaded from the shared cache)";
+    let line = "nothing to build: 4 recipe(s) up to date in the cache (4 downloaded from the shared cache)";
     assert!(text(&out).contains(line), "{}", text(&out));
     let report = std::fs::read(b.join("state/rocmforge/reports/example/latest/report.json")).unwrap();
     let report: serde_json::Value = serde_json::from_slice(&report).unwrap();
     let outcomes: Vec<&str> =
         report["recipes"].as_array().unwrap().iter().map(|r| r["outcome"].as_str().unwrap()).collect();
-    assert_eq!(outcomes, ["downloaded"; 3], "{report}");
+    assert_eq!(outcomes, ["downloaded"; 4], "{report}");
     // Nothing compiled: no work dir was even made, and the prefix is A's, byte for byte.
     assert!(!b.join("cache/rocmforge/work").exists(), "{}", text(&out));
     assert!(crate::support::tree_bytes(&e.prefix()) == built, "B's prefix differs from A's");

@@ -155,7 +155,7 @@ fn example_stack_keys_do_not_depend_on_dirs_tool_paths_or_mtimes() {
     // Defaults: work, cache and state dirs under one home, the host's tools.
     let a = tempfile::tempdir().unwrap();
     let keys_a = keys_of(&plan(plan_cmd(a.path()).env("USER", "alice")));
-    assert_eq!(keys_a.len(), 3, "{keys_a:?}");
+    assert_eq!(keys_a.len(), 4, "{keys_a:?}");
     assert!(keys_a.values().all(Option::is_some), "{keys_a:?}");
 
     // Other dirs from the environment, another user, and copies of the tools first on PATH.

@@ -536,7 +536,8 @@ fn shipped_is_pinned(s: &Shipped) {
         assert_ne!(e["state"], "blocked", "{name}: {}", e["reason"]);
         assert_eq!(e["locked"], true, "{name}");
         match e["source"]["kind"].as_str().unwrap() {
-            "from" => assert_eq!(e["pin"], Value::Null),
+            // A runtime wheel is made of the other recipes' files: it has no source to pin.
+            "from" | "none" => assert_eq!(e["pin"], Value::Null),
             _ => {
                 assert_eq!(e["pin"]["from"]["kind"], "recipe", "{name}: {}", e["pin"]);
                 let w = e["pin"]["witness"].as_str().unwrap_or_else(|| panic!("{name}: no witness"));
@@ -797,8 +798,11 @@ fn every_check_after_install_counts_in_the_night_and_together_they_fit_ten_minut
             let checks = e["checks"].as_array().cloned().unwrap_or_default();
             let work = &e["checks_estimate"];
             let (serial, parallel) = (work["serial_secs"].as_f64().unwrap(), work["parallel_secs"].as_f64().unwrap());
-            // A prebuilt wheel's exec-stack line is not a `[[check]]`; every real check has figures.
-            if checks.iter().any(|c| !c.as_str().unwrap().starts_with("executable stacks")) {
+            // A prebuilt wheel's exec-stack line and the wheel links (issue 38: the runtime wheel,
+            // the requirements, the library closure) are not `[[check]]`s, done by rocmforge
+            // itself in seconds; every real check has figures.
+            let own = ["executable stacks", "runtime wheel `", "its wheels require ", "library closure"];
+            if checks.iter().any(|c| !own.iter().any(|o| c.as_str().unwrap().starts_with(o))) {
                 assert!(serial + parallel > 0.0, "{}: its checks carry no `estimate`: {checks:?}", e["name"]);
                 checked.push(e["name"].as_str().unwrap().to_string());
             }
@@ -848,4 +852,40 @@ fn a_gfx1010_night_of_the_default_stack_fits_the_shortest_night_budget() {
         let hipblaslt = plan["recipes"].as_array().unwrap().iter().find(|e| e["name"] == "hipblaslt").unwrap();
         assert_eq!(hipblaslt["targets"]["targets"], serde_json::json!(["gfx1010"]), "no gfx90a build: {hipblaslt}");
     }
+}
+
+/// Issue 38: the default stack publishes its ROCm runtime as a wheel of its index, and its torch
+/// and torchvision wheels would require it exactly and find its libraries through RUNPATH
+/// relative to `$ORIGIN` (the RUNPATH rule on a stand-in torch wheel: the lib test
+/// `wheel::closure::tests::a_stand_in_torch_wheel_finds_the_runtime_wheel_through_runpath_relative_to_origin`).
+#[test]
+fn the_default_stacks_plan_shows_its_runtime_wheel_and_torch_requiring_it() {
+    let home = tempfile::tempdir().unwrap();
+    let out = rocmforge(home.path())
+        .args(["--stack", "rocm-6.2", "plan", "pytorch", "torchvision", "--json", "--target", "gfx1010"])
+        .timeout(TIMEOUT)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let entry = |n: &str| plan["recipes"].as_array().unwrap().iter().find(|e| e["name"] == n).unwrap().clone();
+    let checks = |n: &str| {
+        entry(n)["checks"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect::<Vec<_>>()
+    };
+    let runtime = checks("rocm-runtime");
+    assert!(
+        runtime.iter().any(|c| c.starts_with("runtime wheel `rocmforge-rocm-runtime`: files of clr, comgr,")
+            && c.contains("miopen, rocblas, rocfft, rocr,")
+            && c.contains("below `rocmforge_rocm/` in site-packages, RUNPATH relative to $ORIGIN, profile `native` set at interpreter start (.pth)")),
+        "{runtime:?}"
+    );
+    for torch in ["pytorch", "torchvision"] {
+        let c = checks(torch);
+        assert!(
+            c.iter().any(|c| c == "its wheels require rocmforge-rocm-runtime (the exact builds) and find their libraries through RUNPATH relative to $ORIGIN"),
+            "{torch}: {c:?}"
+        );
+        assert!(c.iter().any(|c| c.starts_with("library closure")), "{torch}: {c:?}");
+    }
+    assert!(entry("pytorch")["deps"].as_array().unwrap().iter().any(|d| d == "rocm-runtime"), "{}", entry("pytorch"));
 }

@@ -13,7 +13,7 @@ setup(
             ["src/_vecmath.c"],
             include_dirs=[os.path.join(prefix, "include")],
             library_dirs=[os.path.join(prefix, "lib")],
-            libraries=["vecmath"],
+            libraries=["vecmath", "hipvec"],
         )
     ],
     python_requires=">=3.8",

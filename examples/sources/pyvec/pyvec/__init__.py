@@ -1,4 +1,4 @@
-"""Example bindings: dot products through the vecmath C library."""
-from ._vecmath import dot
+"""Example bindings: dot products through the vecmath C library, and the HIP library hipvec."""
+from ._vecmath import dot, hipvec_info
 
-__all__ = ["dot"]
+__all__ = ["dot", "hipvec_info"]

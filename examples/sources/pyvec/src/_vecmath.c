@@ -1,6 +1,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include "vecmath.h"
+#include "hipvec.h"
 
 static PyObject *dot(PyObject *self, PyObject *args) {
     PyObject *a, *b;
@@ -21,6 +22,14 @@ static PyObject *dot(PyObject *self, PyObject *args) {
     return PyFloat_FromDouble(s);
 }
 
-static PyMethodDef methods[] = {{"dot", dot, METH_VARARGS, "Dot product."}, {NULL, NULL, 0, NULL}};
+/* The GPU library's host entry points: (patched build?, the vecmath version it links). */
+static PyObject *hipvec_info(PyObject *self, PyObject *args) {
+    return Py_BuildValue("(ii)", hipvec_patched(), hipvec_uses_vecmath());
+}
+
+static PyMethodDef methods[] = {
+    {"dot", dot, METH_VARARGS, "Dot product."},
+    {"hipvec_info", hipvec_info, METH_NOARGS, "hipvec's host entry points: (patched, vecmath version)."},
+    {NULL, NULL, 0, NULL}};
 static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "_vecmath", NULL, -1, methods};
 PyMODINIT_FUNC PyInit__vecmath(void) { return PyModule_Create(&mod); }
