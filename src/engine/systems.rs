@@ -260,11 +260,15 @@ pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Re
                 q(&vars.prefix)
             );
             if uses_venv(recipe) {
-                // The venv's Python, named: VIRTUAL_ENV alone does not win where a CMakeLists
-                // asks for less than CMake 3.15 (CMP0094 OLD: FindPython takes the newest Python
-                // anywhere on PATH; clr's hipamd/src asks for 3.5.1 and found /usr/bin/python3.14
-                // on the night, without CppHeaderParser). Before `args`, which may override it.
-                let py = q(&venv_steps(recipe, vars, &mut steps, &step)?.join("bin/python"));
+                venv_steps(recipe, vars, &mut steps, &step)?;
+            }
+            // The Python steps use (the venv's, else the stack's), named to CMake: FindPython
+            // otherwise takes another. Where a CMakeLists asks for less than CMake 3.15 (CMP0094
+            // OLD) it takes the newest on PATH even over VIRTUAL_ENV: clr's hipamd/src found
+            // /usr/bin/python3.14 without CppHeaderParser, and rocBLAS built Tensile's virtualenv
+            // from it, whose joblib workers died, on the night. Before `args`, which may override it.
+            if let Some(py) = &vars.python {
+                let py = q(py);
                 configure.push_str(&format!(" -DPython3_EXECUTABLE={py} -DPython_EXECUTABLE={py}"));
             }
             for a in &recipe.build.args {

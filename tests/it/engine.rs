@@ -997,4 +997,26 @@ fn a_cmake_recipe_finds_its_venvs_python_under_the_old_findpython_policy() {
     let configure = std::fs::read_to_string(e.work("pyprobe").join("steps/03-configure.sh")).unwrap();
     let venv_python = e.work("pyprobe").join("build/venv/bin/python");
     assert!(configure.contains(&format!("-DPython3_EXECUTABLE={}", venv_python.display())), "{configure}");
+
+    // Without requirements, the stack's Python is the one named (rocBLAS made Tensile's
+    // virtualenv from /usr/bin/python3.14 on the night): CMake reports it as found.
+    cmake_recipe(
+        &e,
+        "pyplain",
+        "cmake_minimum_required(VERSION 3.5)\nproject(pyplain NONE)\nfind_package(Python3 COMPONENTS Interpreter REQUIRED)\n\
+         file(WRITE ${CMAKE_BINARY_DIR}/python.txt \"${Python3_EXECUTABLE}\")\ninstall(FILES ${CMAKE_BINARY_DIR}/python.txt DESTINATION share/pyplain)\n",
+        "",
+    );
+    let out = e
+        .cmd()
+        .env("ROCMFORGE_PYTHON", &python)
+        .args(["build", "pyplain", "--compiler-cache", "none", "--prefix"])
+        .arg(e.prefix())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(e.prefix().join("share/pyplain/python.txt")).unwrap(),
+        python.display().to_string()
+    );
 }
