@@ -262,11 +262,13 @@ pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Re
             if uses_venv(recipe) {
                 venv_steps(recipe, vars, &mut steps, &step)?;
             }
-            // The Python steps use (the venv's, else the stack's), named to CMake: FindPython
-            // otherwise takes another. Where a CMakeLists asks for less than CMake 3.15 (CMP0094
-            // OLD) it takes the newest on PATH even over VIRTUAL_ENV: clr's hipamd/src found
-            // /usr/bin/python3.14 without CppHeaderParser, and rocBLAS built Tensile's virtualenv
-            // from it, whose joblib workers died, on the night. Before `args`, which may override it.
+            // The Python steps use (the venv's; else the stack's, which a stack with `python`
+            // gives only to recipes that use `{python}`), named to CMake: FindPython otherwise
+            // takes another. Where a CMakeLists asks for less than CMake 3.15 (CMP0094 OLD) it
+            // takes the newest on PATH even over VIRTUAL_ENV: clr's hipamd/src found
+            // /usr/bin/python3.14 without CppHeaderParser on the night (rocBLAS, which made
+            // Tensile's virtualenv from it, names `{python}` itself). Before `args`, which may
+            // override it.
             if let Some(py) = &vars.python {
                 let py = q(py);
                 configure.push_str(&format!(" -DPython3_EXECUTABLE={py} -DPython_EXECUTABLE={py}"));
