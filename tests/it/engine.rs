@@ -201,7 +201,7 @@ fn cache_list_verify_gc_and_clean() {
         .success()
         .stdout("ok: 4 artifact(s), 0 download(s), 0 published file(s) verified\n");
     // Damage one artifact: verify names it, gc --damaged removes it, the next build rebuilds it.
-    let root = e.home.path().join(format!("cache/rocmforge/artifacts-v{}", rocmforge::key::CACHE_FORMAT));
+    let root = artifacts_root(&e);
     let tool_file =
         walkdir::WalkDir::new(&root).into_iter().filter_map(Result::ok).find(|f| f.file_name() == "tool.txt").unwrap();
     std::fs::write(tool_file.path(), "tampered").unwrap();
@@ -583,7 +583,7 @@ fn an_artifact_edited_in_place_through_the_prefix_is_caught_rebuilt_and_never_de
 
     // A file of the artifact replaced (another inode) by other bytes of the same size and
     // mtime is caught the same way: a new inode makes the file be re-hashed.
-    let root = e.home.path().join(format!("cache/rocmforge/artifacts-v{}", rocmforge::key::CACHE_FORMAT));
+    let root = artifacts_root(&e);
     let cached = walkdir::WalkDir::new(&root)
         .into_iter()
         .filter_map(Result::ok)
@@ -622,7 +622,7 @@ fn a_same_size_edit_with_its_mtime_put_back_is_caught_and_a_deploy_re_hashes() {
     assert!(text.contains("was altered on disk: `bin/tool.txt` (modified in place after it was stored)"), "{text}");
     assert_eq!((e.runs("tool"), std::fs::read(&file).unwrap()), (2, good.clone()));
 
-    let root = e.home.path().join(format!("cache/rocmforge/artifacts-v{}", rocmforge::key::CACHE_FORMAT));
+    let root = artifacts_root(&e);
     let cached = walkdir::WalkDir::new(&root)
         .into_iter()
         .filter_map(Result::ok)
@@ -856,9 +856,14 @@ fn a_store_killed_half_way_leaves_leftovers_that_verify_reports_and_gc_reclaims(
     assert!(!entries_of(&e).iter().any(|n| n.starts_with(".tmp-")));
 }
 
+/// The artifact store's folder in `e`'s home.
+fn artifacts_root(e: &Env) -> std::path::PathBuf {
+    e.home.path().join(format!("cache/rocmforge/artifacts-v{}", rocmforge::key::CACHE_FORMAT))
+}
+
 /// The artifact store's entries (its lock dir aside).
 fn entries_of(e: &Env) -> Vec<String> {
-    let root = e.home.path().join(format!("cache/rocmforge/artifacts-v{}", rocmforge::key::CACHE_FORMAT));
+    let root = artifacts_root(e);
     std::fs::read_dir(&root)
         .map(|rd| rd.map(|d| d.unwrap().file_name().to_string_lossy().to_string()).collect::<Vec<_>>())
         .unwrap_or_default()

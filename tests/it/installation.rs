@@ -421,6 +421,21 @@ fn no_patched_recipe_of_the_real_stack_is_taken_from_an_installation() {
     assert_eq!(entry(&plan, "llvm-project")["state"], "skipped", "{}", entry(&plan, "llvm-project")["reason"]);
 }
 
+/// A tempdir with `home/` and a recipe tree holding stack `deb` of ROCm `rocm_version`; returns
+/// it and the stack's recipe folder.
+fn deb_stack(rocm_version: &str) -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(d.path().join("home")).unwrap();
+    let recipes = d.path().join("tree/recipes/deb");
+    std::fs::create_dir_all(&recipes).unwrap();
+    std::fs::write(
+        recipes.join("stack.toml"),
+        format!("[stack]\nname = \"deb\"\nrocm-version = \"{rocm_version}\"\nsummary = \"s\"\ndefault-targets = [\"gfx1010\"]\ndefault = true\n"),
+    )
+    .unwrap();
+    (d, recipes)
+}
+
 /// Debian unstable's own ROCm 6.4 packages, unpacked by `ci/debian-rocm.sh` into a root with
 /// their dpkg records: recognised as a distribution's layout, each component's version read
 /// from its own package (they differ), and the GPU targets read from the files, cross-checked
@@ -442,15 +457,7 @@ fn debian_packages_are_recognised_with_their_versions_and_gpu_targets() {
         run(Process::new("dpkg-deb").arg("-f").arg(&deb).arg(f)).trim().to_string()
     };
     let upstream = |v: &str| v.split('-').next().unwrap().split('+').next().unwrap().to_string();
-    let d = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(d.path().join("home")).unwrap();
-    let recipes = d.path().join("tree/recipes/deb");
-    std::fs::create_dir_all(&recipes).unwrap();
-    std::fs::write(
-        recipes.join("stack.toml"),
-        "[stack]\nname = \"deb\"\nrocm-version = \"6.4.0\"\nsummary = \"s\"\ndefault-targets = [\"gfx1010\"]\ndefault = true\n",
-    )
-    .unwrap();
+    let (d, recipes) = deb_stack("6.4.0");
     let recipe = |name: &str, gpu: bool, device_code: &str, external: &str, deps: &str| {
         format!(
             "[package]\nname = \"{name}\"\nversion = \"1\"\nsummary = \"s\"\n{deps}\n[build]\nsystem = \"script\"\nsteps = [\"mkdir -p {{stage}}/share && touch {{stage}}/share/{name}\"]\n[targets]\ngpu = {gpu}\n{device_code}\n[external]\n{external}\n"
@@ -557,15 +564,7 @@ fn a_taken_cmake_package_is_found_where_the_distribution_keeps_it() {
         "{} lacks rocm-device-libs-21: run `bash ci/debian-rocm.sh` (ci/setup.sh does)",
         base.display()
     );
-    let d = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(d.path().join("home")).unwrap();
-    let recipes = d.path().join("tree/recipes/deb");
-    std::fs::create_dir_all(&recipes).unwrap();
-    std::fs::write(
-        recipes.join("stack.toml"),
-        "[stack]\nname = \"deb\"\nrocm-version = \"7.0.0\"\nsummary = \"s\"\ndefault-targets = [\"gfx1010\"]\ndefault = true\n",
-    )
-    .unwrap();
+    let (d, recipes) = deb_stack("7.0.0");
     std::fs::write(
         recipes.join("device-libs.toml"),
         "[package]\nname = \"device-libs\"\nversion = \"1\"\nsummary = \"s\"\n\n[build]\nsystem = \"script\"\nsteps = [\"mkdir -p {stage}/share && touch {stage}/share/dl\"]\n\n[targets]\ngpu = false\n\n[external]\ncmake-package = \"AMDDeviceLibs\"\nfiles = [\"amdgcn/bitcode/ocml.bc\"]\n",
