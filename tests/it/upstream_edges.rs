@@ -1183,3 +1183,34 @@ fn every_recipe_compiles_against_the_hip_of_the_recipe_that_makes_it() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Tensile finds its assembler and offload bundler in `$ROCM_PATH/llvm/bin`, then on PATH (Tensile
+/// rocm-6.2.4 Common.py:2282-2300, rocm-5.4.3 Common.py:1975-1993). A compiler layer taken from an
+/// installation keeps them elsewhere (Debian: `lib/llvm-21/bin`): the real night's rocBLAS stopped
+/// with "No assembler available; set TENSILE_ROCM_ASSEMBLER_PATH". Every recipe that runs Tensile
+/// names both in the stack's LLVM.
+#[test]
+fn every_recipe_that_runs_tensile_names_its_assembler_and_bundler_in_the_stacks_llvm() {
+    let mut failures = Vec::new();
+    let mut users = 0;
+    for name in ["rocm-6.2", "rocm-5.4"] {
+        let stack = stack(name);
+        for r in stack.recipes.values() {
+            if !r.source_deps.iter().any(|d| d == "tensile") {
+                continue;
+            }
+            users += 1;
+            for (var, tool) in [
+                ("TENSILE_ROCM_ASSEMBLER_PATH", "clang++"),
+                ("TENSILE_ROCM_OFFLOAD_BUNDLER_PATH", "clang-offload-bundler"),
+            ] {
+                let want = format!("{{rocm_llvm}}/bin/{tool}");
+                if r.build.env.get(var) != Some(&want) {
+                    failures.push(format!("{name}/{}: env {var} = {:?}; write {want:?}", r.name, r.build.env.get(var)));
+                }
+            }
+        }
+    }
+    assert!(users >= 2, "only {users} recipe(s) run Tensile");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
