@@ -1214,3 +1214,22 @@ fn every_recipe_that_runs_tensile_names_its_assembler_and_bundler_in_the_stacks_
     assert!(users >= 2, "only {users} recipe(s) run Tensile");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// composable_kernel rocm-6.2 (tag rocm-6.2.2 and release/rocm-rel-6.2 head 6d90a7cf2eb6): with
+/// `INSTANCES_ONLY` true every instance compiles for CK's own default targets instead of
+/// `GPU_TARGETS` (library/src/tensor_operation_instance/gpu/CMakeLists.txt:40-41, 71-72, 161-162),
+/// which the real night showed: a gfx1010 build ran clang for seven other targets. Defined (to a
+/// false value) still keeps out the examples and ckProfiler (CMakeLists.txt:495).
+#[test]
+fn composable_kernels_instances_compile_for_the_requested_targets_only() {
+    let a = args(&stack("rocm-6.2"), "composable-kernel");
+    assert!(a.iter().any(|x| x == "-DGPU_TARGETS={targets}"), "{a:?}");
+    let value = a
+        .iter()
+        .find_map(|x| x.strip_prefix("-DINSTANCES_ONLY=").or_else(|| x.strip_prefix("-DINSTANCES_ONLY:BOOL=")))
+        .unwrap_or_else(|| panic!("INSTANCES_ONLY is not defined: the examples and ckProfiler are built too: {a:?}"));
+    assert!(
+        matches!(value.to_ascii_uppercase().as_str(), "OFF" | "0" | "FALSE" | "NO" | "N"),
+        "INSTANCES_ONLY={value}: the instances would compile for CK's default targets, not {{targets}}"
+    );
+}
