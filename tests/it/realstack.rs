@@ -54,7 +54,7 @@ const ROCM_6_2: Shipped = Shipped {
     pytorch_pin: "     pin:     rev 2236df1770800ffea5697b11b0bb0d910b2e59e1 (recipe; witness: PyPI torch-2.6.0",
     first_download: "ROCm/rocm-cmake/archive/rocm-6.2.4.tar.gz",
     min_pinned: 28,
-    patched: &["composable-kernel", "hipblaslt", "miopen", "pytorch", "roctracer"],
+    patched: &["composable-kernel", "hipblaslt", "miopen", "pytorch", "roctracer", "tensile"],
     pytorch_submodule: Some("third_party/composable_kernel"),
 };
 
@@ -859,33 +859,48 @@ fn a_gfx1010_night_of_the_default_stack_fits_the_shortest_night_budget() {
 /// relative to `$ORIGIN` (the RUNPATH rule on a stand-in torch wheel: the lib test
 /// `wheel::closure::tests::a_stand_in_torch_wheel_finds_the_runtime_wheel_through_runpath_relative_to_origin`).
 #[test]
-fn the_default_stacks_plan_shows_its_runtime_wheel_and_torch_requiring_it() {
+fn the_native_stacks_plans_show_their_runtime_wheel_and_torch_requiring_it() {
     let home = tempfile::tempdir().unwrap();
-    let out = rocmforge(home.path())
-        .args(["--stack", "rocm-6.2", "plan", "pytorch", "torchvision", "--json", "--target", "gfx1010"])
-        .timeout(TIMEOUT)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let entry = |n: &str| plan["recipes"].as_array().unwrap().iter().find(|e| e["name"] == n).unwrap().clone();
-    let checks = |n: &str| {
-        entry(n)["checks"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect::<Vec<_>>()
-    };
-    let runtime = checks("rocm-runtime");
-    assert!(
-        runtime.iter().any(|c| c.starts_with("runtime wheel `rocmforge-rocm-runtime`: files of clr, comgr,")
-            && c.contains("miopen, rocblas, rocfft, rocr,")
-            && c.contains("below `rocmforge_rocm/` in site-packages, RUNPATH relative to $ORIGIN, profile `native` set at interpreter start (.pth)")),
-        "{runtime:?}"
-    );
-    for torch in ["pytorch", "torchvision"] {
-        let c = checks(torch);
-        assert!(
-            c.iter().any(|c| c == "its wheels require rocmforge-rocm-runtime (the exact builds) and find their libraries through RUNPATH relative to $ORIGIN"),
-            "{torch}: {c:?}"
+    for (stack, files, pth) in [
+        (
+            "rocm-6.2",
+            "clr, comgr, hipblas, hipblaslt, hipfft, hiprand, hipsolver, hipsparse, miopen, rocblas, rocfft, rocr, rocrand, rocsolver, rocsparse, roctracer",
+            ", profile `native` set at interpreter start (.pth)",
+        ),
+        (
+            "rocm-5.4",
+            "comgr, hipamd, hipblas, hipfft, hiprand, hipsolver, hipsparse, miopen, rocblas, rocfft, rocr, rocrand, rocsolver, rocsparse, roctracer",
+            "",
+        ),
+    ] {
+        let out = rocmforge(home.path())
+            .args(["--stack", stack, "plan", "pytorch", "torchvision", "--json", "--target", "gfx1010"])
+            .timeout(TIMEOUT)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{stack}: {}", text(&out));
+        let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let entry = |n: &str| plan["recipes"].as_array().unwrap().iter().find(|e| e["name"] == n).unwrap().clone();
+        let checks = |n: &str| {
+            entry(n)["checks"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect::<Vec<_>>()
+        };
+        let runtime = checks("rocm-runtime");
+        let want = format!(
+            "runtime wheel `rocmforge-rocm-runtime`: files of {files} below `rocmforge_rocm/` in site-packages, RUNPATH relative to $ORIGIN{pth}"
         );
-        assert!(c.iter().any(|c| c.starts_with("library closure")), "{torch}: {c:?}");
+        assert!(runtime.contains(&want), "{stack}: {runtime:?}");
+        for torch in ["pytorch", "torchvision"] {
+            let c = checks(torch);
+            assert!(
+                c.iter().any(|c| c == "its wheels require rocmforge-rocm-runtime (the exact builds) and find their libraries through RUNPATH relative to $ORIGIN"),
+                "{stack} {torch}: {c:?}"
+            );
+            assert!(c.iter().any(|c| c.starts_with("library closure")), "{stack} {torch}: {c:?}");
+        }
+        assert!(
+            entry("pytorch")["deps"].as_array().unwrap().iter().any(|d| d == "rocm-runtime"),
+            "{stack}: {}",
+            entry("pytorch")
+        );
     }
-    assert!(entry("pytorch")["deps"].as_array().unwrap().iter().any(|d| d == "rocm-runtime"), "{}", entry("pytorch"));
 }
