@@ -1178,6 +1178,13 @@ fn every_recipe_compiles_against_the_hip_of_the_recipe_that_makes_it() {
                     failures.push(format!("{name}/{}: HIP_PATH = {v:?}; write {{root:{hip}}}", r.name));
                 }
             }
+            // hipcc.pl (HIP rocm-5.4.3 bin/hipcc.pl:221-223) adds `-isystem $HSA_PATH/include`:
+            // the HSA headers of the ROCr the stack builds, not the installation's.
+            if let Some(v) = r.build.env.get("HSA_PATH") {
+                if v != "{root:rocr}" {
+                    failures.push(format!("{name}/{}: HSA_PATH = {v:?}; write {{root:rocr}}", r.name));
+                }
+            }
         }
         assert!(users >= 10, "{name}: only {users} recipe(s) set HIP_PATH");
     }
