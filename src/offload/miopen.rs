@@ -200,7 +200,9 @@ fn read_from<R: object::ReadCacheOps>(file: R, len: u64) -> Result<Embedded, Off
         }
         total = total.saturating_add(sym.size);
         if total > len {
-            return Err(malformed(format!("the {SYMBOL_PREFIX}* symbols claim more bytes than the file holds ({len})")));
+            return Err(malformed(format!(
+                "the {SYMBOL_PREFIX}* symbols claim more bytes than the file holds ({len})"
+            )));
         }
         claimed.push((sym.address, sym.size, name.clone()));
         let data = bytes_of(name, sym)?;
@@ -370,9 +372,10 @@ fn included_names(text: &[u8]) -> Vec<String> {
             .and_then(|r| r.strip_prefix("include"))
             .or_else(|| l.strip_prefix(".include"));
         let Some(rest) = rest.map(str::trim) else { continue };
-        let inner = rest.strip_prefix('"').and_then(|r| r.split('"').next()).or_else(|| {
-            rest.strip_prefix('<').and_then(|r| r.split('>').next())
-        });
+        let inner = rest
+            .strip_prefix('"')
+            .and_then(|r| r.split('"').next())
+            .or_else(|| rest.strip_prefix('<').and_then(|r| r.split('>').next()));
         if let Some(name) = inner.and_then(|p| p.rsplit('/').next()) {
             if !name.is_empty() && name.bytes().all(name_char) && name != "." && name != ".." {
                 out.push(name.to_string());
@@ -463,7 +466,9 @@ mod tests {
 
     #[test]
     fn the_version_and_the_defines_are_read_from_strings() {
-        let s = Strings::of(b"\0, HIP version 7.2.53211\0, MIOpen version 3.5.1.\0 -DCK_AMD_GPU_GFX\0-DMIO_BN_GFX103X=\0-Dlower\0");
+        let s = Strings::of(
+            b"\0, HIP version 7.2.53211\0, MIOpen version 3.5.1.\0 -DCK_AMD_GPU_GFX\0-DMIO_BN_GFX103X=\0-Dlower\0",
+        );
         assert_eq!(s.version(", MIOpen version ").as_deref(), Some("3.5.1"));
         assert_eq!(s.version(", HIP version ").as_deref(), Some("7.2.53211"));
         assert_eq!(s.defines(), ["-DCK_AMD_GPU_GFX", "-DMIO_BN_GFX103X"]);
@@ -473,7 +478,9 @@ mod tests {
 
     #[test]
     fn not_an_elf_library_is_an_error_not_a_panic() {
-        for bytes in [&b""[..], b"\x7fELF", b"#!/bin/sh\n", &[0x7f, b'E', b'L', b'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]] {
+        for bytes in
+            [&b""[..], b"\x7fELF", b"#!/bin/sh\n", &[0x7f, b'E', b'L', b'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]]
+        {
             assert!(read_embedded_bytes(bytes).is_err());
         }
     }

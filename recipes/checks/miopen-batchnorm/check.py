@@ -276,11 +276,13 @@ def embedded_builds(kdir, kernels, manifest):
         variants = sorted({int(v) for v in re.findall(r"\bMIO_BN_VARIANT\s*==\s*(\d+)", text)}) or [None]
         names = sorted(n for n in SAMPLE if re.search(r"\b%s\b" % n, text))
         builds.append(("embedded", [kfile], gfx, names, variants))
-        assumed.append("%s: variants %s (its #ifs); %s; sample values for %s" % (
-            kfile, ",".join(str(v) for v in variants),
-            " ".join("%s=1 only on gfx%s* (%s by the library's strings)" % (d, gfx[d][1][3:], "named" if d in named else "NOT named")
-                     for d in sorted(gfx)) or "no MIO_BN_GFX* test",
-            " ".join(names) or "nothing"))
+        assumed.append("%s: variants %s (its #ifs)" % (kfile, ",".join("-" if v is None else str(v) for v in variants)))
+    tested = sorted({d for t in kernels.values() for d in t})
+    if tested:
+        assumed.insert(0, "MIO_BN_GFXnnnX=1 only on gfxnnn* targets, as MIOpen's builders set them; the library's strings name %s%s" % (
+            " ".join(d for d in tested if d in named) or "none of them",
+            "; not " + " ".join(d for d in tested if d not in named) if any(d not in named for d in tested) else ""))
+    assumed.insert(0, "the other build parameters: this script's sample values (fp32, N=4 C=8 HW=64)")
     return builds, assumed
 
 
@@ -375,7 +377,7 @@ def main():
             builds = solver_builds(a.src.resolve(), kernels) + fusion_builds(a.src.resolve(), kernels)
         else:
             builds, assumed = embedded_builds(kdir, kernels, manifest)
-            assumed.insert(0, "OpenCL %s (MIOpen %s)" % (flags[-1].split("=")[1], manifest.get("miopen_version") or "of unknown version"))
+            assumed.insert(0, "OpenCL %s (MIOpen %s)" % (next(f for f in flags if f.startswith("-D__OPENCL_VERSION__=")).split("=")[1], manifest.get("miopen_version") or "of unknown version"))
         version = subprocess.run([a.clang, "--version"], capture_output=True, text=True).stdout
     except (TreeError, OSError) as e:
         print("check error: %s" % e, file=sys.stderr)
