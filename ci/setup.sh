@@ -61,4 +61,7 @@ if ! ls "$wheelhouse"/setuptools-*.whl >/dev/null 2>&1 || ! ls "$wheelhouse"/whe
 fi
 # Debian unstable's ROCm 6.4 packages the installation tests read (unpacked in target/debian-rocm).
 bash ci/debian-rocm.sh
+# Debian's libmiopen1 6.4.3 (unstable) and 7.2.4 (experimental), whose embedded kernels the
+# MIOpen audit tests compile (unpacked in target/debian-miopen; about 9 MB).
+bash ci/debian-miopen.sh
 echo "setup: ok ($(cmake --version | head -1), uv $(uv --version | cut -d' ' -f2), $(sccache --version))"

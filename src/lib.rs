@@ -15,7 +15,8 @@
 //! 2. The model: `recipe` (TOML -> typed, validated recipes and stacks), `graph` (closure,
 //!    order, waves), `host` (the machine: OS, packages, tools, the stack's Python, GPUs, read
 //!    through a root; recipes' `[host]` needs checked against it), `installation` (an installed
-//!    ROCm, and which recipes it may stand in for).
+//!    ROCm, and which recipes it may stand in for), `audit` (what a MIOpen built elsewhere does
+//!    on gfx101x, from the kernel sources it embeds, compiled by the stack's checks).
 //! 3. Inputs: `patch` (parse, apply, diff), `source` (fetch, verify, check out, patch).
 //! 4. Decisions: `key` (what a cache key hashes), `cache` (the `Store` of artifacts), `history`
 //!    (what was built last), `plan` (the resolved build: keys, statuses, reasons).
@@ -42,6 +43,7 @@ pub mod recipe;
 pub mod graph;
 pub mod host;
 pub mod installation;
+pub mod audit;
 pub mod patch;
 pub mod source;
 pub mod key;

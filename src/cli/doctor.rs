@@ -1,6 +1,8 @@
 //! `rocmforge doctor`: is this host ready for the night? Exit 1 when a need of the recipes is
 //! missing (a build would refuse to start), 0 otherwise; warnings do not change it.
 
+use std::path::PathBuf;
+
 use super::{CliResult, Context, Failure};
 use crate::engine::budget;
 use crate::fsutil::human_size;
@@ -22,6 +24,10 @@ pub struct Args {
     /// Machine-readable output.
     #[arg(long)]
     pub json: bool,
+    /// With --rocm-path: do not compile the kernels of its libMIOpen (by default the stack's
+    /// gfx101x checks compile them for the targets).
+    #[arg(long)]
+    pub no_kernel_checks: bool,
 }
 
 pub fn run(ctx: &Context, args: Args) -> CliResult {
@@ -32,6 +38,13 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
         recipes: args.recipes,
         targets: args.target.as_deref().map(TargetSet::parse).transpose().map_err(Failure::usage)?,
         jobs: args.jobs.unwrap_or_else(budget::default_jobs).max(1),
+        kernel_audit: (!args.no_kernel_checks).then(|| crate::audit::Settings {
+            targets: Vec::new(),
+            work: PathBuf::new(),
+            rocm: None,
+            checks: tree.clone(),
+            host: "/".into(),
+        }),
     };
     let d = doctor(&cfg, &stack, &req).map_err(Failure::usage)?;
     if args.json {
@@ -208,6 +221,9 @@ fn render(d: &Doctor) -> String {
     }
     for n in &d.check.notes {
         s.push_str(&format!("note: {n}\n"));
+    }
+    if let Some(a) = &d.miopen_audit {
+        s.push_str(&format!("MIOpen kernels of the --rocm-path: {}", a.render()));
     }
     for w in &d.warnings {
         s.push_str(&format!("warning: {w}\n"));

@@ -15,10 +15,36 @@ pub struct Args {
     /// Machine-readable output.
     #[arg(long)]
     pub json: bool,
+    /// The targets a libMIOpen given directly is checked for: its embedded kernels are
+    /// compiled by the stack's gfx101x checks (batchnorm, legacy CK) for each.
+    #[arg(long, short = 't', value_name = "TARGETS", default_value = "gfx1010")]
+    pub target: String,
+    /// Where a libMIOpen's kernel tree, checks and logs go (default: under the state dir).
+    #[arg(long, value_name = "DIR")]
+    pub kernels_dir: Option<PathBuf>,
+    /// Only read the device code: do not compile a libMIOpen's kernels.
+    #[arg(long)]
+    pub no_kernel_checks: bool,
 }
 
-pub fn run(_ctx: &Context, args: Args) -> CliResult {
-    let report = inspect(&args.paths);
+pub fn run(ctx: &Context, args: Args) -> CliResult {
+    let targets = crate::target::TargetSet::parse(&args.target).map_err(Failure::usage)?;
+    // The recipe tree and the config only when a libMIOpen is given to audit.
+    let wanted = !args.no_kernel_checks && args.paths.iter().any(|p| crate::offload::miopen::is_miopen_name(p));
+    let audit = match wanted {
+        false => None,
+        true => Some(crate::audit::Settings {
+            targets: targets.names().iter().map(|t| t.to_string()).collect(),
+            work: match &args.kernels_dir {
+                Some(d) => d.clone(),
+                None => ctx.config()?.state_dir.join("miopen-audit"),
+            },
+            rocm: ctx.rocm_path.clone(),
+            checks: ctx.tree()?,
+            host: "/".into(),
+        }),
+    };
+    let report = inspect(&args.paths, audit.as_ref());
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report).map_err(Failure::failed)?);
     } else {
@@ -78,5 +104,8 @@ fn render(r: &InspectReport) -> String {
         out.push_str(&format!(", {} other file(s) skipped", r.skipped));
     }
     out.push('\n');
+    for a in &r.miopen {
+        out.push_str(&a.render());
+    }
     out
 }

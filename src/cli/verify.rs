@@ -41,6 +41,10 @@ pub struct Args {
     /// List the cases and exit.
     #[arg(long)]
     pub list: bool,
+    /// With --python alone: do not compile the kernels of the libMIOpen the torch loads (by
+    /// default the stack's gfx101x checks compile them for the targets before the cases).
+    #[arg(long)]
+    pub no_kernel_checks: bool,
 }
 
 /// The longest `--timeout` taken: a week per case (a case's first call compiles MIOpen's
@@ -117,6 +121,9 @@ fn header_lines(h: &VerifyHeader) {
     for (k, v) in torch_rows(h) {
         println!("{k}: {v}");
     }
+    if let Some(a) = &h.miopen_audit {
+        print!("MIOpen kernels: {}", a.render());
+    }
     println!("card: {}", h.card);
     println!("driver: {}", h.driver);
     if let Some(why) = &h.profile_why {
@@ -133,6 +140,9 @@ fn markdown(report: &VerifyReport, timeout: f64) -> String {
     let mut out = format!("### rocmforge verify: {}\n\n| | |\n|---|---|\n", h.stack);
     for (k, v) in torch_rows(h) {
         out.push_str(&format!("| {k} | {} |\n", cell(&v)));
+    }
+    if let Some(a) = &h.miopen_audit {
+        out.push_str(&format!("| MIOpen kernels | {} |\n", cell(&a.summary())));
     }
     for (k, v) in [
         ("stack", h.stack.as_str()),
@@ -199,6 +209,17 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
             targets,
             prefix: PathBuf::new(),
             cases: args.cases,
+            kernel_audit: match args.no_kernel_checks {
+                true => None,
+                false => Some(crate::audit::Settings {
+                    targets: Vec::new(),
+                    work: PathBuf::new(),
+                    rocm: ctx.rocm_path.clone(),
+                    // No stack is loaded: rocmforge's own checks.
+                    checks: crate::recipe::RecipeTree::embedded(),
+                    host: "/".into(),
+                }),
+            },
         };
         (None, req)
     } else {
@@ -211,6 +232,7 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
             targets: ctx.targets(&stack, args.target.as_deref())?,
             prefix: ctx.prefix(&cfg, &stack, None),
             cases: args.cases,
+            kernel_audit: None,
         };
         (Some(stack), req)
     };

@@ -19,6 +19,7 @@ pub mod bundle;
 pub mod coverage;
 pub mod elf;
 pub mod kpack;
+pub mod miopen;
 pub mod msgpack;
 
 use std::io::Read;

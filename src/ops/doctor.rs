@@ -26,6 +26,9 @@ pub struct DoctorRequest {
     /// `--target`; `None`: what `build` would choose (the host's RDNA1 card, else the stack's).
     pub targets: Option<TargetSet>,
     pub jobs: usize,
+    /// With `--rocm-path`: audit its libMIOpen's kernels with these settings (targets and work
+    /// folder replaced by the doctor's); `None`: do not.
+    pub kernel_audit: Option<crate::audit::Settings>,
 }
 
 /// A tool on `PATH` and the first line of its `--version`.
@@ -96,6 +99,9 @@ pub struct Doctor {
     /// A binary stack: the GPU code its built wheels carry and the profile a card of the
     /// targets runs them with, and why ([`crate::gpu_code`]); `None` before a build.
     pub wheels: Option<String>,
+    /// With `--rocm-path`: what the kernels of its libMIOpen do on the targets ([`crate::audit`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub miopen_audit: Option<crate::audit::Audit>,
     /// What may go wrong but does not stop a build.
     pub warnings: Vec<String>,
 }
@@ -338,7 +344,19 @@ pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor
         )),
         _ => None,
     };
+    // The installation's MIOpen, as it is: what its own kernels do on the targets.
+    let miopen_audit = cfg.rocm_path.as_deref().zip(req.kernel_audit.as_ref()).and_then(|(rocm, settings)| {
+        let library = crate::audit::installed_library(rocm)?;
+        let settings = crate::audit::Settings {
+            targets: targets.names().iter().map(|t| t.to_string()).collect(),
+            work: cfg.state_dir.join("miopen-audit").join("doctor"),
+            rocm: Some(rocm.to_path_buf()),
+            ..settings.clone()
+        };
+        Some(settings.audit(0, &library))
+    });
     Ok(Doctor {
+        miopen_audit,
         installation,
         stack: stack.name.clone(),
         recipes: recipes.len(),

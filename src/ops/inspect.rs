@@ -16,11 +16,14 @@ pub struct InspectReport {
     pub skipped: usize,
     /// Files that could not be read, each with why (the rest were read).
     pub errors: Vec<String>,
+    /// Each libMIOpen given directly: what its embedded kernels do on the targets.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub miopen: Vec<crate::audit::Audit>,
 }
 
 /// Reads every path (file, directory or `.whl`); an unreadable or malformed file is recorded
 /// in `errors`, and the others are still read.
-pub fn inspect(paths: &[PathBuf]) -> InspectReport {
+pub fn inspect(paths: &[PathBuf], audit: Option<&crate::audit::Settings>) -> InspectReport {
     let mut report = InspectReport::default();
     for p in paths {
         let found = offload::inspect_path(p);
@@ -32,5 +35,10 @@ pub fn inspect(paths: &[PathBuf]) -> InspectReport {
     // on disk inside a directory given (never outside what was given).
     let dirs: Vec<PathBuf> = paths.iter().filter(|p| p.is_dir()).cloned().collect();
     report.errors.extend(offload::follow_markers(&mut report.files, &dirs).iter().map(|e| e.to_string()));
+    // A libMIOpen given directly (not one found in a directory): what its kernels do.
+    if let Some(settings) = audit {
+        let libraries = paths.iter().filter(|p| p.is_file() && offload::miopen::is_miopen_name(p));
+        report.miopen.extend(libraries.enumerate().map(|(i, lib)| settings.audit(i, lib)));
+    }
     report
 }

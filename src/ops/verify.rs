@@ -29,6 +29,9 @@ pub struct VerifyRequest {
     pub prefix: PathBuf,
     /// Only these cases (default: all).
     pub cases: Vec<String>,
+    /// Without a stack: audit the kernels of the libMIOpen the torch loads with these settings
+    /// (their `work` is replaced by the report's folder), before the cases; `None`: do not.
+    pub kernel_audit: Option<crate::audit::Settings>,
 }
 
 /// What a run is made under, known before its first case.
@@ -53,6 +56,10 @@ pub struct VerifyHeader {
     /// Without a stack: the torch the Python imports, what it was built for and carries.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub torch_found: Option<crate::verify::probe::TorchFound>,
+    /// Without a stack: what the kernels of the libMIOpen that torch loads do on the targets
+    /// ([`crate::audit`]), compiled before the cases.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub miopen_audit: Option<crate::audit::Audit>,
 }
 
 /// The header's `stack` without one.
@@ -229,6 +236,17 @@ pub fn verify(
             .unwrap_or_else(|e| crate::verify::probe::Printed { error: Some(e), ..Default::default() });
         crate::verify::probe::assess(printed, card.as_deref())
     });
+    let miopen_audit = torch_found.as_ref().and_then(|t| {
+        let settings = req.kernel_audit.as_ref()?;
+        let library = t.printed.miopen_library.as_deref().filter(|l| l.is_file())?;
+        // The targets asked, else the RDNA1 card found, else gfx1010.
+        let mut targets: Vec<String> = req.targets.names().iter().map(|t| t.to_string()).collect();
+        if targets.is_empty() {
+            targets.push(gpus.iter().find(|g| g.is_rdna1()).map(|g| g.gfx.clone()).unwrap_or_else(|| "gfx1010".into()));
+        }
+        let settings = crate::audit::Settings { targets, work: root.join("miopen-audit"), ..settings.clone() };
+        Some(settings.audit(0, library))
+    });
     let started = crate::report::utc(std::time::SystemTime::now());
     let runner = Runner {
         python: python.clone(),
@@ -253,6 +271,7 @@ pub fn verify(
         driver: gpu::driver(&host),
         miopen_cache: miopen,
         torch_found,
+        miopen_audit,
     };
     if let Some(i) = interrupted("while looking at the torch, before the first case".into()) {
         return Err(i.into());

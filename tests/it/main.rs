@@ -21,6 +21,7 @@ mod layering;
 mod legacy_ck;
 mod lock;
 mod lookback_fence;
+mod miopen_audit;
 mod memory;
 mod miopen_sweep;
 mod prebuilt;

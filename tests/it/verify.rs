@@ -760,6 +760,67 @@ fn verify_python_without_a_stack_reports_the_torch_it_finds_and_runs_the_cases()
     );
 }
 
+/// `verify --python PY` audits the libMIOpen that torch loads before the first case: a stand-in
+/// torch whose `lib/libMIOpen.so.1` embeds, as MIOpen does, Debian 7.2.4's real
+/// MIOpenBatchNormFwdTrainSpatial.cl (read out of `ci/debian-miopen.sh`'s package); the audit
+/// compiles it for the card's gfx1010 and the gfx900 control with clang-15 and names the
+/// kernel, the target, the assembler's message and what to do, before the case's row; the
+/// legacy-CK check says why it could not run (no such kernel embedded); the report carries it,
+/// the Markdown has its one-line summary; `--no-kernel-checks` skips it.
+#[test]
+fn verify_python_audits_the_libmiopen_torch_loads_before_the_cases() {
+    let v = Verify::new();
+    let site = v.home.path().join("site");
+    someone_elses_torch(&site, "2.12.0+rocm7.2.0", Some("7.2.53211"), None);
+    let real = rocmforge::offload::miopen::read_embedded(&crate::miopen_audit::debian_miopen("7.2.4")).unwrap();
+    let kernel = real.files.iter().find(|f| f.name.as_deref() == Some("MIOpenBatchNormFwdTrainSpatial.cl")).unwrap();
+    let lib_dir = site.join("torch/lib");
+    std::fs::remove_file(lib_dir.join("libMIOpen.so.1")).unwrap();
+    crate::miopen_audit::library(
+        &lib_dir,
+        "libMIOpen.so.1",
+        &[("MIOpenBatchNormFwdTrainSpatial.cl", &kernel.text, false)],
+        "int miopenGetVersion(size_t *a, size_t *b, size_t *c) { *a = 3; *b = 5; *c = 1; return 0; }\n",
+    );
+    let python = v.probing_python("someone-elses-python", &site, "");
+    let out = v.command(None, &python, &["--case", "conv-3-64-s32-k3-b1"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lib = site.join("torch/lib/libMIOpen.so.1").canonicalize().unwrap();
+    let at = |want: &str| {
+        stdout.lines().position(|l| l.starts_with(want)).unwrap_or_else(|| panic!("no line `{want}`:\n{}", text(&out)))
+    };
+    let first = at(&format!("MIOpen kernels: MIOpen 3.5.1, built with HIP 7.2.53211: {}", lib.display()));
+    let failed = at("    FAILED gfx1010 MIOpenBatchNormFwdTrainSpatial.cl: ");
+    assert!(stdout.lines().nth(failed).unwrap().contains("error: not a valid operand."), "{stdout}");
+    at("  compiler: /usr/lib/llvm-15/bin/clang (a distribution's clang (/usr/lib/llvm-15)");
+    at("  batchnorm (batchnorm's OpenCL kernels (DPP `row_bcast` reduction)): FAIL: ");
+    at("    what to do: build MIOpen with the rocm-6.2 stack (its patch 0001");
+    let ck = at(
+        "  legacy-ck (the legacy composable-kernel reductions (target macro, buffer resource dword)): not checked: ",
+    );
+    assert!(
+        stdout.lines().nth(ck).unwrap().contains("no gridwise_generic_reduction_*.cpp among the library's kernels"),
+        "{stdout}"
+    );
+    let case = at("conv-3-64-s32-k3-b1");
+    assert!(first < failed && failed < case, "the audit comes before the cases:\n{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(v.state().join("state/rocmforge/verify/any-torch/latest.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["miopen_audit"]["miopen_version"], "3.5.1");
+    assert_eq!(report["miopen_audit"]["targets"], serde_json::json!(["gfx1010"]));
+    assert_eq!(report["miopen_audit"]["checks"][0]["status"], "fail");
+
+    let out = v.command(None, &python, &["--case", "conv-3-64-s32-k3-b1", "--markdown"], &[]);
+    let md = String::from_utf8_lossy(&out.stdout);
+    let row = "| MIOpen kernels | MIOpen 3.5.1: batchnorm: FAIL on gfx1010 (MIOpenBatchNormFwdTrainSpatial.cl); legacy-ck: not checked (";
+    assert!(md.contains(row), "no `{row}`:\n{md}");
+
+    let out = v.command(None, &python, &["--case", "conv-3-64-s32-k3-b1", "--no-kernel-checks"], &[]);
+    assert!(out.status.success() && !String::from_utf8_lossy(&out.stdout).contains("MIOpen kernels"), "{}", text(&out));
+}
+
 /// A case's child that leaves its process group and clears its environment (the token with it),
 /// its parent ending at once, is stopped with the case: when the case passes and when it hangs.
 #[test]

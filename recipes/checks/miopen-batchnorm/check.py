@@ -247,9 +247,53 @@ def fusion_builds(src, kernels):
     return builds
 
 
-def cl_flags(src):
+EMBEDDED = "miopen-embedded.json"
+
+
+def embedded_manifest(src):
+    """The manifest of a kernel tree read out of a libMIOpen (`rocmforge inspect`), or None for
+    a source tree."""
+    import json
+    m = src / EMBEDDED
+    return json.loads(read(m)) if m.is_file() else None
+
+
+def embedded_builds(kdir, kernels, manifest):
+    """Builders for a tree without host code (kernels read out of a library): every variant the
+    kernel's own `#if`s test (`MIO_BN_VARIANT == N`), each `MIO_BN_GFXnnnX` it tests set as its
+    name says (device name starts with gfxnnn, as every builder of MIOpen 2.19 to 3.5 sets it),
+    the sample values for the other parameters it uses. Returns (builds, assumptions)."""
+    named = set(manifest.get("host_names", [])) | {d[2:] for d in manifest.get("host_defines", [])}
+    builds, assumed = [], []
+    for kfile, tested in sorted(kernels.items()):
+        text = read(kdir / kfile)
+        gfx = {}
+        for d in tested:
+            m = re.fullmatch(r"MIO_BN_GFX(\d+)X", d)
+            if not m:
+                raise TreeError("%s tests %s, whose target this script cannot tell from its name" % (kfile, d))
+            gfx[d] = ("prefix", "gfx" + m[1], True)
+        variants = sorted({int(v) for v in re.findall(r"\bMIO_BN_VARIANT\s*==\s*(\d+)", text)}) or [None]
+        names = sorted(n for n in SAMPLE if re.search(r"\b%s\b" % n, text))
+        builds.append(("embedded", [kfile], gfx, names, variants))
+        assumed.append("%s: variants %s (its #ifs)" % (kfile, ",".join("-" if v is None else str(v) for v in variants)))
+    tested = sorted({d for t in kernels.values() for d in t})
+    if tested:
+        assumed.insert(0, "MIO_BN_GFXnnnX=1 only on gfxnnn* targets, as MIOpen's builders set them; the library's strings name %s%s" % (
+            " ".join(d for d in tested if d in named) or "none of them",
+            "; not " + " ".join(d for d in tested if d not in named) if any(d not in named for d in tested) else ""))
+    assumed.insert(0, "the other build parameters: this script's sample values (fp32, N=4 C=8 HW=64)")
+    return builds, assumed
+
+
+def cl_flags(src, manifest=None):
     """CL_FLAGS with the OpenCL version of the tree's src/comgr.cpp (`#define OCL_STANDARD 120`
-    or `200`; 2.19 compiles 1.2, 3.2 compiles 2.0 and says so with -cl-std=CL2.0)."""
+    or `200`; 2.19 compiles 1.2, 3.2 compiles 2.0 and says so with -cl-std=CL2.0). A tree read
+    out of a library has no comgr.cpp: MIOpen 3 and later compile 2.0, 2.x 1.2."""
+    if manifest is not None:
+        major = (manifest.get("miopen_version") or "3").split(".")[0]
+        std = "200" if not major.isdigit() or int(major) >= 3 else "120"
+        return CL_FLAGS + ["-cl-std=" + ("CL2.0" if std == "200" else "CL1.2"), "-D__OPENCL_VERSION__=" + std]
     comgr = src / "src" / "comgr.cpp"
     if not comgr.is_file():
         raise TreeError("%s: no src/comgr.cpp to read the OpenCL version from" % src)
@@ -311,14 +355,17 @@ def main():
     ap.add_argument("--device-libs", help="ROCm device-libs bitcode dir (default: -nogpulib; "
                     "an object needs no device libs, comgr links them later)")
     ap.add_argument("--objdump", help="llvm-objdump for the objects (default: the one beside --clang)")
+    ap.add_argument("--json", type=Path, help="also write the results here, one object per compile")
     a = ap.parse_args()
     targets = [t for t in re.split(r"[;,\s]+", a.targets) if t] or ap.error("no --targets")
     kdir = a.src.resolve() / "src" / "kernels"
     work = a.work or Path(tempfile.mkdtemp(prefix="miopen-bn-check-"))
     libflags = ["--rocm-device-lib-path=" + a.device_libs] if a.device_libs else ["-nogpulib"]
     objdump = a.objdump or str(Path(shutil.which(a.clang) or a.clang).resolve().parent / "llvm-objdump")
+    assumed = []
     try:
-        flags = cl_flags(a.src.resolve()) + libflags
+        manifest = embedded_manifest(a.src.resolve())
+        flags = cl_flags(a.src.resolve(), manifest) + libflags
         if not shutil.which(objdump):
             raise TreeError("no llvm-objdump at %s (give --objdump)" % objdump)
         if not kdir.is_dir():
@@ -326,13 +373,22 @@ def main():
         kernels = dpp_kernels(kdir)
         if not kernels:
             raise TreeError("%s: no MIOpenBatchNorm*.cl reaches the DPP reduction" % kdir)
-        builds = solver_builds(a.src.resolve(), kernels) + fusion_builds(a.src.resolve(), kernels)
+        if manifest is None:
+            builds = solver_builds(a.src.resolve(), kernels) + fusion_builds(a.src.resolve(), kernels)
+        else:
+            builds, assumed = embedded_builds(kdir, kernels, manifest)
+            assumed.insert(0, "OpenCL %s (MIOpen %s)" % (next(f for f in flags if f.startswith("-D__OPENCL_VERSION__=")).split("=")[1], manifest.get("miopen_version") or "of unknown version"))
         version = subprocess.run([a.clang, "--version"], capture_output=True, text=True).stdout
     except (TreeError, OSError) as e:
         print("check error: %s" % e, file=sys.stderr)
         return 2
     print("compiler: %s" % (version.splitlines() or ["?"])[0])
     print("kernels reaching the DPP reduction: %s" % ", ".join(kernels))
+    if manifest is not None:
+        print("tree read out of %s (MIOpen %s): no host code, so the defines are assumed:" % (
+            manifest.get("library"), manifest.get("miopen_version") or "?"))
+        for line in assumed:
+            print("assumed: " + line)
     problems = []
     # A kernel guard that tests a define no builder sets is always 0: that target silently
     # keeps the DPP path (e.g. kernels patched for MIO_BN_GFX101X, solvers not).
@@ -345,6 +401,10 @@ def main():
             for d in tested:
                 if d not in gfx:
                     problems.append("%s tests %s but %s never sets it" % (kfile, d, where))
+    if manifest is not None:
+        named = set(manifest.get("host_names", [])) | {d[2:] for d in manifest.get("host_defines", [])}
+        for d in sorted({d for tested in kernels.values() for d in tested} - named):
+            problems.append("the kernels test %s, which no string of the library names: its host code never sets it" % d)
     jobs = []
     for where, files, gfx, names, variants in builds:
         for kfile, v, t in itertools.product(files, variants, targets):
@@ -361,6 +421,7 @@ def main():
                 for t, k, v, w, d in jobs]
         results = [f.result() for f in futs]
     failed = 0
+    rows = []
     for (t, kfile, v, where, defs), (ok, path, bcasts, err) in zip(jobs, results):
         gfx = " ".join("%s=%s" % kv for kv in sorted(defs.items()) if kv[0].startswith("MIO_BN_GFX"))
         if ok and bcasts and not has_row_bcast(t):
@@ -369,6 +430,9 @@ def main():
         print("%-7s %-8s %-40s variant=%-3s reduction=%s %s=%s  [%s] %s" % (
             "ok" if ok else "FAILED", t, kfile, "-" if v is None else v, path, DPP_BCAST,
             "-" if bcasts is None else len(bcasts), where, gfx))
+        rows.append({"target": t, "kernel": kfile, "variant": v, "ok": ok, "reduction": path,
+                     "row_bcast": None if bcasts is None else len(bcasts), "builder": where,
+                     "defines": {k: x for k, x in sorted(defs.items())}, "message": err})
         if not ok:
             failed += 1
             for line in err:
@@ -387,6 +451,11 @@ def main():
           "mismatches, disassembly not read); logs in %s"
           % (len(jobs), ";".join(targets), len(jobs) - failed, failed, len(problems), work))
     print("FAIL" if failed or problems else "PASS")
+    if a.json:
+        import json
+        a.json.write_text(json.dumps({"check": "miopen-batchnorm", "compiles": rows, "problems": problems,
+                                      "assumed": assumed, "compiler": (version.splitlines() or ["?"])[0],
+                                      "pass": not (failed or problems)}, indent=1))
     return 1 if failed or problems else 0
 
 

@@ -335,6 +335,64 @@ def variants_for(kernel, text):
     raise TreeError("%s: built with %s but this script has no build parameters for it" % (kernel, FLAG_FUNC))
 
 
+EMBEDDED = "miopen-embedded.json"
+
+
+def embedded_manifest(src):
+    """The manifest of a kernel tree read out of a libMIOpen (`rocmforge inspect`), or None."""
+    import json
+    m = src / EMBEDDED
+    return json.loads(read(m)) if m.is_file() else None
+
+
+def embedded_flag(manifest, device):
+    """The target macro of a library's host code, from its strings: a bare ` -DCK_AMD_GPU_GFX`
+    literal is completed with the device name at run time (MIOpen 3.5: gfx1010 ->
+    -DCK_AMD_GPU_GFX1010); otherwise the literal naming the device, if any (3.4 lists each
+    target it knows; one it does not list gets none). Returns (flag, how it was assumed)."""
+    defines = set(manifest.get("host_defines", []))
+    listed = sorted(d for d in defines if re.fullmatch(r"-DCK_AMD_GPU_GFX\w+", d))
+    if "-DCK_AMD_GPU_GFX" in defines:
+        macro = "CK_AMD_GPU_" + device.upper()
+        return " -D" + macro, "-D%s (the library's ` -DCK_AMD_GPU_GFX` literal, completed with the device name)" % macro
+    own = "-DCK_AMD_GPU_" + device.upper()
+    if own in defines:
+        return " " + own, "%s (named by the library's strings)" % own
+    return "", "no CK_AMD_GPU_* macro (the library's strings name only %s)" % (
+        " ".join(d[2:] for d in listed) or "none")
+
+
+def buffer_dwords(inc):
+    """{value: [CK_AMD_GPU_* macros of its branch]} for CK_BUFFER_RESOURCE_3RD_DWORD in the
+    tree's config.hpp (the legacy CK buffer resource's third dword, per target family)."""
+    cfg = inc / "config.hpp"
+    if not cfg.is_file():
+        return {}
+    out, cond = {}, ""
+    for line in strip_comments(read(cfg)).replace("\\\n", " ").splitlines():
+        m = re.match(r"\s*#\s*(if|elif|else)\b(.*)", line)
+        if m:
+            cond = m[2]
+        d = re.match(r"\s*#\s*define\s+CK_BUFFER_RESOURCE_3RD_DWORD\s+(0x[0-9a-fA-F]+)", line)
+        if d:
+            out.setdefault(int(d[1], 16), []).extend(re.findall(r"CK_AMD_GPU_(GFX\w+)", cond))
+    return out
+
+
+def dword_problem(dwords, target, asm):
+    """Whether a gfx10+ target's code holds the gfx9 buffer resource dword instead of the one
+    config.hpp gives gfx103x (the GFX10 descriptor layout). Returns (found, problem)."""
+    found = sorted(v for v in dwords if re.search(r"\b0x0*%x\b" % v, asm, re.I))
+    gfx10 = [v for v, macros in dwords.items() if any(m.startswith("GFX103") for m in macros)]
+    gfx9 = [v for v, macros in dwords.items() if any(m.startswith("GFX9") for m in macros)]
+    if not re.match(r"gfx1\d\d", target) or not gfx10:
+        return found, None
+    if any(v in found for v in gfx9) and not any(v in found for v in gfx10):
+        return found, "the code builds buffer resources with dword %#010x (the gfx9 value), not %#010x (config.hpp's gfx10 value)" % (
+            gfx9[0], gfx10[0])
+    return found, None
+
+
 def compile_one(a, inc, kfile, target, flag, defs, log):
     device = target.split(":")[0]
     cmd = [a.clang, "-x", "hip", "--cuda-device-only", "--offload-arch=" + target,
@@ -357,12 +415,14 @@ def compile_one(a, inc, kfile, target, flag, defs, log):
         r = subprocess.run(asm, capture_output=True, text=True)
         out, cmds = out + r.stderr, cmds + "\n" + " ".join(asm)
     log.write_text(cmds + "\n\n" + out)
+    asm_path = log.with_suffix(".s")
+    asm = asm_path.read_text(errors="replace") if r.returncode == 0 and asm_path.is_file() else ""
     lines = out.splitlines()
     errs = [i for i, l in enumerate(lines) if "error" in l]
     shown = []
     for i in errs[:3]:
         shown += lines[i:i + 2]
-    return r.returncode == 0, shown[:6], time.time() - t0
+    return r.returncode == 0, shown[:6], time.time() - t0, asm
 
 
 def main():
@@ -374,6 +434,7 @@ def main():
     ap.add_argument("--work", type=Path, help="include links, outputs and logs (default: a new temp dir)")
     ap.add_argument("--device-libs", help="device-libs bitcode dir: link a code object "
                     "(default: -nogpulib, stop at the GPU assembly)")
+    ap.add_argument("--json", type=Path, help="also write the results here, one object per compile")
     a = ap.parse_args()
     targets = [t for t in re.split(r"[;,\s]+", a.targets) if t] or ap.error("no --targets")
     src = a.src.resolve()
@@ -382,15 +443,33 @@ def main():
     try:
         if not (a.rocm / "include" / "hip" / "hip_runtime.h").is_file():
             raise TreeError("%s: no include/hip/hip_runtime.h (the HIP headers the kernels include)" % a.rocm)
-        func = FlagFunction(src / FLAG_HEADER)
-        flags = {t: func.flags(t.split(":")[0]) for t in targets}
-        calls = callers(src)
-        if not calls:
-            raise TreeError("%s: no .cpp under src/ calls %s" % (src, FLAG_FUNC))
-        built, unused = kernels_built(src, calls)
-        if not built:
-            raise TreeError("%s: no kernel in %s is named by a caller of %s" % (src, KERNEL_DIR, FLAG_FUNC))
-        kdir = src / KERNEL_DIR
+        manifest = embedded_manifest(src)
+        assumed = []
+        if manifest is None:
+            func = FlagFunction(src / FLAG_HEADER)
+            flags = {t: func.flags(t.split(":")[0]) for t in targets}
+            calls = callers(src)
+            if not calls:
+                raise TreeError("%s: no .cpp under src/ calls %s" % (src, FLAG_FUNC))
+            built, unused = kernels_built(src, calls)
+            if not built:
+                raise TreeError("%s: no kernel in %s is named by a caller of %s" % (src, KERNEL_DIR, FLAG_FUNC))
+            kdir = src / KERNEL_DIR
+        else:
+            # A tree read out of a library: no host code. The reductions ReduceTensor builds
+            # (what RNN backward reaches); the flag from the library's strings.
+            kdir = src / "src" / "kernels"
+            flags = {}
+            for t in targets:
+                flags[t], how = embedded_flag(manifest, t.split(":")[0])
+                # hiprtc adds -std=c++17 to options without one (src/comgr.cpp:1285-1288 at 6.2.2)
+                flags[t] += " --std=c++17"
+                assumed.append("%s: %s" % (t, how))
+            assumed.append("--std=c++17 (hiprtc's default); the other parts of get_ck_common_compiler_flag left to config.hpp's defaults")
+            built = {p.name: ["the library (no host code)"] for p in sorted(kdir.glob("gridwise_generic_reduction_*.cpp"))}
+            unused = []
+            if not built:
+                raise TreeError("%s: no gridwise_generic_reduction_*.cpp among the library's kernels" % kdir)
         jobs, dead = [], []
         for k, users in built.items():
             sets = variants_for(k, read(kdir / k))
@@ -401,13 +480,23 @@ def main():
                 for t in targets:
                     jobs.append((t, k, name, defs, users))
         work.mkdir(parents=True, exist_ok=True)
-        inc, n_inc, dup, missing = kernel_includes(src, work)
+        if manifest is None:
+            inc, n_inc, dup, missing = kernel_includes(src, work)
+        else:  # MIOpen's flat include folder, as the library hands it over
+            inc, n_inc, dup, missing = kdir, len(list(kdir.iterdir())), [], 0
         version = subprocess.run([a.clang, "--version"], capture_output=True, text=True).stdout
     except (TreeError, OSError, ValueError) as e:
         print("check error: %s" % e, file=sys.stderr)
         return 2
     print("compiler: %s" % (version.splitlines() or ["?"])[0])
-    print("callers of %s: %s" % (FLAG_FUNC, ", ".join(sorted(calls))))
+    if manifest is None:
+        print("callers of %s: %s" % (FLAG_FUNC, ", ".join(sorted(calls))))
+    else:
+        print("tree read out of %s (MIOpen %s): no host code, so the flag is assumed:" % (
+            manifest.get("library"), manifest.get("miopen_version") or "?"))
+        for line in assumed:
+            print("assumed: " + line)
+    dwords = buffer_dwords(inc)
     print("kernel headers: %d by base name from %s%s%s" % (
         n_inc, INCLUDES_VAR, "; %d listed but absent" % missing if missing else "",
         "; same name twice, first kept: %s" % ", ".join(sorted(set(dup))) if dup else ""))
@@ -423,9 +512,15 @@ def main():
                             work / ("%s.%s.%s.log" % (t.replace(":", "_"), Path(k).stem, name)))
                 for t, k, name, defs, _ in jobs]
         results = [f.result() for f in futs]
-    failed = 0
-    for (t, k, name, _, users), (ok, err, secs) in zip(jobs, results):
-        print("%-7s %-8s %-66s %-14s %5.1fs  [%s]" % ("ok" if ok else "FAILED", t, k, name, secs, ", ".join(users)))
+    failed, rows = 0, []
+    for (t, k, name, defs, users), (ok, err, secs, asm) in zip(jobs, results):
+        found, problem = dword_problem(dwords, t.split(":")[0], asm) if ok else ([], None)
+        if problem:
+            ok, err = False, [problem]
+        print("%-7s %-8s %-66s %-14s %5.1fs  [%s]%s" % ("ok" if ok else "FAILED", t, k, name, secs, ", ".join(users),
+                                                 "  dword " + " ".join("%#x" % v for v in found) if found else ""))
+        rows.append({"target": t, "kernel": k, "variant": name, "ok": ok, "message": err,
+                     "buffer_dwords": ["%#010x" % v for v in found], "flag": flags[t].strip()})
         if not ok:
             failed += 1
             for line in err:
@@ -433,6 +528,11 @@ def main():
     print("summary: %d compiles (%d kernels) for %s: %d ok, %d FAILED in %.0f s; logs in %s" % (
         len(jobs), len(built) - len(dead), ";".join(targets), len(jobs) - failed, failed, time.time() - t0, work))
     print("FAIL" if failed else "PASS")
+    if a.json:
+        import json
+        a.json.write_text(json.dumps({"check": "miopen-legacy-ck", "compiles": rows, "problems": [],
+                                      "assumed": assumed, "compiler": (version.splitlines() or ["?"])[0],
+                                      "pass": not failed}, indent=1))
     return 1 if failed else 0
 
 

@@ -1,0 +1,554 @@
+//! What a MIOpen someone else built does on gfx101x, proved without a GPU from the kernels it
+//! carries: its embedded kernel sources ([`crate::offload::miopen`]) are laid out as a kernel
+//! tree, and the stack's own gfx101x checks (`recipes/checks/miopen-batchnorm`,
+//! `recipes/checks/miopen-legacy-ck`, the same scripts the source stacks run after install)
+//! compile them for the requested targets, with the compiler found here ([`find_compiler`]).
+//! Where the host code's defines are not readable from the library the checks compile every
+//! variant the kernels' own `#if`s admit and say what they assumed. Each failure is reported
+//! with its kernel, target, compiler message and what the user can do ([`remedy`]).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::offload::miopen;
+use crate::recipe::RecipeTree;
+
+/// The control target every check also compiles for: a failure there too is the check's sample
+/// values, not the target (gfx9: the DPP reduction, the gfx9 buffer resource word).
+pub const CONTROL: &str = "gfx900";
+
+/// How long one check may compile (the legacy-CK reductions: about 100 s per target on 2 cores).
+const CHECK_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// The checks an audit runs: (name, folder under `recipes/checks/`, what it proves).
+pub const CHECKS: [(&str, &str, &str); 2] = [
+    ("batchnorm", "miopen-batchnorm", "batchnorm's OpenCL kernels (DPP `row_bcast` reduction)"),
+    ("legacy-ck", "miopen-legacy-ck", "the legacy composable-kernel reductions (target macro, buffer resource dword)"),
+];
+
+/// The compiler the checks run with, and where it was found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Compiler {
+    pub clang: PathBuf,
+    pub objdump: PathBuf,
+    /// `the ROCm at /opt/rocm-6.2.4`, `a distribution's clang (/usr/lib/llvm-15)`, `the host's clang`.
+    pub from: String,
+    /// Its `--version` first line.
+    pub version: String,
+    /// Where `include/hip/hip_runtime.h` is, for the HIP kernels (legacy CK).
+    pub hip_root: Option<PathBuf>,
+}
+
+/// One compile of a check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Compile {
+    pub target: String,
+    pub kernel: String,
+    /// The variant (`MIO_BN_VARIANT`) or parameter set (`rnn-bias-fp32`).
+    #[serde(default)]
+    pub variant: serde_json::Value,
+    pub ok: bool,
+    /// The compiler's first error lines (or the check's reason) when it failed.
+    #[serde(default)]
+    pub message: Vec<String>,
+}
+
+/// What a check's `--json` file holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckJson {
+    #[serde(default)]
+    pub compiles: Vec<Compile>,
+    #[serde(default)]
+    pub problems: Vec<String>,
+    #[serde(default)]
+    pub assumed: Vec<String>,
+    #[serde(default)]
+    pub compiler: String,
+    #[serde(default)]
+    pub pass: bool,
+}
+
+/// One check's outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CheckOutcome {
+    /// `batchnorm`, `legacy-ck`.
+    pub name: String,
+    pub what: String,
+    /// `pass`, `fail`, or `error` (the check could not run; `error` says why).
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(flatten)]
+    pub result: CheckJson,
+    /// The check's full output.
+    pub log: PathBuf,
+}
+
+impl CheckOutcome {
+    /// Compiles that fail on a requested target and pass on the control: the target's failures.
+    pub fn failures(&self) -> impl Iterator<Item = &Compile> {
+        self.result.compiles.iter().filter(|c| !c.ok && c.target != CONTROL && !self.control_fails(c))
+    }
+
+    /// Compiles that fail on a requested target and on the control too: not proved either way.
+    pub fn inconclusive(&self) -> impl Iterator<Item = &Compile> {
+        self.result.compiles.iter().filter(|c| !c.ok && c.target != CONTROL && self.control_fails(c))
+    }
+
+    fn control_fails(&self, c: &Compile) -> bool {
+        self.result
+            .compiles
+            .iter()
+            .any(|o| o.target == CONTROL && o.kernel == c.kernel && o.variant == c.variant && !o.ok)
+    }
+
+    fn on_targets(&self) -> usize {
+        self.result.compiles.iter().filter(|c| c.target != CONTROL).count()
+    }
+}
+
+/// The audit of one libMIOpen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Audit {
+    pub library: PathBuf,
+    pub miopen_version: Option<String>,
+    pub hip_version: Option<String>,
+    pub targets: Vec<String>,
+    /// Files embedded (kernels, includes) and how many of them have no recovered name.
+    pub kernels: usize,
+    pub includes: usize,
+    pub unnamed: usize,
+    /// The kernel tree the checks ran on.
+    pub tree: PathBuf,
+    pub compiler: Option<Compiler>,
+    pub checks: Vec<CheckOutcome>,
+    /// Why nothing was checked (the library unreadable, no compiler, no Python).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Audit {
+    /// Whether a check ran and failed.
+    pub fn failed(&self, check: &str) -> bool {
+        self.checks.iter().any(|c| c.name == check && c.status == "fail")
+    }
+
+    /// One line: each check's outcome and the kernels that fail on the targets
+    /// (`batchnorm: FAIL (MIOpenBatchNormBwdSpatial.cl ...); legacy-ck: pass`).
+    pub fn summary(&self) -> String {
+        if let Some(e) = &self.error {
+            return format!("not checked: {e}");
+        }
+        let checks: Vec<String> = self
+            .checks
+            .iter()
+            .map(|c| match c.status.as_str() {
+                "fail" => {
+                    let kernels: std::collections::BTreeSet<&str> = c.failures().map(|f| f.kernel.as_str()).collect();
+                    let mut what: Vec<String> = kernels.into_iter().map(String::from).collect();
+                    what.extend(c.result.problems.iter().cloned());
+                    format!("{}: FAIL on {} ({})", c.name, self.targets.join(" "), what.join(", "))
+                }
+                "pass" => format!("{}: pass", c.name),
+                _ => format!("{}: not checked ({})", c.name, c.error.as_deref().unwrap_or("?")),
+            })
+            .collect();
+        format!("MIOpen {}: {}", self.miopen_version.as_deref().unwrap_or("?"), checks.join("; "))
+    }
+
+    /// The outcome for people, a few lines, each failure with what to do.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let version = self.miopen_version.as_deref().unwrap_or("of unknown version");
+        let hip = self.hip_version.as_deref().map(|h| format!(", built with HIP {h}")).unwrap_or_default();
+        s.push_str(&format!("MIOpen {version}{hip}: {}\n", self.library.display()));
+        if let Some(e) = &self.error {
+            s.push_str(&format!("  kernels not checked: {e}\n"));
+            return s;
+        }
+        let unnamed =
+            if self.unnamed > 0 { format!(" ({} without a recovered name)", self.unnamed) } else { String::new() };
+        s.push_str(&format!(
+            "  embedded: {} kernels, {} includes{unnamed}; kernel tree: {}\n",
+            self.kernels,
+            self.includes,
+            self.tree.display()
+        ));
+        if let Some(c) = &self.compiler {
+            s.push_str(&format!("  compiler: {} ({}, {})\n", c.clang.display(), c.from, c.version));
+        }
+        for c in &self.checks {
+            let n = c.on_targets();
+            let failed = c.failures().count();
+            let unproved = c.inconclusive().count();
+            let unproved = if unproved > 0 {
+                format!(
+                    "; {unproved} fail on the {CONTROL} control too (the check's sample values: not proved either way)"
+                )
+            } else {
+                String::new()
+            };
+            let targets = self.targets.join(" ");
+            let head = match c.status.as_str() {
+                "pass" => format!("pass: {n} compiles for {targets}, none fails on them alone{unproved}"),
+                "fail" => {
+                    format!("FAIL: {failed} of {n} compiles for {targets} fail, and compile for {CONTROL}{unproved}")
+                }
+                _ => format!("not checked: {}", c.error.as_deref().unwrap_or("?")),
+            };
+            s.push_str(&format!("  {} ({}): {head}\n", c.name, c.what));
+            for a in &c.result.assumed {
+                s.push_str(&format!("    assumed: {a}\n"));
+            }
+            // One line per kernel and target: the first failing variant's message.
+            let mut seen = std::collections::BTreeSet::new();
+            for f in c.failures() {
+                if !seen.insert((f.kernel.clone(), f.target.clone())) {
+                    continue;
+                }
+                let msg = f.message.iter().find(|l| l.contains("error")).or(f.message.first()).map(|l| l.trim());
+                s.push_str(&format!("    FAILED {} {}: {}\n", f.target, f.kernel, msg.unwrap_or("no message")));
+            }
+            for p in &c.result.problems {
+                s.push_str(&format!("    FAILED {p}\n"));
+            }
+            if c.status == "fail" {
+                s.push_str(&format!("    what to do: {}\n", remedy(&c.name)));
+            }
+            s.push_str(&format!("    log: {}\n", c.log.display()));
+        }
+        s
+    }
+}
+
+/// What a user of a MIOpen that fails a check can do.
+pub fn remedy(check: &str) -> &'static str {
+    match check {
+        "batchnorm" => "build MIOpen with the rocm-6.2 stack (its patch 0001 takes the LDS reduction on gfx101x: `rocmforge build pytorch --target gfx1010`); with this MIOpen, run batchnorm without it: `torch.backends.cudnn.enabled = False` makes PyTorch use its own batchnorm kernels",
+        "legacy-ck" => "build MIOpen with the rocm-6.2 stack (its patch 0003 gives gfx101x a target macro); with this MIOpen, `MIOPEN_RNNWRW_REDUCTION=0` makes RNN backward add the bias with OpTensor instead of ReduceTensor's legacy-CK kernels (src/ocl/rnnocl.cpp ReducAddBias)",
+        _ => "see the check's log",
+    }
+}
+
+/// Whether `clang` targets AMDGPU (`-print-targets` lists amdgcn).
+fn has_amdgpu(clang: &Path) -> bool {
+    let mut c = Command::new(clang);
+    c.arg("-print-targets");
+    matches!(crate::process::bounded::bounded(&mut c, Duration::from_secs(30)), Ok((s, [out, _])) if s.success() && String::from_utf8_lossy(&out).contains("amdgcn"))
+}
+
+/// The compiler the checks use: the user's ROCm's (`{rocm}/llvm/bin/clang`, or
+/// `{rocm}/lib/llvm/bin/clang` as the rocm-sdk wheels lay it out), then a distribution's clang
+/// with the AMDGPU target (the newest `/usr/lib/llvm-N`), then the host's `clang`; the first
+/// that targets AMDGPU and has an llvm-objdump beside it. `host` is the filesystem root
+/// (tests point it elsewhere).
+pub fn find_compiler(rocm: Option<&Path>, host: &Path) -> Result<Compiler, String> {
+    let mut candidates: Vec<(PathBuf, String)> = Vec::new();
+    if let Some(r) = rocm {
+        for rel in ["llvm/bin/clang", "lib/llvm/bin/clang"] {
+            candidates.push((r.join(rel), format!("the ROCm at {}", r.display())));
+        }
+    }
+    let mut llvms: Vec<(u32, PathBuf)> = std::fs::read_dir(host.join("usr/lib"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            Some((n.strip_prefix("llvm-")?.parse().ok()?, e.path()))
+        })
+        .collect();
+    llvms.sort_by_key(|l| std::cmp::Reverse(l.0));
+    for (_, dir) in llvms {
+        candidates.push((dir.join("bin/clang"), format!("a distribution's clang ({})", dir.display())));
+    }
+    if let Some(c) = crate::host::which("clang") {
+        candidates.push((c, "the host's clang".into()));
+    }
+    let mut tried = Vec::new();
+    for (clang, from) in candidates {
+        if !clang.is_file() {
+            continue;
+        }
+        let real = std::fs::canonicalize(&clang).unwrap_or_else(|_| clang.clone());
+        let objdump = real.parent().map(|d| d.join("llvm-objdump")).filter(|p| p.is_file());
+        if !has_amdgpu(&clang) {
+            tried.push(format!("{} (no AMDGPU target)", clang.display()));
+            continue;
+        }
+        let Some(objdump) = objdump else {
+            tried.push(format!("{} (no llvm-objdump beside it)", clang.display()));
+            continue;
+        };
+        let version = crate::host::tool_version(&clang).unwrap_or_default();
+        let hip_root = rocm
+            .into_iter()
+            .map(Path::to_path_buf)
+            .chain([host.join("usr")])
+            .find(|r| r.join("include/hip/hip_runtime.h").is_file());
+        return Ok(Compiler { clang, objdump, from, version, hip_root });
+    }
+    Err(format!(
+        "no clang with the AMDGPU target and llvm-objdump was found{}: install one (Debian: `apt-get install -y clang-19 llvm-19`), or point --rocm-path at a ROCm with llvm/bin/clang",
+        if tried.is_empty() { String::new() } else { format!(" ({})", tried.join("; ")) }
+    ))
+}
+
+/// What an audit is asked, by `inspect`, `doctor --rocm-path` and `verify --python`.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub targets: Vec<String>,
+    /// Where each library's kernel tree, checks and logs go: `<work>/<n>-<file name>/`.
+    pub work: PathBuf,
+    /// The user's ROCm (compiler, HIP headers), when one is known.
+    pub rocm: Option<PathBuf>,
+    /// The recipe tree holding the checks (`recipes/checks/`).
+    pub checks: RecipeTree,
+    /// The filesystem root the compiler is looked for under (`/`; tests point it elsewhere).
+    pub host: PathBuf,
+}
+
+impl Settings {
+    /// The audit of `library`, the `n`th of a run (its work folder `<work>/<n>-<file name>`).
+    pub fn audit(&self, n: usize, library: &Path) -> Audit {
+        let name = library.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        audit(&AuditRequest { library, settings: self, work: self.work.join(format!("{n}-{name}")) })
+    }
+}
+
+/// The request of one audit.
+pub struct AuditRequest<'a> {
+    pub library: &'a Path,
+    pub settings: &'a Settings,
+    /// Where the kernel tree, the checks and their logs go (made anew).
+    pub work: PathBuf,
+}
+
+/// The libMIOpen of an installed ROCm: `lib/`, `lib64/` or `lib/<multiarch>/` under `rocm`, the
+/// file `libMIOpen.so` or its versioned names lead to (`None`: the installation has none).
+pub fn installed_library(rocm: &Path) -> Option<PathBuf> {
+    let mut dirs = vec![rocm.join("lib"), rocm.join("lib64")];
+    dirs.extend(crate::installation::MULTIARCH.iter().map(|m| rocm.join("lib").join(m)));
+    dirs.iter().find_map(|d| {
+        let mut names: Vec<PathBuf> = std::fs::read_dir(d)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| miopen::is_miopen_name(p) && p.is_file())
+            .collect();
+        // The real file, not a link to it, the longest name first (`libMIOpen.so.1.0`).
+        names.sort_by_key(|p| (p.is_symlink(), std::cmp::Reverse(p.as_os_str().len())));
+        names.into_iter().next()
+    })
+}
+
+/// Reads the library's kernels, lays them out and runs the checks. Never fails: what could not
+/// be done is in the audit's `error` (or a check's).
+pub fn audit(req: &AuditRequest<'_>) -> Audit {
+    let mut a = Audit {
+        library: req.library.to_path_buf(),
+        miopen_version: None,
+        hip_version: None,
+        targets: req.settings.targets.clone(),
+        kernels: 0,
+        includes: 0,
+        unnamed: 0,
+        tree: req.work.join("tree"),
+        compiler: None,
+        checks: Vec::new(),
+        error: None,
+    };
+    let embedded = match miopen::read_embedded(req.library) {
+        Ok(e) => e,
+        Err(e) => {
+            a.error = Some(format!("its embedded kernels cannot be read: {e}"));
+            return a;
+        }
+    };
+    a.miopen_version = embedded.miopen_version.clone();
+    a.hip_version = embedded.hip_version.clone();
+    a.includes = embedded.files.iter().filter(|f| f.include).count();
+    a.kernels = embedded.files.len() - a.includes;
+    a.unnamed = embedded.unnamed().count();
+    if let Err(e) = miopen::write_tree(&embedded, req.library, &a.tree) {
+        a.error = Some(format!("cannot write the kernel tree {}: {e}", a.tree.display()));
+        return a;
+    }
+    let compiler = match find_compiler(req.settings.rocm.as_deref(), &req.settings.host) {
+        Ok(c) => c,
+        Err(e) => {
+            a.error = Some(e);
+            return a;
+        }
+    };
+    let Some(python) = crate::host::which("python3") else {
+        a.error = Some("no python3 on PATH to run the checks with".into());
+        return a;
+    };
+    for (name, dir, what) in CHECKS {
+        a.checks.push(run_check(req, &a.tree, &compiler, &python, name, dir, what));
+    }
+    a.compiler = Some(compiler);
+    a
+}
+
+fn run_check(
+    req: &AuditRequest<'_>,
+    tree: &Path,
+    compiler: &Compiler,
+    python: &Path,
+    name: &str,
+    dir: &str,
+    what: &str,
+) -> CheckOutcome {
+    let base = req.work.join(name);
+    let log = req.work.join(format!("{name}.log"));
+    let json = req.work.join(format!("{name}.json"));
+    let mut out = CheckOutcome {
+        name: name.into(),
+        what: what.into(),
+        status: "error".into(),
+        error: None,
+        result: CheckJson::default(),
+        log: log.clone(),
+    };
+    let files: Vec<(String, Vec<u8>)> = req
+        .settings
+        .checks
+        .files_under(&format!("recipes/{}/{dir}/", crate::recipe::proofs::SHARED_CHECKS))
+        .filter(|(rel, _)| !rel.contains("__pycache__"))
+        .map(|(r, b)| (r.to_string(), b.to_vec()))
+        .collect();
+    if files.is_empty() {
+        out.error = Some(format!("the recipe tree has no recipes/checks/{dir}/"));
+        return out;
+    }
+    let write = || -> std::io::Result<()> {
+        crate::fsutil::remove_dir_all_if_exists(&base)?;
+        for (rel, bytes) in &files {
+            let p = base.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap_or(&base))?;
+            std::fs::write(p, bytes)?;
+        }
+        Ok(())
+    };
+    if let Err(e) = write() {
+        out.error = Some(format!("cannot write the check into {}: {e}", base.display()));
+        return out;
+    }
+    let mut targets = req.settings.targets.clone();
+    if !targets.iter().any(|t| t == CONTROL) {
+        targets.push(CONTROL.into());
+    }
+    let targets = targets.join(";");
+    let mut cmd = Command::new(python);
+    cmd.arg(base.join("check.py"))
+        .arg("--src")
+        .arg(tree)
+        .arg("--clang")
+        .arg(&compiler.clang)
+        .args(["--targets", &targets])
+        .arg("--work")
+        .arg(base.join("kernels"))
+        .arg("--json")
+        .arg(&json)
+        .current_dir(&base);
+    match name {
+        "batchnorm" => {
+            cmd.arg("--objdump").arg(&compiler.objdump);
+        }
+        _ => match &compiler.hip_root {
+            Some(h) => {
+                cmd.arg("--rocm").arg(h);
+            }
+            None => {
+                out.error = Some(format!(
+                    "no include/hip/hip_runtime.h for the HIP kernels (looked in {}/usr{}): install HIP's headers (Debian: `apt-get install -y libamdhip64-dev`) or give --rocm-path",
+                    req.settings.host.display().to_string().trim_end_matches('/'),
+                    req.settings.rocm.as_ref().map(|r| format!(" and {}", r.display())).unwrap_or_default()
+                ));
+                return out;
+            }
+        },
+    }
+    let shown = format!("{} {}", python.display(), base.join("check.py").display());
+    let run = crate::process::bounded::bounded(&mut cmd, CHECK_TIMEOUT);
+    let (status, [stdout, stderr]) = match run {
+        Ok(r) => r,
+        Err(e) => {
+            out.error = Some(format!("`{shown}` {e}"));
+            return out;
+        }
+    };
+    let mut text = stdout;
+    text.extend_from_slice(&stderr);
+    let _ = std::fs::write(&log, &text);
+    match std::fs::read_to_string(&json).ok().and_then(|j| serde_json::from_str::<CheckJson>(&j).ok()) {
+        Some(r) => {
+            out.result = r;
+            let failed = out.failures().next().is_some() || !out.result.problems.is_empty();
+            out.status = if failed { "fail" } else { "pass" }.into();
+        }
+        None => {
+            let text = String::from_utf8_lossy(&text);
+            let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output");
+            out.error = Some(format!(
+                "`{shown}` ended ({}) without its results: {}",
+                crate::process::describe_status(status),
+                last.trim()
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn compile(target: &str, kernel: &str, ok: bool) -> Compile {
+        Compile { target: target.into(), kernel: kernel.into(), variant: serde_json::json!(1), ok, message: vec![] }
+    }
+
+    #[test]
+    fn a_failure_on_the_control_too_proves_nothing_and_only_the_targets_alone_count() {
+        let c = CheckOutcome {
+            name: "batchnorm".into(),
+            what: String::new(),
+            status: "fail".into(),
+            error: None,
+            result: CheckJson {
+                compiles: vec![
+                    compile("gfx1010", "a.cl", false),
+                    compile(CONTROL, "a.cl", true),
+                    compile("gfx1010", "b.cl", false),
+                    compile(CONTROL, "b.cl", false),
+                    compile("gfx1010", "c.cl", true),
+                    compile(CONTROL, "c.cl", true),
+                ],
+                ..Default::default()
+            },
+            log: PathBuf::new(),
+        };
+        assert_eq!(c.failures().map(|f| f.kernel.as_str()).collect::<Vec<_>>(), ["a.cl"]);
+        assert_eq!(c.inconclusive().map(|f| f.kernel.as_str()).collect::<Vec<_>>(), ["b.cl"]);
+        assert_eq!(c.on_targets(), 3);
+    }
+
+    #[test]
+    fn the_installed_library_is_the_real_file_in_a_lib_folder() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(installed_library(d.path()), None);
+        let lib = d.path().join("lib/x86_64-linux-gnu");
+        std::fs::create_dir_all(&lib).unwrap();
+        std::fs::write(lib.join("libMIOpen.so.1.0"), b"").unwrap();
+        std::os::unix::fs::symlink("libMIOpen.so.1.0", lib.join("libMIOpen.so.1")).unwrap();
+        std::os::unix::fs::symlink("libMIOpen.so.1", lib.join("libMIOpen.so")).unwrap();
+        std::fs::write(lib.join("libMIOpen-other.so"), b"").unwrap();
+        assert_eq!(installed_library(d.path()), Some(lib.join("libMIOpen.so.1.0")));
+    }
+}
