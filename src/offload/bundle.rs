@@ -1,4 +1,4 @@
-//! Clang offload bundles, read from bytes: the plain form (`__CLANG_OFFLOAD_BUNDLE__`, what
+//! Clang offload bundles, read from bytes or as a stream: the plain form (`__CLANG_OFFLOAD_BUNDLE__`, what
 //! hipcc puts in a host object's `.hip_fatbin` section) and the compressed form (`CCOB`, which
 //! clang writes with `--offload-compress`). Layouts, from LLVM's
 //! `clang/lib/Driver/OffloadBundler.cpp` (all integers little-endian):
@@ -42,7 +42,24 @@ pub fn is_bundle(bytes: &[u8]) -> bool {
 /// Host entries are left out. `bytes` must start with a bundle.
 pub fn read_all(bytes: &[u8]) -> Result<Vec<DeviceCode>, OffloadError> {
     let mut r = bytes;
-    read_bundles(&mut Stream::new(&mut r, bytes.len() as u64))
+    read_stream(&mut r, bytes.len() as u64)
+}
+
+/// [`read_all`] of the `len` bytes a reader gives (a `.hipfb` file, a wheel's member), read as
+/// they come: only the bundles' tables are kept, the entries' code is read past.
+pub fn read_stream(r: &mut dyn Read, len: u64) -> Result<Vec<DeviceCode>, OffloadError> {
+    read_bundles(&mut Stream::new(r, len))
+}
+
+/// [`read_stream`] of a `.hip_fatbin` section: zeros before its first bundle are read past, and
+/// a section of zeros alone (`.bss`-like in some links, or zero-paged by rocm-kpack) holds
+/// nothing.
+pub fn read_section(r: &mut dyn Read, len: u64) -> Result<Vec<DeviceCode>, OffloadError> {
+    let mut s = Stream::new(r, len);
+    if !s.skip_zeros().map_err(unreadable)? {
+        return Ok(Vec::new());
+    }
+    read_bundles(&mut s)
 }
 
 fn unreadable(e: std::io::Error) -> OffloadError {
@@ -415,6 +432,23 @@ impl<'r> Stream<'r> {
         buf[..k].copy_from_slice(&self.window[..k]);
         self.consume(k);
         Ok(k)
+    }
+
+    /// Reads past zero bytes; `false` when nothing else follows.
+    fn skip_zeros(&mut self) -> std::io::Result<bool> {
+        loop {
+            self.fill(1 << 16)?;
+            if self.window.is_empty() {
+                return Ok(false);
+            }
+            match self.window.iter().position(|b| *b != 0) {
+                Some(at) => {
+                    self.consume(at);
+                    return Ok(true);
+                }
+                None => self.consume(self.window.len()),
+            }
+        }
     }
 
     /// Reads up to the next bundle magic (plain or compressed); `false` when none follows.

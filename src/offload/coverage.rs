@@ -21,7 +21,8 @@ use globset::{GlobBuilder, GlobMatcher};
 use serde::{Deserialize, Serialize};
 
 use super::elf::{self, Stack};
-use super::{inspect_bytes, processor, OffloadError};
+use super::source::Source;
+use super::{inspect_source, processor, OffloadError};
 
 /// What a recipe declares.
 #[derive(Debug, Clone, Copy)]
@@ -227,8 +228,8 @@ pub fn check(
     for pattern in spec.device_code {
         let m = matcher(pattern).map_err(OffloadError::Malformed)?;
         let mut files = Vec::new();
-        read_matching(installed, &m, &mut |path, bytes| {
-            let targets = inspect_bytes(path, bytes)?.map(|i| i.targets).unwrap_or_default();
+        read_matching(installed, &m, &mut |path, src| {
+            let targets = inspect_source(path, src)?.map(|i| i.targets).unwrap_or_default();
             files.push(CoveredFile { path: path.to_string(), targets, contains: None });
             Ok(())
         })?;
@@ -251,12 +252,10 @@ pub fn check(
         let m = matcher(pattern).map_err(OffloadError::Malformed)?;
         let finder = memchr::memmem::Finder::new(text.as_bytes());
         let mut files = Vec::new();
-        read_matching(installed, &m, &mut |path, bytes| {
-            files.push(CoveredFile {
-                path: path.to_string(),
-                targets: Vec::new(),
-                contains: Some(finder.find(bytes).is_some()),
-            });
+        read_matching(installed, &m, &mut |path, src| {
+            let contains = holds(src, &finder)
+                .map_err(|e| OffloadError::File { path: path.to_string(), message: format!("cannot read: {e}") })?;
+            files.push(CoveredFile { path: path.to_string(), targets: Vec::new(), contains: Some(contains) });
             Ok(())
         })?;
         let missing: Vec<String> = files.iter().filter(|f| f.contains == Some(false)).map(|f| f.path.clone()).collect();
@@ -353,20 +352,39 @@ fn read_matching(
         Installed::Tree(root) => {
             let paths = tree_matches(root, m)?;
             for (rel, path) in paths {
-                let bytes = std::fs::read(&path).map_err(|source| OffloadError::Io { path, source })?;
-                f(&rel, &bytes)?;
+                let mut file = std::fs::File::open(&path).map_err(|source| OffloadError::Io { path, source })?;
+                f(&rel, &mut file)?;
             }
             Ok(())
         }
         Installed::Wheels(wheels) => {
             for w in *wheels {
                 let name = w.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                super::for_each_member(w, &|n| m.is_match(n), &mut |member, bytes| {
-                    f(&format!("{name}!{member}"), bytes)
-                })?;
+                super::for_each_member(w, &|n| m.is_match(n), &mut |member, src| f(&format!("{name}!{member}"), src))?;
             }
             Ok(())
         }
+    }
+}
+
+/// Whether `src` holds what `finder` looks for, read a piece at a time (the end of each piece
+/// kept, so a text cut by a piece's end is found).
+fn holds(src: &mut dyn Source, finder: &memchr::memmem::Finder<'_>) -> std::io::Result<bool> {
+    let keep = finder.needle().len().saturating_sub(1);
+    let mut buf = vec![0u8; (1 << 20) + keep];
+    let mut kept = 0;
+    src.seek(std::io::SeekFrom::Start(0))?;
+    loop {
+        let got = src.read(&mut buf[kept..])?;
+        let end = kept + got;
+        if finder.find(&buf[..end]).is_some() {
+            return Ok(true);
+        }
+        if got == 0 {
+            return Ok(false);
+        }
+        kept = keep.min(end);
+        buf.copy_within(end - kept..end, 0);
     }
 }
 

@@ -1,7 +1,9 @@
 //! ELF files: AMDGPU code objects (the target in the header's `e_flags`) and host objects and
 //! libraries (their device code in the `.hip_fatbin` section, as offload bundles, or, for
 //! `-fgpu-rdc` objects, in `__CLANG_OFFLOAD_BUNDLE__<entry id>` sections). Parsing is the
-//! `object` crate's; the AMDGPU flag values are from LLVM's `llvm/BinaryFormat/ELF.h`.
+//! `object` crate's, from a file on disk, a wheel's member or bytes ([`Source`]), reading only
+//! the headers, tables and sections it needs (a `.hip_fatbin` section as a stream), never the
+//! whole file; the AMDGPU flag values are from LLVM's `llvm/BinaryFormat/ELF.h`.
 //!
 //! Also the stack a host library or executable asks the loader for (its `PT_GNU_STACK` program
 //! header, [`Stack`]), read from the header and the program header table alone, so a
@@ -14,6 +16,7 @@ use object::read::elf::{ElfFile, FileHeader};
 use object::{Endianness, Object, ObjectSection, ObjectSegment};
 use serde::Serialize;
 
+use super::source::Source;
 use super::{bundle, Container, DeviceCode, OffloadError};
 
 /// `e_machine` of AMD GPU code objects.
@@ -89,7 +92,7 @@ pub(super) enum ElfContent {
 /// The target id (`gfx1010`, `gfx1010:xnack-`, `gfx90a:sramecc+:xnack-`) of an AMDGPU code
 /// object, or `None` when `bytes` is not one.
 pub fn code_object_target(bytes: &[u8]) -> Option<String> {
-    match read(bytes) {
+    match read(&mut std::io::Cursor::new(bytes)) {
         Ok(ElfContent::CodeObject(t)) => Some(t),
         _ => None,
     }
@@ -113,48 +116,89 @@ pub fn header_target(h: &[u8]) -> Option<String> {
     code_object_header(h).ok()
 }
 
-pub(super) fn read(bytes: &[u8]) -> Result<ElfContent, OffloadError> {
-    match object::FileKind::parse(bytes) {
-        Ok(object::FileKind::Elf64) => read_elf::<object::elf::FileHeader64<Endianness>>(bytes),
-        Ok(object::FileKind::Elf32) => read_elf::<object::elf::FileHeader32<Endianness>>(bytes),
-        _ => Err(OffloadError::Malformed("not an ELF file".into())),
+/// Reads an ELF file from `src`: its headers, section table and section names through
+/// `object` (which reads from a [`ReadCache`](object::ReadCache) only the ranges it asks for),
+/// then the sections that can hold device code, a `.hip_fatbin` section as a stream.
+pub(super) fn read(src: &mut dyn Source) -> Result<ElfContent, OffloadError> {
+    let parsed = {
+        let cache = object::ReadCache::new(&mut *src);
+        match object::FileKind::parse(&cache) {
+            Ok(object::FileKind::Elf64) => read_elf::<object::elf::FileHeader64<Endianness>, _>(&cache),
+            Ok(object::FileKind::Elf32) => read_elf::<object::elf::FileHeader32<Endianness>, _>(&cache),
+            _ => Err(OffloadError::Malformed("not an ELF file".into())),
+        }
+    };
+    match parsed? {
+        Parsed::CodeObject(target) => Ok(ElfContent::CodeObject(target)),
+        Parsed::Host(sections) => host_sections(src, sections),
     }
 }
 
-fn read_elf<H: FileHeader<Endian = Endianness>>(bytes: &[u8]) -> Result<ElfContent, OffloadError> {
-    let file = match ElfFile::<H>::parse(bytes) {
-        Ok(f) => f,
-        Err(e) => {
-            // rocm-kpack's transform leaves the section header table at an offset that is not a
-            // multiple of 8, which `object` refuses (it reads in place); glibc never reads it,
-            // so such a library loads. Read its sections field by field instead.
-            return match unaligned_sections(bytes) {
-                Some(sections) => host_sections(sections.into_iter()),
-                None => Err(OffloadError::Malformed(format!("truncated or damaged ELF file: {e}"))),
-            };
-        }
-    };
-    whole(&file, bytes.len() as u64)?;
+/// What the section table says of an ELF file.
+enum Parsed {
+    CodeObject(String),
+    /// A host file's sections that can hold device code, in the table's order.
+    Host(Vec<DeviceSection>),
+}
+
+/// A section that can hold device code.
+enum DeviceSection {
+    /// A `.rocm_kpack_ref` marker's bytes.
+    Marker(Vec<u8>),
+    Manifest(String),
+    /// A `.hip_fatbin` section's place in the file (`None`: it has no bytes there).
+    Fatbin(Option<(u64, u64)>),
+    /// A `__CLANG_OFFLOAD_BUNDLE__<entry id>` section: the id and the section's size.
+    Rdc(String, u64),
+}
+
+/// The most a `.rocm_kpack_ref` marker may hold: rocm-kpack writes a kernel name and a few
+/// search paths, some hundred bytes.
+const MAX_MARKER: u64 = 1 << 20;
+
+fn read_elf<'a, H: FileHeader<Endian = Endianness>, R: object::ReadRef<'a>>(data: R) -> Result<Parsed, OffloadError> {
+    // Read through the cache, whose buffers are the allocator's, a section header table at an
+    // offset that is not a multiple of 8 (where rocm-kpack's transform leaves it; glibc never
+    // reads it, so such a library loads) is read like any other.
+    let file = ElfFile::<H, _>::parse(data)
+        .map_err(|e| OffloadError::Malformed(format!("truncated or damaged ELF file: {e}")))?;
+    let len = object::ReadRef::len(data).map_err(|()| OffloadError::Malformed("its length cannot be read".into()))?;
+    whole(&file, len)?;
     let header = file.elf_header();
     let endian = file.endian();
     if header.e_machine(endian) == EM_AMDGPU {
         let ident = header.e_ident();
-        return amdgpu_target(header.e_flags(endian), ident.os_abi, ident.abi_version).map(ElfContent::CodeObject);
+        return amdgpu_target(header.e_flags(endian), ident.os_abi, ident.abi_version).map(Parsed::CodeObject);
     }
     let mut sections = Vec::new();
     for section in file.sections() {
         let Ok(name) = section.name() else { continue };
-        if is_device_section(name) {
+        if name == super::kpack::MARKER_SECTION {
+            if section.size() > MAX_MARKER {
+                return Err(OffloadError::Malformed(format!(
+                    "section {name} holds {} bytes, more than the {MAX_MARKER} of a rocm-kpack marker",
+                    section.size()
+                )));
+            }
             let data = section.data().map_err(|e| OffloadError::Malformed(format!("section {name}: {e}")))?;
-            sections.push((name.to_string(), data, section.size()));
+            sections.push(DeviceSection::Marker(data.to_vec()));
+        } else if name == super::kpack::MANIFEST_SECTION {
+            sections.push(DeviceSection::Manifest(name.to_string()));
+        } else if name == ".hip_fatbin" {
+            sections.push(DeviceSection::Fatbin(section.file_range()));
+        } else if let Some(id) = name.strip_prefix("__CLANG_OFFLOAD_BUNDLE__") {
+            sections.push(DeviceSection::Rdc(id.to_string(), section.size()));
         }
     }
-    host_sections(sections.into_iter())
+    Ok(Parsed::Host(sections))
 }
 
 /// Whether every section has a name and every section and segment lies inside the file's `len`
 /// bytes: a file cut short or overwritten is refused, not read as one without device code.
-fn whole<H: FileHeader<Endian = Endianness>>(file: &ElfFile<'_, H>, len: u64) -> Result<(), OffloadError> {
+fn whole<'a, H: FileHeader<Endian = Endianness>, R: object::ReadRef<'a>>(
+    file: &ElfFile<'a, H, R>,
+    len: u64,
+) -> Result<(), OffloadError> {
     let past = |what: String, (off, size): (u64, u64)| match off.checked_add(size) {
         Some(end) if end <= len => Ok(()),
         end => Err(OffloadError::Malformed(format!(
@@ -179,86 +223,34 @@ fn whole<H: FileHeader<Endian = Endianness>>(file: &ElfFile<'_, H>, len: u64) ->
     Ok(())
 }
 
-fn is_device_section(name: &str) -> bool {
-    [super::kpack::MARKER_SECTION, super::kpack::MANIFEST_SECTION, ".hip_fatbin"].contains(&name)
-        || name.starts_with("__CLANG_OFFLOAD_BUNDLE__")
-}
-
-/// The device code of a host file from its sections that can hold some (name, data, size).
-fn host_sections<'a>(sections: impl Iterator<Item = (String, &'a [u8], u64)>) -> Result<ElfContent, OffloadError> {
+/// The device code of a host file from its sections that can hold some, a `.hip_fatbin`
+/// section's bundles read from `src` as a stream.
+fn host_sections(src: &mut dyn Source, sections: Vec<DeviceSection>) -> Result<ElfContent, OffloadError> {
     let mut found = Vec::new();
     let mut marker = None;
-    for (name, data, size) in sections {
-        if name == super::kpack::MARKER_SECTION {
-            marker = Some(super::kpack::read_marker(data)?);
-        } else if name == super::kpack::MANIFEST_SECTION {
-            return Err(OffloadError::Malformed(format!(
-                "its device code was moved out by rocm-kpack, and section {name} (the manifest form, pointing at a `.kpack/*.kpm` manifest) says where; this rocmforge reads only the `.rocm_kpack_ref` form: read the `.kpack` archives themselves (`rocmforge inspect <dir>/.kpack`)"
-            )));
-        } else if name == ".hip_fatbin" {
-            // An empty or zero-filled section (`.bss`-like in some links, or zero-paged by
-            // rocm-kpack) holds nothing.
-            let Some(start) = data.iter().position(|b| *b != 0) else { continue };
-            let data = &data[start..];
-            found.extend(
-                bundle::read_all(data).map_err(|e| OffloadError::Malformed(format!("section .hip_fatbin: {e}")))?,
-            );
-        } else if let Some(id) = name.strip_prefix("__CLANG_OFFLOAD_BUNDLE__") {
-            if let Some(target) = bundle::target_of_entry(id) {
-                found.push(DeviceCode { target, entry: Some(id.to_string()), container: Container::RdcSection, size });
+    for section in sections {
+        match section {
+            DeviceSection::Marker(data) => marker = Some(super::kpack::read_marker(&data)?),
+            DeviceSection::Manifest(name) => {
+                return Err(OffloadError::Malformed(format!(
+                    "its device code was moved out by rocm-kpack, and section {name} (the manifest form, pointing at a `.kpack/*.kpm` manifest) says where; this rocmforge reads only the `.rocm_kpack_ref` form: read the `.kpack` archives themselves (`rocmforge inspect <dir>/.kpack`)"
+                )));
+            }
+            DeviceSection::Fatbin(None) => {}
+            DeviceSection::Fatbin(Some((offset, size))) => {
+                let bad = |e: OffloadError| OffloadError::Malformed(format!("section .hip_fatbin: {e}"));
+                let unreadable = |e: std::io::Error| bad(OffloadError::Malformed(format!("cannot be read: {e}")));
+                src.seek(SeekFrom::Start(offset)).map_err(unreadable)?;
+                found.extend(bundle::read_section(&mut (&mut *src).take(size), size).map_err(bad)?);
+            }
+            DeviceSection::Rdc(id, size) => {
+                if let Some(target) = bundle::target_of_entry(&id) {
+                    found.push(DeviceCode { target, entry: Some(id), container: Container::RdcSection, size });
+                }
             }
         }
     }
     Ok(ElfContent::Host { code: found, marker })
-}
-
-/// The sections that can hold device code of a 64-bit little-endian host ELF file, read field
-/// by field (any alignment); `None` when the header or the tables do not fit in the file. A
-/// `SHT_NOBITS` section has no data.
-fn unaligned_sections(b: &[u8]) -> Option<Vec<(String, &[u8], u64)>> {
-    // Offsets come from the file: near usize::MAX, `o + n` would overflow.
-    let at = |o: usize, n: usize| b.get(o..o.checked_add(n)?);
-    let u16_at = |o: usize| at(o, 2).map(|x| u16::from_le_bytes([x[0], x[1]]));
-    let u32_at = |o: usize| at(o, 4).map(|x| u32::from_le_bytes(x.try_into().expect("4 bytes")));
-    let u64_at = |o: usize| at(o, 8).map(|x| u64::from_le_bytes(x.try_into().expect("8 bytes")));
-    if b.get(4..6)? != [ELFCLASS64, ELFDATA2LSB] || u16_at(18)? == EM_AMDGPU {
-        return None;
-    }
-    let (shoff, shentsize, shnum, shstrndx) = (
-        usize::try_from(u64_at(0x28)?).ok()?,
-        usize::from(u16_at(0x3a)?),
-        usize::from(u16_at(0x3c)?),
-        usize::from(u16_at(0x3e)?),
-    );
-    if shentsize < 64 {
-        return None;
-    }
-    let header = |i: usize| -> Option<(u32, u32, usize, u64)> {
-        let h = shoff.checked_add(i.checked_mul(shentsize)?)?;
-        let field = |off: usize| h.checked_add(off);
-        Some((u32_at(h)?, u32_at(field(4)?)?, usize::try_from(u64_at(field(0x18)?)?).ok()?, u64_at(field(0x20)?)?))
-    };
-    let data = |kind: u32, off: usize, size: u64| -> Option<&[u8]> {
-        if kind == 8 {
-            return Some(&[]);
-        }
-        b.get(off..off.checked_add(usize::try_from(size).ok()?)?)
-    };
-    // The whole table, and every section's data, inside the file (not only those read here).
-    b.get(shoff..shoff.checked_add(shnum.checked_mul(shentsize)?)?)?;
-    let (_, strkind, stroff, strsize) = header(shstrndx)?;
-    let names = data(strkind, stroff, strsize)?;
-    let mut out = Vec::new();
-    for i in 0..shnum {
-        let (name, kind, off, size) = header(i)?;
-        let name = names.get(name as usize..)?;
-        let name = String::from_utf8_lossy(&name[..name.iter().position(|c| *c == 0)?]).into_owned();
-        let bytes = data(kind, off, size)?;
-        if is_device_section(&name) {
-            out.push((name, bytes, size));
-        }
-    }
-    Some(out)
 }
 
 /// The target id an AMDGPU code object's header names: the processor from `EF_AMDGPU_MACH`,
@@ -385,7 +377,7 @@ pub fn host_stack(bytes: &[u8]) -> Option<Stack> {
 
 /// [`host_stack`] of a file, reading its header and then, after a seek, its program header
 /// table, nothing else. A file too short for either is `None`.
-pub fn read_stack(f: &mut (impl Read + Seek)) -> std::io::Result<Option<Stack>> {
+pub fn read_stack<R: Read + Seek + ?Sized>(f: &mut R) -> std::io::Result<Option<Stack>> {
     let mut head = [0u8; ELF64_HEADER];
     if !fill(f, &mut head)? {
         return Ok(None);
@@ -448,7 +440,7 @@ pub fn clear_exec_stack(bytes: &mut [u8]) -> Result<bool, &'static str> {
 }
 
 /// Fills `buf` from `r`; `false` when `r` ends first.
-fn fill(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<bool> {
+fn fill<R: Read + ?Sized>(r: &mut R, buf: &mut [u8]) -> std::io::Result<bool> {
     match r.read_exact(buf) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
@@ -593,8 +585,8 @@ mod tests {
         assert_eq!(host_stack(&super::super::props::elf(224, 0x133, 64, 2, &[])), None);
     }
 
-    /// A section header table placed at the end of the address space (damage) is refused by
-    /// `object` and then by the field-by-field reader: an error, never an overflow.
+    /// A section header table placed at the end of the address space (damage) is refused: an
+    /// error, never an overflow.
     #[test]
     fn a_section_table_offset_near_the_end_of_memory_is_an_error() {
         let mut b = super::super::props::elf(62, 0, 0, 0, &[(".hip_fatbin", b"\0\0\0\0")]);
@@ -603,7 +595,7 @@ mod tests {
         for short in [2, 0x1c, 0x20, 64] {
             let shoff = u64::MAX - shstrndx * 64 - short;
             b[0x28..0x30].copy_from_slice(&shoff.to_le_bytes());
-            assert!(read(&b).is_err(), "{shoff:#x}");
+            assert!(read(&mut std::io::Cursor::new(&b)).is_err(), "{shoff:#x}");
         }
     }
 

@@ -12,8 +12,11 @@
 //! - `msgpack`: the MessagePack reader `kpack` needs;
 //! - `coverage`: whether a recipe's installed files carry what it declares (device code for
 //!   every target built, a string a patch put in);
-//! - this file: files, directories and wheels (a `.whl` is read as a zip in memory, never
-//!   unpacked), and the target ids in `roc-obj-ls`'s spelling (`gfx1010`, `gfx1010:xnack-`).
+//! - `source`: what they read from, a file on disk, a wheel's member or bytes, by seeking to the
+//!   parts they need (a wheel's member inflated as it is read), so no file is held whole;
+//! - this file: files, directories and wheels (a `.whl` is read as a zip, its members one at a
+//!   time, never unpacked), and the target ids in `roc-obj-ls`'s spelling (`gfx1010`,
+//!   `gfx1010:xnack-`).
 
 pub mod bundle;
 pub mod coverage;
@@ -21,8 +24,9 @@ pub mod elf;
 pub mod kpack;
 pub mod miopen;
 pub mod msgpack;
+pub mod source;
 
-use std::io::Read;
+use std::io::{Read, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -182,18 +186,39 @@ pub fn sniff(head: &[u8]) -> Option<FileKind> {
 /// The device code in `bytes` (an ELF file or a bare bundle), and the stack a host library or
 /// executable asks for; `None` when it is neither.
 pub fn inspect_bytes(path: &str, bytes: &[u8]) -> Result<Option<Inspected>, OffloadError> {
-    let (kind, code) = match sniff(bytes) {
+    inspect_source(path, &mut std::io::Cursor::new(bytes))
+}
+
+/// [`inspect_bytes`] of a file on disk or a wheel's member (`path` is what to show): only its
+/// headers, tables and device code sections are read, a bundle as a stream (a `.kpack` archive
+/// is read whole, within its reader's bounds).
+pub fn inspect_source(path: &str, src: &mut dyn source::Source) -> Result<Option<Inspected>, OffloadError> {
+    let io = |e: std::io::Error| OffloadError::File { path: path.to_string(), message: format!("cannot read: {e}") };
+    let len = source::len_of(src).map_err(io)?;
+    let mut head = Vec::new();
+    src.seek(SeekFrom::Start(0)).map_err(io)?;
+    (&mut *src).take(24).read_to_end(&mut head).map_err(io)?;
+    let (kind, code) = match sniff(&head) {
         None => return Ok(None),
-        Some(FileKind::Bundle) => (FileKind::Bundle, bundle::read_all(bytes).map_err(|e| e.in_file(path))?),
-        Some(FileKind::Kpack) => (FileKind::Kpack, kpack::read(bytes).map_err(|e| e.in_file(path))?.code()),
-        Some(_) => match elf::read(bytes).map_err(|e| e.in_file(path))? {
+        Some(FileKind::Bundle) => {
+            src.seek(SeekFrom::Start(0)).map_err(io)?;
+            (FileKind::Bundle, bundle::read_stream(src, len).map_err(|e| e.in_file(path))?)
+        }
+        Some(FileKind::Kpack) => {
+            let mut bytes = Vec::new();
+            src.seek(SeekFrom::Start(0)).map_err(io)?;
+            (&mut *src).take(len).read_to_end(&mut bytes).map_err(io)?;
+            (FileKind::Kpack, kpack::read(&bytes).map_err(|e| e.in_file(path))?.code())
+        }
+        Some(_) => match elf::read(src).map_err(|e| e.in_file(path))? {
             elf::ElfContent::CodeObject(target) => (
                 FileKind::CodeObject,
-                vec![DeviceCode { target, entry: None, container: Container::CodeObject, size: bytes.len() as u64 }],
+                vec![DeviceCode { target, entry: None, container: Container::CodeObject, size: len }],
             ),
             elf::ElfContent::Host { code, marker } => {
                 let mut found = Inspected::new(path.to_string(), FileKind::Elf, code);
-                found.stack = elf::host_stack(bytes);
+                src.seek(SeekFrom::Start(0)).map_err(io)?;
+                found.stack = elf::read_stack(src).map_err(io)?;
                 found.kpack = marker.map(|marker| KpackLink { marker, archives: Vec::new() });
                 return Ok(Some(found));
             }
@@ -223,35 +248,42 @@ pub fn wheel_members(wheel: &Path) -> Result<Vec<String>, OffloadError> {
 }
 
 fn open_wheel(wheel: &Path) -> Result<zip::ZipArchive<std::fs::File>, OffloadError> {
-    let f =
-        crate::fsutil::open_regular(wheel).map_err(|source| OffloadError::Io { path: wheel.to_path_buf(), source })?;
-    zip::ZipArchive::new(f).map_err(|e| OffloadError::File {
-        path: wheel.display().to_string(),
-        message: format!("not a readable wheel (zip): {e}"),
-    })
+    open_wheel_file(wheel).map(|(zip, _)| zip)
 }
 
-/// What is handed each file read: its name (or path to show) and its bytes.
-pub type ReadMember<'a> = dyn FnMut(&str, &[u8]) -> Result<(), OffloadError> + 'a;
+/// The wheel as a zip, and the file again (another descriptor of it) for reading its members
+/// by offset.
+fn open_wheel_file(wheel: &Path) -> Result<(zip::ZipArchive<std::fs::File>, std::fs::File), OffloadError> {
+    let io = |source| OffloadError::Io { path: wheel.to_path_buf(), source };
+    let f = crate::fsutil::open_regular(wheel).map_err(io)?;
+    let again = f.try_clone().map_err(io)?;
+    let zip = zip::ZipArchive::new(f).map_err(|e| OffloadError::File {
+        path: wheel.display().to_string(),
+        message: format!("not a readable wheel (zip): {e}"),
+    })?;
+    Ok((zip, again))
+}
 
-/// Reads each wheel member named by `pick` into memory, one at a time, and hands it to `f`
-/// with its name.
+/// What is handed each file read: its name (or path to show) and the file to read from.
+pub type ReadMember<'a> = dyn FnMut(&str, &mut dyn source::Source) -> Result<(), OffloadError> + 'a;
+
+/// Hands each wheel member named by `pick`, one at a time, to `f` with its name, as a
+/// [`source::Member`]: inflated as `f` reads it, never held whole. A member whose stream is
+/// damaged is an error naming it ("cannot read"), whatever `f` made of the failed read.
 pub fn for_each_member(wheel: &Path, pick: &dyn Fn(&str) -> bool, f: &mut ReadMember<'_>) -> Result<(), OffloadError> {
-    let mut zip = open_wheel(wheel)?;
+    let (mut zip, file) = open_wheel_file(wheel)?;
     let names: Vec<String> = zip.file_names().filter(|n| pick(n)).map(str::to_string).collect();
     for name in names {
-        let shown = || format!("{}!{name}", wheel.display());
-        let mut member = zip
-            .by_name(&name)
-            .map_err(|e| OffloadError::File { path: shown(), message: format!("cannot read: {e}") })?;
-        let mut bytes = Vec::new();
-        let limit = member.size().saturating_add(1);
-        member
-            .by_ref()
-            .take(limit)
-            .read_to_end(&mut bytes)
-            .map_err(|e| OffloadError::File { path: shown(), message: format!("cannot read: {e}") })?;
-        f(&name, &bytes)?;
+        let cannot = |e: &str| OffloadError::File {
+            path: format!("{}!{name}", wheel.display()),
+            message: format!("cannot read: {e}"),
+        };
+        let mut member = source::Member::of(&mut zip, &file, &name).map_err(|e| cannot(&e))?;
+        let read = f(&name, &mut member);
+        if let Some(e) = member.failure() {
+            return Err(cannot(e));
+        }
+        read?;
     }
     Ok(())
 }
@@ -259,8 +291,8 @@ pub fn for_each_member(wheel: &Path, pick: &dyn Fn(&str) -> bool, f: &mut ReadMe
 /// Inspects the wheel members named by `pick` (`<wheel>!<member>` in the results).
 pub fn inspect_wheel(wheel: &Path, pick: &dyn Fn(&str) -> bool) -> Result<Vec<Inspected>, OffloadError> {
     let mut out = Vec::new();
-    for_each_member(wheel, pick, &mut |name, bytes| {
-        if let Some(i) = inspect_bytes(&format!("{}!{name}", wheel.display()), bytes)? {
+    for_each_member(wheel, pick, &mut |name, member| {
+        if let Some(i) = inspect_source(&format!("{}!{name}", wheel.display()), member)? {
             out.push(i);
         }
         Ok(())
@@ -325,11 +357,12 @@ fn inspect_one(path: &Path, named: bool, found: &mut Found) {
         return;
     }
     let mut head = [0u8; 24];
-    // A FIFO or device named in place of a file is refused, never waited on.
-    let n = crate::fsutil::open_regular(path).and_then(|mut f| read_head(&mut f, &mut head));
-    match n {
+    // A FIFO or device named in place of a file is refused, never waited on. One open: the
+    // head and then the parts a reader needs are read from it.
+    let opened = crate::fsutil::open_regular(path).and_then(|mut f| read_head(&mut f, &mut head).map(|n| (f, n)));
+    match opened {
         Err(source) => found.errors.push(OffloadError::Io { path: path.to_path_buf(), source }),
-        Ok(n) if sniff(&head[..n]).is_none() => {
+        Ok((_, n)) if sniff(&head[..n]).is_none() => {
             if named {
                 found.errors.push(OffloadError::File {
                     path: shown,
@@ -339,16 +372,10 @@ fn inspect_one(path: &Path, named: bool, found: &mut Found) {
                 found.skipped += 1;
             }
         }
-        Ok(_) => match crate::fsutil::open_regular(path).and_then(|mut f| {
-            let mut bytes = Vec::new();
-            f.read_to_end(&mut bytes).map(|_| bytes)
-        }) {
-            Err(source) => found.errors.push(OffloadError::Io { path: path.to_path_buf(), source }),
-            Ok(bytes) => match inspect_bytes(&shown, &bytes) {
-                Ok(Some(i)) => found.files.push(i),
-                Ok(None) => found.skipped += 1,
-                Err(e) => found.errors.push(e),
-            },
+        Ok((mut f, _)) => match inspect_source(&shown, &mut f) {
+            Ok(Some(i)) => found.files.push(i),
+            Ok(None) => found.skipped += 1,
+            Err(e) => found.errors.push(e),
         },
     }
 }
