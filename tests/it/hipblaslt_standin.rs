@@ -269,3 +269,44 @@ fn the_build_of_a_stand_in_takes_its_args_and_runs_its_check_and_the_real_build_
     assert_eq!(build("gfx90a", "p2"), "real");
     assert!(!seen.exists(), "the real build runs no stand-in check");
 }
+
+/// hipBLASLt's public header includes `<hipblas/hipblas.h>`, which a night installs in hipBLAS's
+/// root, not in the installation (`{rocm}`: the first real night stopped there). The recipe's
+/// own step, placeholders filled with separate roots, finds it; without `{root:hipblas}` it fails
+/// naming the header.
+#[test]
+fn the_recipes_check_step_finds_hipblas_headers_in_hipblas_own_root() {
+    let prefix = installed(&[]);
+    let header = prefix.path().join("include/hipblaslt/hipblaslt.h");
+    let body = std::fs::read_to_string(&header).unwrap();
+    std::fs::write(&header, format!("#include <hipblas/hipblas.h>\n{body}")).unwrap();
+    let roots = tempfile::tempdir().unwrap();
+    let hipblas = roots.path().join("hipblas");
+    std::fs::create_dir_all(hipblas.join("include/hipblas")).unwrap();
+    std::fs::write(hipblas.join("include/hipblas/hipblas.h"), "#pragma once\n").unwrap();
+    for empty in ["clr", "rocm"] {
+        std::fs::create_dir_all(roots.path().join(empty).join("include")).unwrap();
+    }
+    let recipe: toml::Value =
+        toml::from_str(&std::fs::read_to_string(repo_root().join("recipes/rocm-6.2/hipblaslt.toml")).unwrap()).unwrap();
+    let step = recipe["stand-in"]["check"][0]["steps"][0].as_str().unwrap().to_string();
+    let run = |step: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        copy_tree(&check_dir(), dir.path());
+        let filled = step
+            .replace("{installed}", prefix.path().to_str().unwrap())
+            .replace("{root:hipblas}", hipblas.to_str().unwrap())
+            .replace("{root:clr}", roots.path().join("clr").to_str().unwrap())
+            .replace("{rocm}", roots.path().join("rocm").to_str().unwrap());
+        assert!(!filled.contains('{'), "a placeholder this test does not fill: {filled}");
+        let out = Command::new("sh").arg("-c").arg(&filled).current_dir(dir.path()).output().unwrap();
+        (out.status.code().unwrap_or(-1), text(&out))
+    };
+    let (code, out) = run(&step);
+    assert_eq!(code, 0, "{step}\n{out}");
+    let without = step.replace("--rocm {root:hipblas} ", "");
+    assert_ne!(without, step, "the step names hipBLAS's root: {step}");
+    let (code, out) = run(&without);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("hipblas/hipblas.h"), "{out}");
+}

@@ -161,13 +161,13 @@ def defined_symbols(nm, library):
 
 def compile_cmd(args, source, output, link):
     cmd = [args.cxx, "-std=c++17", "-w", "-D__HIP_PLATFORM_AMD__", f"-I{args.prefix}/include"]
-    if args.rocm:
-        cmd.append(f"-I{args.rocm}/include")
+    cmd += [f"-I{root}/include" for root in args.rocm]
     cmd += [str(source), "-o", str(output)]
     if link:
         cmd += [f"-L{args.prefix}/lib", "-lhipblaslt", f"-Wl,-rpath,{args.prefix}/lib"]
-        if args.rocm and Path(args.rocm, "lib").is_dir():
-            cmd += [f"-L{args.rocm}/lib", f"-Wl,-rpath,{args.rocm}/lib"]
+        for root in args.rocm:
+            if Path(root, "lib").is_dir():
+                cmd += [f"-L{root}/lib", f"-Wl,-rpath,{root}/lib"]
     else:
         cmd.insert(1, "-c")
     return cmd
@@ -177,7 +177,12 @@ def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--cxx", default="c++", help="the C++ compiler (PyTorch's probes use its host compiler)")
     p.add_argument("--prefix", required=True, help="where hipBLASLt is installed (include/, lib/)")
-    p.add_argument("--rocm", help="the ROCm root whose include/ holds hip/ and hipblas/")
+    p.add_argument(
+        "--rocm",
+        action="append",
+        default=[],
+        help="a root whose include/ holds headers hipBLASLt's include (hip/, hipblas/); repeat for each",
+    )
     p.add_argument("--nm", default="nm")
     p.add_argument("--work", default="out")
     p.add_argument("--list", default=str(HERE / "symbols.txt"))
