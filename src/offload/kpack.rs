@@ -23,10 +23,11 @@
 //! Each kernel's target is read from its code object's ELF header (only the first 64 bytes are
 //! decompressed), and must agree with the architecture the table files it under.
 
-use std::io::Read;
+use std::io::{Read, SeekFrom};
 
 use serde::Serialize;
 
+use super::source::{self, Source};
 use super::{elf, msgpack, DeviceCode, OffloadError};
 
 pub const MAGIC: &[u8; 4] = b"KPAK";
@@ -106,113 +107,188 @@ fn bad(what: impl std::fmt::Display) -> OffloadError {
     OffloadError::Malformed(format!("kpack archive (rocm-kpack's KPAK format, version 1): {what}"))
 }
 
-/// Reads an archive's table and the header of each kernel's code object.
-pub fn read(bytes: &[u8]) -> Result<Archive, OffloadError> {
-    if bytes.len() < HEADER || !is_kpack(bytes) {
+/// The most of an archive's table of contents that is read: a table lists a few short names
+/// and numbers per kernel (rocm-kpack's torch archives' tables are a few hundred KB), and it is
+/// the one part of an archive held whole.
+pub const TOC_LIMIT: u64 = 64 << 20;
+
+/// Reads an archive's table of contents (from its offset to the end, at most [`TOC_LIMIT`])
+/// and the header of each kernel's code object, seeking to each: the kernels themselves are
+/// never read, so an archive (or a wheel's member) of any size costs its table.
+pub fn read(src: &mut dyn Source) -> Result<Archive, OffloadError> {
+    let len = source::len_of(src).map_err(io)?;
+    let mut head = [0u8; HEADER];
+    if len < HEADER as u64 || at(src, 0, &mut head).is_err() || !is_kpack(&head) {
         return Err(bad("no 16-byte header starting with `KPAK`"));
     }
-    let version = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes"));
+    let version = u32::from_le_bytes(head[4..8].try_into().expect("4 bytes"));
     if version != FORMAT_VERSION {
         return Err(bad(format!("format version {version}, which this reader does not know")));
     }
-    let toc_offset = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
-    let toc_bytes =
-        usize::try_from(toc_offset).ok().filter(|&o| o >= HEADER && o < bytes.len()).map(|o| &bytes[o..]).ok_or_else(
-            || bad(format!("table of contents at offset {toc_offset}, outside the file ({} bytes)", bytes.len())),
-        )?;
-    let toc = msgpack::decode(toc_bytes).map_err(|e| bad(format!("table of contents at offset {toc_offset}: {e}")))?;
+    let toc_offset = u64::from_le_bytes(head[8..16].try_into().expect("8 bytes"));
+    if toc_offset < HEADER as u64 || toc_offset >= len {
+        return Err(bad(format!("table of contents at offset {toc_offset}, outside the file ({len} bytes)")));
+    }
+    if len - toc_offset > TOC_LIMIT {
+        return Err(bad(format!(
+            "table of contents at offset {toc_offset} runs {} bytes to the end of the file, more than the {} MiB a table is read to",
+            len - toc_offset,
+            TOC_LIMIT >> 20
+        )));
+    }
+    let mut toc_bytes = Vec::new();
+    src.seek(SeekFrom::Start(toc_offset)).map_err(io)?;
+    (&mut *src).take(len - toc_offset).read_to_end(&mut toc_bytes).map_err(io)?;
+    let toc = msgpack::decode(&toc_bytes).map_err(|e| bad(format!("table of contents at offset {toc_offset}: {e}")))?;
     let field = |k: &str| toc.get(k).ok_or_else(|| bad(format!("the table of contents has no `{k}`")));
     if field("gfx_arches")?.as_array().ok_or_else(|| bad("`gfx_arches` is not a list"))?.any(|a| a.as_str().is_none()) {
         return Err(bad("`gfx_arches` holds a non-string"));
     }
     let scheme = field("compression_scheme")?.as_str().ok_or_else(|| bad("`compression_scheme` is not a string"))?;
-    let frames: Vec<&[u8]> = match scheme {
-        "none" => field("blobs")?
-            .as_array()
-            .ok_or_else(|| bad("`blobs` is not a list"))?
-            .enumerate()
-            .map(|(i, b)| {
-                let (o, s) = (b.get("offset").and_then(|v| v.as_u64()), b.get("size").and_then(|v| v.as_u64()));
-                let (Some(o), Some(s)) = (o, s) else { return Err(bad(format!("blob {i} has no offset and size"))) };
-                slice(bytes, o, s).ok_or_else(|| bad(format!("blob {i} ({s} bytes at {o}) lies outside the file")))
-            })
-            .collect::<Result<_, _>>()?,
-        "zstd-per-kernel" => {
-            let (o, s) = (field("zstd_offset")?.as_u64(), field("zstd_size")?.as_u64());
-            let (Some(o), Some(s)) = (o, s) else { return Err(bad("`zstd_offset`/`zstd_size` are not numbers")) };
-            let blob = slice(bytes, o, s)
-                .ok_or_else(|| bad(format!("the zstd blob ({s} bytes at {o}) lies outside the file")))?;
-            zstd_frames(blob).map_err(|e| bad(format!("the zstd blob at {o}: {e}")))?
-        }
+    let zstd = match scheme {
+        "none" => false,
+        "zstd-per-kernel" => true,
         other => return Err(bad(format!("compression scheme `{other}`, which this reader does not know"))),
     };
-    let scheme: &'static str = if scheme == "none" { "none" } else { "zstd-per-kernel" };
     let table = field("toc")?.as_map().ok_or_else(|| bad("`toc` is not a map"))?;
-    let mut kernels = Vec::new();
+    // The table's entries first (what each kernel is filed under, and its ordinal), then the
+    // frames they need, in the order they lie in the archive.
+    struct Entry<'t> {
+        binary: &'t str,
+        arch: &'t str,
+        ordinal: u64,
+        size: Option<u64>,
+    }
+    let mut entries = Vec::new();
     // Each kernel keeps its binary's name: a table naming one long name for many kernels would
     // make the names cost more than the archive holds, which no archive written by rocm-kpack
     // does (each kernel has a code object of its own, far longer than its name).
-    let mut named: usize = 0;
+    let mut named: u64 = 0;
     for (binary, per_arch) in table {
         let binary = binary.as_str().ok_or_else(|| bad("a `toc` key is not a string"))?;
         for (arch, entry) in per_arch.as_map().ok_or_else(|| bad(format!("`toc` entry `{binary}` is not a map")))? {
             let arch = arch.as_str().ok_or_else(|| bad(format!("`{binary}`: an architecture is not a string")))?;
-            let at = format!("kernel `{binary}` for {arch}");
-            named = named.saturating_add(binary.len() + arch.len());
-            if named > bytes.len() {
+            named = named.saturating_add((binary.len() + arch.len()) as u64);
+            if named > len {
                 return Err(bad(format!(
-                    "{at}: the table names its kernels over more bytes than the whole archive holds ({}): it lists them many times over",
-                    bytes.len()
+                    "kernel `{binary}` for {arch}: the table names its kernels over more bytes than the whole archive holds ({len}): it lists them many times over"
                 )));
             }
-            let ordinal =
-                entry.get("ordinal").and_then(|v| v.as_u64()).ok_or_else(|| bad(format!("{at} has no ordinal")))?;
-            let frame = usize::try_from(ordinal).ok().and_then(|o| frames.get(o)).ok_or_else(|| {
-                bad(format!("{at}: ordinal {ordinal}, but the archive holds {} kernels", frames.len()))
-            })?;
-            let head =
-                if scheme == "none" { Ok(frame.get(..64).unwrap_or(frame).to_vec()) } else { zstd_head(frame, 64) }
-                    .map_err(|e| bad(format!("{at}: {e}")))?;
-            let target = elf::code_object_header(&head).map_err(|e| bad(format!("{at}: {e}")))?;
-            if super::processor(&target) != arch {
-                return Err(bad(format!("{at}: its code object is for {target}, not {arch}")));
-            }
-            let size = entry.get("original_size").and_then(|v| v.as_u64()).unwrap_or(frame.len() as u64);
-            kernels.push(Kernel { binary: binary.to_string(), target, size });
+            let ordinal = entry
+                .get("ordinal")
+                .and_then(|v| v.as_u64())
+                .ok_or_else(|| bad(format!("kernel `{binary}` for {arch} has no ordinal")))?;
+            let size = entry.get("original_size").and_then(|v| v.as_u64());
+            entries.push(Entry { binary, arch, ordinal, size });
         }
     }
+    let wanted: std::collections::BTreeSet<u64> = entries.iter().map(|e| e.ordinal).collect();
+    let (frames, count) = if zstd {
+        let (o, s) = (field("zstd_offset")?.as_u64(), field("zstd_size")?.as_u64());
+        let (Some(o), Some(s)) = (o, s) else { return Err(bad("`zstd_offset`/`zstd_size` are not numbers")) };
+        if o.checked_add(s).is_none_or(|end| end > len) {
+            return Err(bad(format!("the zstd blob ({s} bytes at {o}) lies outside the file")));
+        }
+        zstd_frames(src, o, s, &wanted).map_err(|e| bad(format!("the zstd blob at {o}: {e}")))?
+    } else {
+        let blobs = field("blobs")?.as_array().ok_or_else(|| bad("`blobs` is not a list"))?;
+        let mut count = 0;
+        let mut frames = std::collections::BTreeMap::new();
+        for (i, b) in (0..).zip(blobs) {
+            count = i + 1;
+            if !wanted.contains(&i) {
+                continue;
+            }
+            let (o, s) = (b.get("offset").and_then(|v| v.as_u64()), b.get("size").and_then(|v| v.as_u64()));
+            let (Some(o), Some(s)) = (o, s) else { return Err(bad(format!("blob {i} has no offset and size"))) };
+            if o.checked_add(s).is_none_or(|end| end > len) {
+                return Err(bad(format!("blob {i} ({s} bytes at {o}) lies outside the file")));
+            }
+            frames.insert(i, (o, s));
+        }
+        (frames, count)
+    };
+    // The heads, read in the order the frames lie (a wheel's member is inflated forward).
+    let mut by_offset: Vec<(u64, u64, u64)> = frames.iter().map(|(&i, &(o, s))| (o, s, i)).collect();
+    by_offset.sort_unstable();
+    let mut heads = std::collections::BTreeMap::new();
+    for (o, s, i) in by_offset {
+        src.seek(SeekFrom::Start(o)).map_err(io)?;
+        let frame = (&mut *src).take(s);
+        let head = if zstd {
+            let mut out = Vec::new();
+            zstd::stream::read::Decoder::new(frame)
+                .and_then(|d| d.take(64).read_to_end(&mut out))
+                .map(|_| out)
+                .map_err(|e| format!("cannot decompress its zstd frame: {e}"))
+        } else {
+            let mut out = Vec::new();
+            frame.take(64).read_to_end(&mut out).map(|_| out).map_err(|e| format!("cannot read it: {e}"))
+        };
+        heads.insert(i, head);
+    }
+    let mut kernels = Vec::new();
+    for e in entries {
+        let at = format!("kernel `{}` for {}", e.binary, e.arch);
+        let (Some(&(_, frame_size)), Some(head)) = (frames.get(&e.ordinal), heads.get(&e.ordinal)) else {
+            return Err(bad(format!("{at}: ordinal {}, but the archive holds {count} kernels", e.ordinal)));
+        };
+        let head = head.as_ref().map_err(|m| bad(format!("{at}: {m}")))?;
+        let target = elf::code_object_header(head).map_err(|m| bad(format!("{at}: {m}")))?;
+        if super::processor(&target) != e.arch {
+            return Err(bad(format!("{at}: its code object is for {target}, not {}", e.arch)));
+        }
+        kernels.push(Kernel { binary: e.binary.to_string(), target, size: e.size.unwrap_or(frame_size) });
+    }
+    let scheme: &'static str = if zstd { "zstd-per-kernel" } else { "none" };
     Ok(Archive { scheme, kernels })
 }
 
-fn slice(bytes: &[u8], offset: u64, size: u64) -> Option<&[u8]> {
-    let o = usize::try_from(offset).ok()?;
-    let end = o.checked_add(usize::try_from(size).ok()?)?;
-    bytes.get(o..end)
+fn io(e: std::io::Error) -> OffloadError {
+    bad(format!("cannot read it: {e}"))
 }
 
-/// The frames of a `zstd-per-kernel` blob: a u32 count, then a u32 size and a frame each.
-fn zstd_frames(blob: &[u8]) -> Result<Vec<&[u8]>, String> {
-    let u32_at = |at: usize| blob.get(at..at + 4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize);
-    let n = u32_at(0).ok_or("shorter than its 4-byte count")?;
-    let mut at = 4;
-    let mut out = Vec::with_capacity(n.min(1 << 16));
-    for i in 0..n {
-        let size = u32_at(at).ok_or(format!("ends before frame {i} of {n}"))?;
-        let frame =
-            blob.get(at + 4..at + 4 + size).ok_or(format!("frame {i} of {n} ({size} bytes) runs past its end"))?;
-        out.push(frame);
-        at += 4 + size;
+/// Reads `buf.len()` bytes at `offset`.
+fn at(src: &mut dyn Source, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    src.seek(SeekFrom::Start(offset))?;
+    src.read_exact(buf)
+}
+
+/// The frames a `zstd-per-kernel` blob (`size` bytes at `offset`: a u32 count, then a u32 size
+/// and a frame each) holds at the ordinals `wanted`, as (offset, size) by ordinal, and its
+/// count. The blob is walked by its sizes, forward, keeping only those frames.
+type Frames = (std::collections::BTreeMap<u64, (u64, u64)>, u64);
+
+fn zstd_frames(
+    src: &mut dyn Source,
+    offset: u64,
+    size: u64,
+    wanted: &std::collections::BTreeSet<u64>,
+) -> Result<Frames, String> {
+    let end = offset + size;
+    let mut word = [0u8; 4];
+    let mut u32_at = |src: &mut dyn Source, pos: u64, what: &str| {
+        if pos + 4 > end {
+            return Err(what.to_string());
+        }
+        at(src, pos, &mut word).map_err(|e| format!("cannot read it: {e}"))?;
+        Ok(u64::from(u32::from_le_bytes(word)))
+    };
+    let n = u32_at(src, offset, "shorter than its 4-byte count")?;
+    let stop = wanted.range(..n).next_back().map_or(0, |l| l + 1);
+    let mut frames = std::collections::BTreeMap::new();
+    let mut pos = offset + 4;
+    for i in 0..stop {
+        let s = u32_at(src, pos, &format!("ends before frame {i} of {n}"))?;
+        if pos + 4 + s > end {
+            return Err(format!("frame {i} of {n} ({s} bytes) runs past its end"));
+        }
+        if wanted.contains(&i) {
+            frames.insert(i, (pos + 4, s));
+        }
+        pos += 4 + s;
     }
-    Ok(out)
-}
-
-/// The first `n` bytes of a zstd frame's content.
-fn zstd_head(frame: &[u8], n: u64) -> Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    zstd::stream::read::Decoder::new(frame)
-        .and_then(|d| d.take(n).read_to_end(&mut out))
-        .map_err(|e| format!("cannot decompress its zstd frame: {e}"))?;
-    Ok(out)
+    Ok((frames, n))
 }
 
 /// Reads a `.rocm_kpack_ref` section.

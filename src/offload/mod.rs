@@ -190,8 +190,8 @@ pub fn inspect_bytes(path: &str, bytes: &[u8]) -> Result<Option<Inspected>, Offl
 }
 
 /// [`inspect_bytes`] of a file on disk or a wheel's member (`path` is what to show): only its
-/// headers, tables and device code sections are read, a bundle as a stream (a `.kpack` archive
-/// is read whole, within its reader's bounds).
+/// headers, tables and device code sections are read, a bundle as a stream, a `.kpack`
+/// archive's table and its kernels' headers.
 pub fn inspect_source(path: &str, src: &mut dyn source::Source) -> Result<Option<Inspected>, OffloadError> {
     let io = |e: std::io::Error| OffloadError::File { path: path.to_string(), message: format!("cannot read: {e}") };
     let len = source::len_of(src).map_err(io)?;
@@ -204,12 +204,7 @@ pub fn inspect_source(path: &str, src: &mut dyn source::Source) -> Result<Option
             src.seek(SeekFrom::Start(0)).map_err(io)?;
             (FileKind::Bundle, bundle::read_stream(src, len).map_err(|e| e.in_file(path))?)
         }
-        Some(FileKind::Kpack) => {
-            let mut bytes = Vec::new();
-            src.seek(SeekFrom::Start(0)).map_err(io)?;
-            (&mut *src).take(len).read_to_end(&mut bytes).map_err(io)?;
-            (FileKind::Kpack, kpack::read(&bytes).map_err(|e| e.in_file(path))?.code())
-        }
+        Some(FileKind::Kpack) => (FileKind::Kpack, kpack::read(src).map_err(|e| e.in_file(path))?.code()),
         Some(_) => match elf::read(src).map_err(|e| e.in_file(path))? {
             elf::ElfContent::CodeObject(target) => (
                 FileKind::CodeObject,
@@ -458,8 +453,8 @@ pub fn follow_markers(files: &mut [Inspected], roots: &[PathBuf]) -> Vec<Offload
     errors
 }
 
-/// A file a marker named, read as a `.kpack` archive: its head is looked at first, so another
-/// kind of file is never read whole.
+/// A file a marker named, read as a `.kpack` archive (its table and its kernels' headers): its
+/// head is looked at first, so another kind of file is not read further.
 fn read_archive(p: &Path) -> Result<Inspected, OffloadError> {
     let shown = p.display().to_string();
     let not_kpack = || OffloadError::File {
@@ -467,17 +462,15 @@ fn read_archive(p: &Path) -> Result<Inspected, OffloadError> {
         message: "named by a .rocm_kpack_ref marker, but not a kpack archive".into(),
     };
     let io = |source| OffloadError::Io { path: p.to_path_buf(), source };
-    // One open, refusing a FIFO or device (never waited on for a writer): the head and the rest
-    // are read from it, so a file swapped in after the look is not what is read.
+    // One open, refusing a FIFO or device (never waited on for a writer): the head and the
+    // archive are read from it, so a file swapped in after the look is not what is read.
     let mut f = crate::fsutil::open_regular(p).map_err(io)?;
     let mut bytes = vec![0u8; 16];
     let n = read_head(&mut f, &mut bytes).map_err(io)?;
     if !kpack::is_kpack(&bytes[..n]) {
         return Err(not_kpack());
     }
-    bytes.truncate(n);
-    f.read_to_end(&mut bytes).map_err(io)?;
-    match inspect_bytes(&shown, &bytes)? {
+    match inspect_source(&shown, &mut f)? {
         Some(a) if a.kind == FileKind::Kpack => Ok(a),
         _ => Err(not_kpack()),
     }

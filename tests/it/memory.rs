@@ -10,10 +10,15 @@ use crate::support::text;
 /// `rocmforge inspect FILE` with its address space limited to `mib` MiB (the debug binary
 /// itself runs in under 100).
 fn inspect_limited(home: &Path, file: &Path, mib: u64) -> std::process::Output {
+    limited(home, &["inspect".as_ref(), file.as_os_str()], mib)
+}
+
+/// `rocmforge ARGS` with its address space limited to `mib` MiB.
+fn limited(home: &Path, args: &[&std::ffi::OsStr], mib: u64) -> std::process::Output {
     std::process::Command::new("bash")
-        .args(["-c", &format!("ulimit -v {} && exec \"$0\" inspect \"$1\"", mib * 1024)])
+        .args(["-c", &format!("ulimit -v {} && exec \"$0\" \"$@\"", mib * 1024)])
         .arg(assert_cmd::cargo::cargo_bin("rocmforge"))
-        .arg(file)
+        .args(args)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home)
@@ -91,4 +96,143 @@ fn a_compressed_bundle_is_inflated_as_a_stream_in_bounded_memory() {
     let out = inspect_limited(home.path(), &file, 200);
     assert!(out.status.success(), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("big.hipfb: gfx1010"), "{}", text(&out));
+}
+
+/// Raw deflate of `data`, ended (`last`) or byte-aligned by a sync flush so that another
+/// compressor's output can follow it in one stream.
+fn deflated(data: &[u8], last: bool) -> Vec<u8> {
+    let mut c = flate2::Compress::new(flate2::Compression::best(), false);
+    let mut out = Vec::with_capacity(data.len() + 4096);
+    let flush = if last { flate2::FlushCompress::Finish } else { flate2::FlushCompress::Sync };
+    let status = c.compress_vec(data, &mut out, flush).unwrap();
+    assert_eq!(c.total_in(), data.len() as u64);
+    assert!(!last || status == flate2::Status::StreamEnd);
+    out
+}
+
+/// A wheel member `head`, then `mib` MiB of zeros, then `tail`: deflated (a few KB for each
+/// GiB: the zeros' deflated MiB repeated), its CRC-32 and its size, never held inflated.
+fn inflating(head: &[u8], mib: u64, tail: &[u8]) -> (Vec<u8>, u32, u64) {
+    let zeros = vec![0u8; 1 << 20];
+    let chunk = deflated(&zeros, false);
+    let mut data = deflated(head, false);
+    let mut crc = flate2::Crc::new();
+    crc.update(head);
+    for _ in 0..mib {
+        data.extend(&chunk);
+        crc.update(&zeros);
+    }
+    data.extend(deflated(tail, true));
+    crc.update(tail);
+    (data, crc.sum(), head.len() as u64 + (mib << 20) + tail.len() as u64)
+}
+
+/// A zip of deflated members `(name, deflated bytes, CRC-32, size)`, written as the format
+/// lays it out (the zip crate writes only what it compresses itself).
+fn zip_of(members: &[(String, Vec<u8>, u32, u64)]) -> Vec<u8> {
+    let (mut out, mut dir) = (Vec::new(), Vec::new());
+    for (name, data, crc, size) in members {
+        let at = out.len() as u32;
+        let common = |v: &mut Vec<u8>| {
+            v.extend(20u16.to_le_bytes()); // version needed
+            v.extend(0u16.to_le_bytes()); // flags
+            v.extend(8u16.to_le_bytes()); // deflated
+            v.extend(0u16.to_le_bytes()); // time
+            v.extend(0x21u16.to_le_bytes()); // 1980-01-01
+            v.extend(crc.to_le_bytes());
+            v.extend((data.len() as u32).to_le_bytes());
+            v.extend((*size as u32).to_le_bytes());
+            v.extend((name.len() as u16).to_le_bytes());
+            v.extend(0u16.to_le_bytes()); // extra
+        };
+        out.extend(0x04034b50u32.to_le_bytes());
+        common(&mut out);
+        out.extend(name.as_bytes());
+        out.extend(data);
+        dir.extend(0x02014b50u32.to_le_bytes());
+        dir.extend(20u16.to_le_bytes()); // made by
+        common(&mut dir);
+        dir.extend([0u8; 8]); // comment, disk, internal and external attributes
+        dir.extend([0u8; 2]);
+        dir.extend(at.to_le_bytes());
+        dir.extend(name.as_bytes());
+    }
+    let dir_at = out.len() as u32;
+    out.extend(&dir);
+    out.extend(0x06054b50u32.to_le_bytes());
+    out.extend([0u8; 4]);
+    out.extend((members.len() as u16).to_le_bytes());
+    out.extend((members.len() as u16).to_le_bytes());
+    out.extend((dir.len() as u32).to_le_bytes());
+    out.extend(dir_at.to_le_bytes());
+    out.extend(0u16.to_le_bytes());
+    out
+}
+
+/// A wheel of a few MB whose three members with device code or a place for it each inflate to
+/// about 1 GiB: a host library (clang) padded with zeros, a plain offload bundle whose gfx1010
+/// entry is zeros, and a `.kpack` archive (a hipcc gfx1010 code object, then zeros, then its
+/// table at the end). `inspect` reads it under 200 MiB of address space and answers with each
+/// member's targets (the library's headers, the bundle's table, the archive's table and its
+/// kernel's header are read, the members inflated as a stream); `index publish` publishes it
+/// under the same limit (it reads the wheel's METADATA only).
+#[test]
+fn a_wheel_whose_members_inflate_to_a_gibibyte_each_is_read_in_bounded_memory() {
+    use crate::support::kpack;
+    let home = tempfile::tempdir().unwrap();
+    let lib =
+        std::fs::read(kpack::c_library(&home.path().join("c"), "libbig.so", "int big(void) { return 1; }\n")).unwrap();
+    let id = b"hipv4-amdgcn-amd-amdhsa--gfx1010";
+    let mut bundle = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
+    bundle.extend(1u64.to_le_bytes());
+    let table_len = (bundle.len() + 24 + id.len()) as u64;
+    bundle.extend(table_len.to_le_bytes());
+    bundle.extend((1023u64 << 20).to_le_bytes());
+    bundle.extend((id.len() as u64).to_le_bytes());
+    bundle.extend(id);
+    let co = kpack::code_object("gfx1010");
+    let archive = kpack::kpack_archive(&["gfx1010"], &[("big/libbig.so#0", "gfx1010", &co)], false);
+    let toc_at = u64::from_le_bytes(archive[8..16].try_into().unwrap());
+    let (mut before, table) = (archive[..toc_at as usize].to_vec(), &archive[toc_at as usize..]);
+    before[8..16].copy_from_slice(&(toc_at + (1023 << 20)).to_le_bytes());
+    let mut members = vec![
+        ("big/libbig.so".to_string(), inflating(&lib, 1023, b"")),
+        ("big/big.hipfb".to_string(), inflating(&bundle, 1023, b"")),
+        ("big/.kpack/big_gfx1010.kpack".to_string(), inflating(&before, 1023, table)),
+    ];
+    let info = "big-1.0.dist-info";
+    for (name, text) in [
+        (format!("{info}/METADATA"), "Metadata-Version: 2.1\nName: big\nVersion: 1.0\n".to_string()),
+        (format!("{info}/WHEEL"), "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n".to_string()),
+        (
+            format!("{info}/RECORD"),
+            members.iter().map(|(n, _)| format!("{n},,\n")).collect::<String>()
+                + &format!("{info}/METADATA,,\n{info}/WHEEL,,\n{info}/RECORD,,\n"),
+        ),
+    ] {
+        members.push((name, inflating(text.as_bytes(), 0, b"")));
+    }
+    let members: Vec<_> = members.into_iter().map(|(n, (d, c, s))| (n, d, c, s)).collect();
+    assert_eq!(members.iter().filter(|m| m.3 > 1000 << 20).count(), 3, "three members of about 1 GiB");
+    let wheel = home.path().join("big-1.0-py3-none-any.whl");
+    std::fs::write(&wheel, zip_of(&members)).unwrap();
+    let small = std::fs::metadata(&wheel).unwrap().len();
+    assert!(small < 8 << 20, "the wheel is small: {small} bytes");
+
+    let out = inspect_limited(home.path(), &wheel, 200);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for line in ["whl!big/big.hipfb: gfx1010", "whl!big/.kpack/big_gfx1010.kpack: gfx1010"] {
+        assert!(stdout.contains(line), "{line}: {}", text(&out));
+    }
+    assert!(stdout.contains("whl!big/libbig.so"), "{}", text(&out));
+
+    let index = home.path().join("idx");
+    let out = limited(
+        home.path(),
+        &["index".as_ref(), "--index".as_ref(), index.as_os_str(), "publish".as_ref(), wheel.as_os_str()],
+        200,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(index.join("simple/big/big-1.0-py3-none-any.whl").is_file(), "{}", text(&out));
 }
