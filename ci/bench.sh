@@ -33,6 +33,11 @@
 #    and the 16-recipe sleep graph with -j 2 against its bound (18 units)       target <= 1.12x
 #    with RF_BEFORE, each run interleaved with that binary's (per-pair ratio new / before)
 #    PER_RECIPE_PAIRS=5 (default), NIGHT2_PAIRS=3, NIGHT2_UNIT=3 (seconds a unit)
+# 8. `inspect` of a wheel whose member is a big host library (clang-15's libLLVM, deflated):
+#    the member is inflated as a stream, again from its start for a read before where it is
+#    (section headers at the end, program headers at the start), vs `unzip -p` of the member
+#    (one inflate), in interleaved pairs                                          target <= 2x
+#    INSPECT_PAIRS=5 (default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need() { command -v "$1" >/dev/null || { apt-get update -qq && apt-get install -y -qq "$2" >/dev/null; }; }
@@ -47,7 +52,7 @@ rm -rf "$out" && mkdir -p "$out"
 results=$out/results.md
 rf=$target/release/rocmforge
 echo "# ci/bench.sh $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, $(git rev-parse --short HEAD 2>/dev/null || echo '?')" | tee "$results"
-on() { [[ " ${BENCH_SECTIONS:-1 2 3 4 5 6 7} " == *" $1 "* ]]; }
+on() { [[ " ${BENCH_SECTIONS:-1 2 3 4 5 6 7 8} " == *" $1 "* ]]; }
 ratio() { python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" "$1" "$2"; }
 
 if on 1; then
@@ -405,6 +410,35 @@ if before:
 print(line)
 PY
   rm -rf "$pr"
+fi
+
+if on 8; then
+# 8. A wheel member read back and forth. The library is clang-15's (ci/setup.sh installs it),
+#    put in a wheel here by Python's zipfile.
+lib=$(readlink -f /usr/lib/llvm-15/lib/libLLVM-15.so)
+iw=$out/inspect && mkdir -p "$iw"
+python3 - "$lib" "$iw/big-1.0-py3-none-any.whl" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_DEFLATED) as z:
+    z.write(sys.argv[1], "big/libLLVM.so")
+PY
+python3 - "${INSPECT_PAIRS:-5}" "$rf" "$iw/big-1.0-py3-none-any.whl" "$(stat -c %s "$lib")" <<'PY' | tee -a "$results"
+import os, statistics, subprocess, sys, time
+pairs, rf, wheel, size = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+def run(argv):
+    t = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+ours, unzip = [], []
+for _ in range(pairs):
+    ours.append(run([rf, "inspect", wheel]))
+    unzip.append(run(["unzip", "-p", wheel, "big/libLLVM.so"]))
+r = sorted(a / b for a, b in zip(ours, unzip))
+print(f"- inspect of a wheel's {size / 2**20:.0f} MiB deflated library vs unzip -p of it, {pairs} pairs: "
+      f"{r[0]:.2f}x / {statistics.median(r):.2f}x / {r[-1]:.2f}x "
+      f"(medians {statistics.median(ours):.2f} s vs {statistics.median(unzip):.2f} s; target <= 2x)")
+PY
+rm -rf "$iw"
 fi
 
 echo "results: $results"

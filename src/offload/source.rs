@@ -19,8 +19,12 @@ pub fn len_of(src: &mut dyn Source) -> io::Result<u64> {
 
 /// A member of a wheel (a zip), stored or deflated, as a [`Source`]: its bytes are read from
 /// the wheel by offset and inflated as reads ask for them. A seek only records where the next
-/// read starts: a read there past the stream's position reads past what lies between, one
-/// before it starts inflating again from the member's start. Only what a read asks for is held.
+/// read starts: a read there past the stream's position reads past what lies between; one
+/// before it is served from the last [`BACK_WINDOW`] bytes read when it lies there, else starts
+/// inflating again from the member's start, at most [`MAX_RESTARTS`] times (then the read
+/// fails, naming why). A stream read from the member's start to its end is checked against the
+/// CRC-32 the wheel's directory gives (zip's own check, which a damaged deflate stream that
+/// still inflates fails). Only what a read asks for, and the window, is held.
 pub struct Member<'a> {
     wheel: &'a File,
     data_start: u64,
@@ -28,11 +32,46 @@ pub struct Member<'a> {
     deflated: bool,
     /// What the wheel's directory says it inflates to: its length as a source.
     size: u64,
+    /// The CRC-32 the wheel's directory gives.
+    crc32: u32,
     /// Where the next read starts.
     want: u64,
     /// The stream, and how far into the member it has read.
-    stream: Option<(Box<dyn Read + 'a>, u64)>,
+    stream: Option<Stream<'a>>,
+    /// The last bytes the stream read, up to its position (at most twice [`BACK_WINDOW`]).
+    back: Vec<u8>,
+    /// How often the stream was started again from the member's start for a read before it.
+    restarts: u32,
     failed: Option<String>,
+}
+
+/// Bytes before a member's stream's position kept to serve a read a little way back (an ELF
+/// reader reads a section's name table after the section headers that follow it) without
+/// inflating the member again.
+pub const BACK_WINDOW: usize = 256 << 10;
+
+/// How often a member's stream may start again from its start for a read before its position:
+/// each time the member is inflated again up to there. Inspecting a library or archive takes a
+/// few (its headers at the start, its tables near the end, its device code between).
+pub const MAX_RESTARTS: u32 = 32;
+
+struct Stream<'a> {
+    read: Box<dyn Read + 'a>,
+    /// How far into the member it has read.
+    at: u64,
+    /// The CRC-32 of what it read, when it started at the member's start.
+    crc: Option<flate2::Crc>,
+}
+
+impl Read for Stream<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.read.read(buf)?;
+        if let Some(c) = &mut self.crc {
+            c.update(&buf[..n]);
+        }
+        self.at += n as u64;
+        Ok(n)
+    }
 }
 
 impl<'a> Member<'a> {
@@ -45,8 +84,20 @@ impl<'a> Member<'a> {
             zip::CompressionMethod::Deflated => true,
             other => return Err(format!("compressed with {other}, which a wheel does not use")),
         };
-        let (data_start, compressed, size) = (f.data_start(), f.compressed_size(), f.size());
-        Ok(Member { wheel, data_start, compressed, deflated, size, want: 0, stream: None, failed: None })
+        let (data_start, compressed, size, crc32) = (f.data_start(), f.compressed_size(), f.size(), f.crc32());
+        Ok(Member {
+            wheel,
+            data_start,
+            compressed,
+            deflated,
+            size,
+            crc32,
+            want: 0,
+            stream: None,
+            back: Vec::new(),
+            restarts: 0,
+            failed: None,
+        })
     }
 
     /// Why a read of it failed (the stream's damage, not a reader's), if one did: what to
@@ -55,25 +106,51 @@ impl<'a> Member<'a> {
         self.failed.as_deref()
     }
 
-    /// A stream of the member from `from` (stored) or from its start (deflated): where it starts.
-    fn open(&self, from: u64) -> (Box<dyn Read + 'a>, u64) {
-        if self.deflated {
-            let raw =
-                At { file: self.wheel, pos: self.data_start, end: self.data_start.saturating_add(self.compressed) };
+    /// How often its stream started again from its start for a read before its position.
+    pub fn restarts(&self) -> u32 {
+        self.restarts
+    }
+
+    /// A stream of the member from `from` (stored) or from its start (deflated).
+    fn open(&self, from: u64) -> Stream<'a> {
+        let end = self.data_start.saturating_add(self.compressed);
+        let (read, at): (Box<dyn Read + 'a>, u64) = if self.deflated {
+            let raw = At { file: self.wheel, pos: self.data_start, end };
             (Box::new(flate2::read::DeflateDecoder::new(raw)), 0)
         } else {
-            let start = self.data_start.saturating_add(from);
-            (Box::new(At { file: self.wheel, pos: start, end: self.data_start.saturating_add(self.compressed) }), from)
-        }
+            (Box::new(At { file: self.wheel, pos: self.data_start.saturating_add(from), end }), from)
+        };
+        Stream { read, at, crc: (at == 0).then(flate2::Crc::new) }
     }
 
     fn read_on(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if self.want >= self.size || buf.is_empty() {
             return Ok(0);
         }
-        let (mut stream, mut at) = match self.stream.take() {
-            Some((s, at)) if at <= self.want => (s, at),
-            _ => self.open(self.want),
+        let mut stream = match self.stream.take() {
+            Some(s) if s.at <= self.want => s,
+            Some(s) if s.at - self.want <= self.back.len() as u64 => {
+                // In the window: served from it, the stream left where it is.
+                let from = self.back.len() - (s.at - self.want) as usize;
+                let n = buf.len().min(self.back.len() - from);
+                buf[..n].copy_from_slice(&self.back[from..from + n]);
+                self.stream = Some(s);
+                self.want += n as u64;
+                return Ok(n);
+            }
+            before => {
+                if before.is_some() && self.deflated {
+                    self.restarts += 1;
+                    if self.restarts > MAX_RESTARTS {
+                        return Err(io::Error::other(format!(
+                            "read back to an earlier part more than {MAX_RESTARTS} times, each time inflating it again from its start: \
+                             no library or archive is laid out so; unzip the wheel and inspect the file"
+                        )));
+                    }
+                }
+                self.back.clear();
+                self.open(self.want)
+            }
         };
         let short = || {
             io::Error::new(
@@ -81,11 +158,13 @@ impl<'a> Member<'a> {
                 format!("it ends before the {} bytes the wheel's directory says it holds", self.size),
             )
         };
-        let gap = self.want - at;
+        let gap = self.want - stream.at;
         if gap > 0 {
-            let past = io::copy(&mut (&mut stream).take(gap), &mut io::sink())?;
-            at += past;
-            if past < gap {
+            self.back.clear();
+            let keep = gap.min(BACK_WINDOW as u64);
+            let past = io::copy(&mut (&mut stream).take(gap - keep), &mut io::sink())?;
+            (&mut stream).take(keep).read_to_end(&mut self.back)?;
+            if past + (self.back.len() as u64) < gap {
                 return Err(short());
             }
         }
@@ -94,7 +173,26 @@ impl<'a> Member<'a> {
         if got == 0 {
             return Err(short());
         }
-        self.stream = Some((stream, at + got as u64));
+        self.back.extend_from_slice(&buf[..got]);
+        if self.back.len() > 2 * BACK_WINDOW {
+            self.back.drain(..self.back.len() - BACK_WINDOW);
+        }
+        if stream.at == self.size {
+            if let Some(crc) = stream.crc.take() {
+                if crc.sum() != self.crc32 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "its bytes do not match the wheel's directory: their CRC-32 is {:08x}, the directory says {:08x} \
+                             (the wheel is damaged: download or build it again)",
+                            crc.sum(),
+                            self.crc32
+                        ),
+                    ));
+                }
+            }
+        }
+        self.stream = Some(stream);
         self.want += got as u64;
         Ok(got)
     }
@@ -176,5 +274,81 @@ mod tests {
             assert_eq!(all, &body[100..1100]);
             assert_eq!(m.failure(), None);
         }
+    }
+
+    /// A wheel of one member `m.so` of `body`, stored or deflated.
+    fn one_member(path: &std::path::Path, body: &[u8], method: zip::CompressionMethod) {
+        use std::io::Write;
+        let mut z = zip::ZipWriter::new(File::create(path).unwrap());
+        let o = zip::write::SimpleFileOptions::default().compression_method(method);
+        z.start_file("m.so", o).unwrap();
+        z.write_all(body).unwrap();
+        z.finish().unwrap();
+    }
+
+    #[test]
+    fn a_member_read_to_its_end_is_checked_against_its_crc() {
+        // Stored, so a byte of the wheel is a byte of the member (a deflated member's damage:
+        // tests/it/inspect.rs).
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("w.whl");
+        let body: Vec<u8> = (0..100_000u32).flat_map(|i| i.to_le_bytes()).collect();
+        one_member(&path, &body, zip::CompressionMethod::Stored);
+        let mut wheel = std::fs::read(&path).unwrap();
+        let at = wheel.windows(8).position(|w| w == &body[200_000..200_008]).unwrap();
+        wheel[at] ^= 0x40;
+        std::fs::write(&path, &wheel).unwrap();
+        let file = File::open(&path).unwrap();
+        let mut zip = zip::ZipArchive::new(File::open(&path).unwrap()).unwrap();
+        let mut m = Member::of(&mut zip, &file, "m.so").unwrap();
+        // Read up to the damage and past it, but not to the end: nothing to check yet.
+        let mut part = vec![0u8; 300_000];
+        m.read_exact(&mut part).unwrap();
+        assert_ne!(part[200_000], body[200_000]);
+        let e = m.read_to_end(&mut Vec::new()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("do not match the wheel's directory: their CRC-32 is"), "{e}");
+        assert!(m.failure().is_some_and(|f| f.contains("the wheel is damaged")));
+        // The whole member, read again from its start, fails the same way; the undamaged (here
+        // deflated) does not.
+        m.seek(SeekFrom::Start(0)).unwrap();
+        assert!(m.read_to_end(&mut Vec::new()).unwrap_err().to_string().contains("CRC-32"));
+        one_member(&path, &body, zip::CompressionMethod::Deflated);
+        let mut zip = zip::ZipArchive::new(File::open(&path).unwrap()).unwrap();
+        let file = File::open(&path).unwrap();
+        let mut m = Member::of(&mut zip, &file, "m.so").unwrap();
+        let mut all = Vec::new();
+        m.read_to_end(&mut all).unwrap();
+        assert_eq!(all, body);
+    }
+
+    #[test]
+    fn a_read_back_is_served_from_the_window_or_restarts_a_bounded_number_of_times() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("w.whl");
+        let body: Vec<u8> = (0..1_000_000u32).flat_map(|i| i.to_le_bytes()).collect();
+        one_member(&path, &body, zip::CompressionMethod::Deflated);
+        let file = File::open(&path).unwrap();
+        let mut zip = zip::ZipArchive::new(File::open(&path).unwrap()).unwrap();
+        let mut m = Member::of(&mut zip, &file, "m.so").unwrap();
+        let mut b = [0u8; 4];
+        let mut at = |m: &mut Member<'_>, to: u64| {
+            m.seek(SeekFrom::Start(to)).unwrap();
+            m.read_exact(&mut b).map(|_| assert_eq!(&b[..], &body[to as usize..to as usize + 4], "at {to}"))
+        };
+        // Back and forth within the window behind the stream: no restart.
+        for to in [3_000_000u64, 3_000_000 - BACK_WINDOW as u64, 2_900_000, 3_100_000, 3_050_000] {
+            at(&mut m, to).unwrap();
+        }
+        assert_eq!(m.restarts(), 0);
+        // Further back: each is a restart, until the bound.
+        for i in 0..MAX_RESTARTS {
+            at(&mut m, 3_999_000).unwrap();
+            at(&mut m, 1000).unwrap();
+            assert_eq!(m.restarts(), i + 1);
+        }
+        at(&mut m, 3_999_000).unwrap();
+        let e = at(&mut m, 1000).unwrap_err();
+        assert!(e.to_string().contains(&format!("more than {MAX_RESTARTS} times")), "{e}");
     }
 }

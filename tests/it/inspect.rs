@@ -676,3 +676,41 @@ fn inspect_refuses_a_fifo_a_kpack_marker_names_without_waiting() {
         assert!(err.contains(&line), "no `{line}`:\n{err}");
     }
 }
+
+/// A wheel's deflated `.kpack` member with one byte of its kernel flipped (deflated as stored
+/// blocks, so the stream still inflates, to other bytes): its table and its kernel's header read
+/// as before, but the member is inflated to its end to reach the table, and its CRC-32 is not
+/// the one the wheel's directory gives. `inspect` names the wheel, the member and the damage;
+/// the same wheel undamaged reads.
+#[test]
+fn inspect_names_a_wheel_member_whose_bytes_fail_its_crc() {
+    use crate::support::wheel::{deflated, zip_of};
+    let home = tempfile::tempdir().unwrap();
+    let co = kpack::code_object("gfx1010");
+    let archive = kpack::kpack_archive(&["gfx1010"], &[("lib/libx.so#0", "gfx1010", &co)], false);
+    let mut crc = flate2::Crc::new();
+    crc.update(&archive);
+    let member = "x/.kpack/x_gfx1010.kpack".to_string();
+    let good = zip_of(&[(member.clone(), deflated(&archive, 0, true), crc.sum(), archive.len() as u64)]);
+    let tail = &co[co.len() - 32..];
+    let at = good.windows(32).position(|w| w == tail).expect("the kernel's bytes in the wheel");
+    let mut bad = good.clone();
+    bad[at] ^= 0x01;
+    let (good_path, bad_path) = (home.path().join("good.whl"), home.path().join("bad.whl"));
+    std::fs::write(&good_path, &good).unwrap();
+    std::fs::write(&bad_path, &bad).unwrap();
+    let out = rocmforge(home.path()).arg("inspect").arg(&good_path).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("good.whl!{member}: gfx1010")), "{}", text(&out));
+    let out = rocmforge(home.path()).arg("inspect").arg(&bad_path).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "`{}!{member}`: cannot read: its bytes do not match the wheel's directory: their CRC-32 is",
+            bad_path.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("(the wheel is damaged: download or build it again)"), "{err}");
+}

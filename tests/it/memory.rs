@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use crate::support::text;
+use crate::support::wheel::{deflated, zip_of};
 
 /// `rocmforge inspect FILE` with its address space limited to `mib` MiB (the debug binary
 /// itself runs in under 100).
@@ -98,75 +99,21 @@ fn a_compressed_bundle_is_inflated_as_a_stream_in_bounded_memory() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("big.hipfb: gfx1010"), "{}", text(&out));
 }
 
-/// Raw deflate of `data`, ended (`last`) or byte-aligned by a sync flush so that another
-/// compressor's output can follow it in one stream.
-fn deflated(data: &[u8], last: bool) -> Vec<u8> {
-    let mut c = flate2::Compress::new(flate2::Compression::best(), false);
-    let mut out = Vec::with_capacity(data.len() + 4096);
-    let flush = if last { flate2::FlushCompress::Finish } else { flate2::FlushCompress::Sync };
-    let status = c.compress_vec(data, &mut out, flush).unwrap();
-    assert_eq!(c.total_in(), data.len() as u64);
-    assert!(!last || status == flate2::Status::StreamEnd);
-    out
-}
-
 /// A wheel member `head`, then `mib` MiB of zeros, then `tail`: deflated (a few KB for each
 /// GiB: the zeros' deflated MiB repeated), its CRC-32 and its size, never held inflated.
 fn inflating(head: &[u8], mib: u64, tail: &[u8]) -> (Vec<u8>, u32, u64) {
     let zeros = vec![0u8; 1 << 20];
-    let chunk = deflated(&zeros, false);
-    let mut data = deflated(head, false);
+    let chunk = deflated(&zeros, 9, false);
+    let mut data = deflated(head, 9, false);
     let mut crc = flate2::Crc::new();
     crc.update(head);
     for _ in 0..mib {
         data.extend(&chunk);
         crc.update(&zeros);
     }
-    data.extend(deflated(tail, true));
+    data.extend(deflated(tail, 9, true));
     crc.update(tail);
     (data, crc.sum(), head.len() as u64 + (mib << 20) + tail.len() as u64)
-}
-
-/// A zip of deflated members `(name, deflated bytes, CRC-32, size)`, written as the format
-/// lays it out (the zip crate writes only what it compresses itself).
-fn zip_of(members: &[(String, Vec<u8>, u32, u64)]) -> Vec<u8> {
-    let (mut out, mut dir) = (Vec::new(), Vec::new());
-    for (name, data, crc, size) in members {
-        let at = out.len() as u32;
-        let common = |v: &mut Vec<u8>| {
-            v.extend(20u16.to_le_bytes()); // version needed
-            v.extend(0u16.to_le_bytes()); // flags
-            v.extend(8u16.to_le_bytes()); // deflated
-            v.extend(0u16.to_le_bytes()); // time
-            v.extend(0x21u16.to_le_bytes()); // 1980-01-01
-            v.extend(crc.to_le_bytes());
-            v.extend((data.len() as u32).to_le_bytes());
-            v.extend((*size as u32).to_le_bytes());
-            v.extend((name.len() as u16).to_le_bytes());
-            v.extend(0u16.to_le_bytes()); // extra
-        };
-        out.extend(0x04034b50u32.to_le_bytes());
-        common(&mut out);
-        out.extend(name.as_bytes());
-        out.extend(data);
-        dir.extend(0x02014b50u32.to_le_bytes());
-        dir.extend(20u16.to_le_bytes()); // made by
-        common(&mut dir);
-        dir.extend([0u8; 8]); // comment, disk, internal and external attributes
-        dir.extend([0u8; 2]);
-        dir.extend(at.to_le_bytes());
-        dir.extend(name.as_bytes());
-    }
-    let dir_at = out.len() as u32;
-    out.extend(&dir);
-    out.extend(0x06054b50u32.to_le_bytes());
-    out.extend([0u8; 4]);
-    out.extend((members.len() as u16).to_le_bytes());
-    out.extend((members.len() as u16).to_le_bytes());
-    out.extend((dir.len() as u32).to_le_bytes());
-    out.extend(dir_at.to_le_bytes());
-    out.extend(0u16.to_le_bytes());
-    out
 }
 
 /// A wheel of a few MB whose three members with device code or a place for it each inflate to

@@ -88,3 +88,57 @@ fn base64_urlsafe_nopad(bytes: &[u8]) -> String {
     }
     out
 }
+
+/// Raw deflate of `data` at `level` (0: stored blocks, a byte of the output per byte of `data`), ended (`last`) or byte-aligned by a sync flush so that another
+/// compressor's output can follow it in one stream.
+pub fn deflated(data: &[u8], level: u32, last: bool) -> Vec<u8> {
+    let mut c = flate2::Compress::new(flate2::Compression::new(level), false);
+    let mut out = Vec::with_capacity(data.len() + 4096);
+    let flush = if last { flate2::FlushCompress::Finish } else { flate2::FlushCompress::Sync };
+    let status = c.compress_vec(data, &mut out, flush).unwrap();
+    assert_eq!(c.total_in(), data.len() as u64);
+    assert!(!last || status == flate2::Status::StreamEnd);
+    out
+}
+
+/// A zip of deflated members `(name, deflated bytes, CRC-32, size)`, written as the format
+/// lays it out (the zip crate writes only what it compresses itself).
+pub fn zip_of(members: &[(String, Vec<u8>, u32, u64)]) -> Vec<u8> {
+    let (mut out, mut dir) = (Vec::new(), Vec::new());
+    for (name, data, crc, size) in members {
+        let at = out.len() as u32;
+        let common = |v: &mut Vec<u8>| {
+            v.extend(20u16.to_le_bytes()); // version needed
+            v.extend(0u16.to_le_bytes()); // flags
+            v.extend(8u16.to_le_bytes()); // deflated
+            v.extend(0u16.to_le_bytes()); // time
+            v.extend(0x21u16.to_le_bytes()); // 1980-01-01
+            v.extend(crc.to_le_bytes());
+            v.extend((data.len() as u32).to_le_bytes());
+            v.extend((*size as u32).to_le_bytes());
+            v.extend((name.len() as u16).to_le_bytes());
+            v.extend(0u16.to_le_bytes()); // extra
+        };
+        out.extend(0x04034b50u32.to_le_bytes());
+        common(&mut out);
+        out.extend(name.as_bytes());
+        out.extend(data);
+        dir.extend(0x02014b50u32.to_le_bytes());
+        dir.extend(20u16.to_le_bytes()); // made by
+        common(&mut dir);
+        dir.extend([0u8; 8]); // comment, disk, internal and external attributes
+        dir.extend([0u8; 2]);
+        dir.extend(at.to_le_bytes());
+        dir.extend(name.as_bytes());
+    }
+    let dir_at = out.len() as u32;
+    out.extend(&dir);
+    out.extend(0x06054b50u32.to_le_bytes());
+    out.extend([0u8; 4]);
+    out.extend((members.len() as u16).to_le_bytes());
+    out.extend((members.len() as u16).to_le_bytes());
+    out.extend((dir.len() as u32).to_le_bytes());
+    out.extend(dir_at.to_le_bytes());
+    out.extend(0u16.to_le_bytes());
+    out
+}
