@@ -472,6 +472,16 @@ pub fn dynamic(path: &std::path::Path) -> Option<Dynamic> {
     Some(Dynamic { rpath: expand(d.rpath), runpath: expand(d.runpath), ..d })
 }
 
+/// [`dynamic_of`] of a file on disk (a host ELF file only), read as [`dynamic`] reads it (the
+/// headers and the sections it needs), its search paths as written.
+pub fn dynamic_as_written(path: &std::path::Path) -> Option<Dynamic> {
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut head = [0u8; ELF64_HEADER];
+    fill(&mut file, &mut head).ok().filter(|&full| full)?;
+    program_headers(&head)?;
+    read_dynamic(&object::ReadCache::new(file))
+}
+
 /// The dynamic section of a host shared library or executable in memory (a wheel member), its
 /// search paths as written (`$ORIGIN/../lib`). `None`: not a 64-bit little-endian host ELF
 /// file with a dynamic section (an AMDGPU code object, a static archive, a script).

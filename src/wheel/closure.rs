@@ -189,7 +189,7 @@ mod tests {
     use std::io::Read;
     use std::path::{Path, PathBuf};
 
-    use super::super::rewrite::{self, Member};
+    use super::super::rewrite::{self, Body, Member};
     use super::super::runtime::{assemble, relink, Chosen, RuntimeWheel};
     use super::*;
 
@@ -267,13 +267,17 @@ mod tests {
         let so = "torch/_C.cpython-311-x86_64-linux-gnu.so";
         let lib = "torch/lib/libtorch_hip.so";
         let dist_info = "torch-2.6.0+rocm6.2.4.gfx1010.1.kdef.dist-info";
-        let meta = |n: &str, text: &str| Member { name: format!("{dist_info}/{n}"), bytes: text.into(), mode: 0o644 };
+        let meta = |n: &str, text: &str| Member {
+            name: format!("{dist_info}/{n}"),
+            body: Body::Bytes(text.into()),
+            mode: 0o644,
+        };
         rewrite::write(
             &torch,
             dist_info,
             &[
-                Member { name: so.into(), bytes: std::fs::read(&c_ext).unwrap(), mode: 0o755 },
-                Member { name: lib.into(), bytes: std::fs::read(&torch_hip).unwrap(), mode: 0o755 },
+                Member { name: so.into(), body: Body::File(c_ext.clone()), mode: 0o755 },
+                Member { name: lib.into(), body: Body::File(torch_hip.clone()), mode: 0o755 },
                 meta("METADATA", "Metadata-Version: 2.1\nName: torch\nVersion: 2.6.0+rocm6.2.4.gfx1010.1.kdef\nRequires-Dist: filelock\n"),
                 meta("WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n"),
             ],
@@ -310,5 +314,86 @@ mod tests {
         let checked = check(&[torch], &[runtime], &[]).unwrap();
         assert_eq!(checked.files, 2);
         assert!(checked.needed >= 2, "libtorch_hip.so and libamdhip64.so.6 at least: {checked:?}");
+    }
+
+    /// `assemble` streams each file into the runtime wheel (and a relinked library from its
+    /// patched copy): the wheel is byte for byte the one written from the same members held in
+    /// memory (the files' bytes, patchelf's output for the relinked), RECORD and digests alike.
+    #[test]
+    fn a_runtime_wheel_streamed_from_its_files_is_the_wheel_written_from_their_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let relinked =
+            cc(d, "libfoo.so.1", "int foo(void) { return 1; }\n", &["-Wl,-soname,libfoo.so.1,-rpath,/opt/x/lib"]);
+        std::os::unix::fs::symlink(&relinked, d.join("libfoo.so")).unwrap();
+        let kept = cc(
+            d,
+            "libkeep.so.3",
+            "int keep(void) { return 3; }\n",
+            &["-Wl,-soname,libkeep.so.3,--enable-new-dtags,-rpath,$ORIGIN"],
+        );
+        let data = d.join("data.txt");
+        std::fs::write(&data, "x".repeat(300_000)).unwrap();
+        let w = RuntimeWheel {
+            project: "rocmforge-t".into(),
+            version: "1.0".into(),
+            summary: "t".into(),
+            root: "rocmforge_t".into(),
+            requires: vec!["other==1".into()],
+            startup_env: [("A".to_string(), "{venv}/a".to_string())].into(),
+        };
+        let chosen = |p: &Path, rel: &str| Chosen { path: p.to_path_buf(), rel: rel.into() };
+        let wheel = assemble(
+            &w,
+            &[
+                chosen(&d.join("libfoo.so"), "lib/libfoo.so"),
+                chosen(&relinked, "lib/libfoo.so.1"),
+                chosen(&kept, "lib/libkeep.so.3"),
+                chosen(&data, "share/t/data.txt"),
+            ],
+            &[],
+            &d.join("out"),
+        )
+        .unwrap();
+        let names = crate::offload::wheel_members(&wheel).unwrap();
+        let dist_info = "rocmforge_t-1.0.dist-info";
+        assert_eq!(
+            names,
+            [
+                "rocmforge_t/lib/libfoo.so.1",
+                "rocmforge_t/lib/libkeep.so.3",
+                "rocmforge_t/share/t/data.txt",
+                "rocmforge_t.pth",
+                &format!("{dist_info}/METADATA"),
+                &format!("{dist_info}/WHEEL"),
+                &format!("{dist_info}/RECORD"),
+            ]
+        );
+        assert_eq!(elf::dynamic_of(&member(&wheel, &names[0])).unwrap().runpath, ["$ORIGIN"]);
+        assert!(std::fs::read_dir(d.join("out")).unwrap().count() == 1, "no patched copy left beside the wheel");
+
+        let mut foo = std::fs::read(&relinked).unwrap();
+        let given = elf::dynamic_of(&foo).unwrap();
+        assert!([given.rpath, given.runpath].concat() == ["/opt/x/lib"], "the input has a search path to replace");
+        foo = super::super::runtime::tests_set_runpath(&names[0], &foo, "$ORIGIN");
+        let held = |name: &str, bytes: Vec<u8>, mode: u32| Member { name: name.into(), body: Body::Bytes(bytes), mode };
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode();
+        let reference = d.join("reference.whl");
+        rewrite::write(
+            &reference,
+            dist_info,
+            &[
+                held(&names[0], foo, mode(&relinked)),
+                held(&names[1], std::fs::read(&kept).unwrap(), mode(&kept)),
+                held(&names[2], std::fs::read(&data).unwrap(), mode(&data)),
+                held(&names[3], member(&wheel, &names[3]), 0o644),
+                held(&names[4], member(&wheel, &names[4]), 0o644),
+                held(&names[5], member(&wheel, &names[5]), 0o644),
+            ],
+        )
+        .unwrap();
+        assert_eq!(member(&wheel, &names[6]), member(&reference, &names[6]), "RECORD");
+        assert!(std::fs::read(&wheel).unwrap() == std::fs::read(&reference).unwrap(), "the wheels' bytes differ");
     }
 }

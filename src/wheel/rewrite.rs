@@ -11,8 +11,32 @@ use sha2::{Digest, Sha256};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
     pub name: String,
-    pub bytes: Vec<u8>,
+    pub body: Body,
     pub mode: u32,
+}
+
+/// A member's bytes: in memory, or a file's, streamed into the wheel as it is written (a
+/// runtime wheel's libraries are gigabytes; they are never held whole).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body {
+    Bytes(Vec<u8>),
+    File(PathBuf),
+}
+
+/// A reader that hashes and counts what it reads (a RECORD row's digest and size).
+struct Hashing<R> {
+    inner: R,
+    sha: Sha256,
+    len: u64,
+}
+
+impl<R: Read> Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.sha.update(&buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -37,11 +61,32 @@ pub fn write(out: &Path, dist_info: &str, members: &[Member]) -> Result<(), Rewr
     let file = std::fs::File::create(&tmp).map_err(|e| write(e.to_string()))?;
     let mut zip = zip::ZipWriter::new(std::io::BufWriter::new(file));
     let mut rows = Vec::new();
-    for m in members {
-        let opts = options(m.mode, m.bytes.len() as u64);
-        zip.start_file(m.name.as_str(), opts).map_err(|e| write(e.to_string()))?;
-        zip.write_all(&m.bytes).map_err(|e| write(e.to_string()))?;
-        rows.push(record_row(&m.name, &m.bytes));
+    let written = (|| {
+        for m in members {
+            match &m.body {
+                Body::Bytes(bytes) => {
+                    let opts = options(m.mode, bytes.len() as u64);
+                    zip.start_file(m.name.as_str(), opts).map_err(|e| write(e.to_string()))?;
+                    zip.write_all(bytes).map_err(|e| write(e.to_string()))?;
+                    rows.push(record_row(&m.name, bytes));
+                }
+                Body::File(path) => {
+                    let read = |e: std::io::Error| RewriteError::Read { path: path.clone(), message: e.to_string() };
+                    let f = std::fs::File::open(path).map_err(read)?;
+                    let size = f.metadata().map_err(read)?.len();
+                    zip.start_file(m.name.as_str(), options(m.mode, size)).map_err(|e| write(e.to_string()))?;
+                    let mut h = Hashing { inner: f, sha: Sha256::new(), len: 0 };
+                    std::io::copy(&mut h, &mut zip).map_err(|e| write(format!("{}: {e}", path.display())))?;
+                    rows.push(row(&m.name, &h.sha.finalize(), h.len));
+                }
+            }
+        }
+        Ok(())
+    })();
+    if let Err(e) = written {
+        drop(zip);
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
     }
     finish(zip, &tmp, out, dist_info, rows)
 }
@@ -128,8 +173,12 @@ pub fn rewrite<E>(
 
 /// A RECORD row: `path,sha256=<urlsafe base64, no padding>,size`.
 pub fn record_row(path: &str, bytes: &[u8]) -> String {
-    let digest = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(bytes));
-    format!("{},sha256={digest},{}", csv(path), bytes.len())
+    row(path, &Sha256::digest(bytes), bytes.len() as u64)
+}
+
+fn row(path: &str, sha256: &[u8], size: u64) -> String {
+    let digest = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sha256);
+    format!("{},sha256={digest},{size}", csv(path))
 }
 
 fn csv(field: &str) -> String {

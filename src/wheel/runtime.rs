@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use super::rewrite::{self, Member};
+use super::rewrite::{self, Body, Member};
 use crate::offload::elf;
 
 #[derive(Debug, thiserror::Error)]
@@ -71,7 +71,9 @@ fn escaped(project: &str) -> String {
 /// Writes the runtime wheel `w` into `out_dir` from `files`, linked against itself and the
 /// runtime wheels `beside` (already built: the wheels it requires). Shared libraries are
 /// stored under their soname (the name the loader looks for), once however many symlinks
-/// name them; other files under their own path. Returns the wheel's path.
+/// name them; other files under their own path. Each file is streamed into the wheel (a
+/// relinked library from its patched copy beside the wheel): none is held in memory. Returns
+/// the wheel's path.
 pub fn assemble(
     w: &RuntimeWheel,
     files: &[Chosen],
@@ -82,7 +84,10 @@ pub fn assemble(
         let path = path.to_path_buf();
         move |source| RuntimeError::Io { path, source }
     };
-    let mut members: BTreeMap<String, (PathBuf, Vec<u8>, u32)> = BTreeMap::new();
+    // Each file is streamed into the wheel when it is written, never held: only its dynamic
+    // section is read here, and a library whose RUNPATH changes is patched as a copy in a
+    // folder beside the wheel (the same disk), removed once the wheel is written.
+    let mut members: BTreeMap<String, (PathBuf, Option<elf::Dynamic>, u32)> = BTreeMap::new();
     let mut sources: BTreeMap<String, PathBuf> = BTreeMap::new();
     for f in files {
         let real = std::fs::canonicalize(&f.path).map_err(io(&f.path))?;
@@ -90,9 +95,9 @@ pub fn assemble(
         if meta.is_dir() {
             continue;
         }
-        let bytes = std::fs::read(&real).map_err(io(&real))?;
+        let dynamic = elf::dynamic_as_written(&real);
         let dir = f.rel.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
-        let leaf = match elf::dynamic_of(&bytes).and_then(|d| d.soname) {
+        let leaf = match dynamic.as_ref().and_then(|d| d.soname.clone()) {
             Some(soname) if !soname.contains('/') => soname,
             _ => f.rel.rsplit('/').next().unwrap_or(&f.rel).to_string(),
         };
@@ -105,26 +110,37 @@ pub fn assemble(
         }
         use std::os::unix::fs::PermissionsExt;
         sources.insert(name.clone(), real.clone());
-        members.insert(name, (real, bytes, meta.permissions().mode()));
+        members.insert(name, (real, dynamic, meta.permissions().mode()));
     }
     let own: Vec<String> = members.keys().cloned().collect();
     let provided = Provided::of(own.iter().map(String::as_str), beside)?;
+    std::fs::create_dir_all(out_dir).map_err(io(out_dir))?;
+    let patched = tempfile::Builder::new().prefix(".runtime-wheel-").tempdir_in(out_dir).map_err(io(out_dir))?;
     let mut out: Vec<Member> = Vec::new();
-    for (name, (_, bytes, mode)) in members {
-        let bytes = match elf::dynamic_of(&bytes) {
+    for (i, (name, (real, dynamic, mode))) in members.into_iter().enumerate() {
+        let body = match dynamic {
             Some(d) => {
                 let mut want = vec![ORIGIN.to_string()];
                 want.extend(runpath_for(&name, &d, &provided));
-                relinked(&name, &bytes, &d, dedup(want))?.unwrap_or(bytes)
+                let want = dedup(want);
+                if d.rpath.is_empty() && d.runpath == want {
+                    Body::File(real)
+                } else {
+                    let copy = patched.path().join(i.to_string());
+                    std::fs::copy(&real, &copy).map_err(io(&copy))?;
+                    patchelf(&name, &copy, &want.join(":"))?;
+                    Body::File(copy)
+                }
             }
-            None => bytes,
+            None => Body::File(real),
         };
-        out.push(Member { name, bytes, mode });
+        out.push(Member { name, body, mode });
     }
     let stem = format!("{}-{}", escaped(&w.project), w.version);
     let dist_info = format!("{stem}.dist-info");
     if !w.startup_env.is_empty() {
-        out.push(Member { name: format!("{}.pth", escaped(&w.project)), bytes: pth_line(&w.startup_env), mode: 0o644 });
+        let pth = Body::Bytes(pth_line(&w.startup_env));
+        out.push(Member { name: format!("{}.pth", escaped(&w.project)), body: pth, mode: 0o644 });
     }
     let mut metadata =
         format!("Metadata-Version: 2.1\nName: {}\nVersion: {}\nSummary: {}\n", w.project, w.version, w.summary);
@@ -132,13 +148,14 @@ pub fn assemble(
         metadata.push_str(&format!("Requires-Dist: {r}\n"));
     }
     let tag = platform_tag();
-    out.push(Member { name: format!("{dist_info}/METADATA"), bytes: metadata.into_bytes(), mode: 0o644 });
+    out.push(Member { name: format!("{dist_info}/METADATA"), body: Body::Bytes(metadata.into_bytes()), mode: 0o644 });
     out.push(Member {
         name: format!("{dist_info}/WHEEL"),
-        bytes: format!("Wheel-Version: 1.0\nGenerator: rocmforge\nRoot-Is-Purelib: false\nTag: {tag}\n").into_bytes(),
+        body: Body::Bytes(
+            format!("Wheel-Version: 1.0\nGenerator: rocmforge\nRoot-Is-Purelib: false\nTag: {tag}\n").into_bytes(),
+        ),
         mode: 0o644,
     });
-    std::fs::create_dir_all(out_dir).map_err(io(out_dir))?;
     let path = out_dir.join(format!("{stem}-{tag}.whl"));
     rewrite::write(&path, &dist_info, &out)?;
     Ok(path)
@@ -282,8 +299,14 @@ fn set_runpath(member: &str, bytes: &[u8], runpath: &str) -> Result<Vec<u8>, Run
     let dir = tempfile::tempdir().map_err(|source| RuntimeError::Io { path: std::env::temp_dir(), source })?;
     let file = dir.path().join("lib");
     std::fs::write(&file, bytes).map_err(|source| RuntimeError::Io { path: file.clone(), source })?;
+    patchelf(member, &file, runpath)?;
+    std::fs::read(&file).map_err(|source| RuntimeError::Io { path: file, source })
+}
+
+/// Runs patchelf on `file` (wheel member `member`) in place, as [`set_runpath`] says.
+fn patchelf(member: &str, file: &Path, runpath: &str) -> Result<(), RuntimeError> {
     let args: Vec<&str> = if runpath.is_empty() { vec!["--remove-rpath"] } else { vec!["--set-rpath", runpath] };
-    let out = match std::process::Command::new("patchelf").args(&args).arg(&file).output() {
+    let out = match std::process::Command::new("patchelf").args(&args).arg(file).output() {
         Ok(o) => o,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(RuntimeError::NoPatchelf),
         Err(source) => return Err(RuntimeError::Io { path: "patchelf".into(), source }),
@@ -296,7 +319,7 @@ fn set_runpath(member: &str, bytes: &[u8], runpath: &str) -> Result<Vec<u8>, Run
             stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
         });
     }
-    std::fs::read(&file).map_err(|source| RuntimeError::Io { path: file, source })
+    Ok(())
 }
 
 /// What [`relink`] changed in one wheel.
@@ -341,6 +364,12 @@ pub fn relink(wheel: &Path, requires: &[String], beside: &[PathBuf]) -> Result<R
     }
     std::fs::rename(&tmp, wheel).map_err(|source| RuntimeError::Io { path: wheel.to_path_buf(), source })?;
     Ok(done)
+}
+
+/// [`set_runpath`], for the tests of other modules.
+#[cfg(test)]
+pub(crate) fn tests_set_runpath(member: &str, bytes: &[u8], runpath: &str) -> Vec<u8> {
+    set_runpath(member, bytes, runpath).unwrap()
 }
 
 #[cfg(test)]
