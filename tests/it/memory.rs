@@ -183,3 +183,34 @@ fn a_wheel_whose_members_inflate_to_a_gibibyte_each_is_read_in_bounded_memory() 
     assert!(out.status.success(), "{}", text(&out));
     assert!(index.join("simple/big/big-1.0-py3-none-any.whl").is_file(), "{}", text(&out));
 }
+
+/// A host library whose `.rocm_kpack_ref` marker names an archive beside it of 1 GiB (sparse:
+/// its kernel, a hole, its table at the end), as a marker can name any file of what was given
+/// (one named a 3 GiB file, read whole). `inspect` of the folder under 200 MiB of address space
+/// credits the library with the archive's target: the archive is read by its table and its
+/// kernel's header.
+#[test]
+fn an_archive_a_marker_names_is_read_by_its_table_in_bounded_memory() {
+    use crate::support::kpack;
+    use std::io::{Seek, SeekFrom, Write};
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("given");
+    let marker = kpack::marker("lib/libx.so", &[".kpack/x_@GFXARCH@.kpack"]);
+    kpack::marked_library(&dir.join("lib"), "libx.so", ".rocm_kpack_ref", &marker);
+    let co = kpack::code_object("gfx1010");
+    let archive = kpack::kpack_archive(&["gfx1010"], &[("lib/libx.so#0", "gfx1010", &co)], true);
+    let toc_at = u64::from_le_bytes(archive[8..16].try_into().unwrap());
+    let mut before = archive[..toc_at as usize].to_vec();
+    before[8..16].copy_from_slice(&(toc_at + (1 << 30)).to_le_bytes());
+    std::fs::create_dir_all(dir.join("lib/.kpack")).unwrap();
+    let mut f = std::fs::File::create(dir.join("lib/.kpack/x_gfx1010.kpack")).unwrap();
+    f.write_all(&before).unwrap();
+    f.seek(SeekFrom::Current(1 << 30)).unwrap();
+    f.write_all(&archive[toc_at as usize..]).unwrap();
+    drop(f);
+    let out = inspect_limited(home.path(), &dir, 200);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().find(|l| l.contains("lib/libx.so")).unwrap_or_else(|| panic!("{}", text(&out)));
+    assert!(line.contains("gfx1010"), "{}", text(&out));
+}
