@@ -45,8 +45,9 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
             checks: tree.clone(),
             host: "/".into(),
         }),
+        installation: ctx.installation.clone(),
     };
-    let d = doctor(&cfg, &stack, &req).map_err(Failure::usage)?;
+    let d = doctor(&cfg, &stack, &req).map_err(Failure::from_op)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&d).map_err(Failure::failed)?);
     } else {

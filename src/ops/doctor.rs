@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::engine::budget;
-use crate::graph::{BuildGraph, GraphError};
+use crate::graph::BuildGraph;
 use crate::host::glibc::{self, Glibc};
 use crate::host::gpu::{self, Gpu};
 use crate::host::needs::{self, HostCheck};
@@ -29,6 +29,8 @@ pub struct DoctorRequest {
     /// With `--rocm-path`: audit its libMIOpen's kernels with these settings (targets and work
     /// folder replaced by the doctor's); `None`: do not.
     pub kernel_audit: Option<crate::audit::Settings>,
+    /// What the user decided about an installed ROCm (`--from-source`, ...).
+    pub installation: crate::installation::Choices,
 }
 
 /// A tool on `PATH` and the first line of its `--version`.
@@ -127,6 +129,7 @@ fn installation_report(
     stack: &Stack,
     recipes: &[&Recipe],
     targets: &TargetSet,
+    choices: &crate::installation::Choices,
     root: &HostRoot,
 ) -> Option<InstallationReport> {
     let (path, from) = match &cfg.rocm_path {
@@ -165,7 +168,7 @@ fn installation_report(
     for recipe in recipes {
         // The targets it would really be built for, as the plan decides them.
         let decided = recipe.targets.decide(targets);
-        match inst.decide(recipe, &stack.rocm_version, decided.targets(), &cfg.installation) {
+        match inst.decide(recipe, &stack.rocm_version, decided.targets(), choices) {
             Some(crate::installation::Decision::Take { .. }) => r.taken.push(recipe.name.clone()),
             Some(crate::installation::Decision::Absent(_)) => r.absent.push(recipe.name.clone()),
             Some(crate::installation::Decision::Build(why)) => r.built.push((recipe.name.clone(), why)),
@@ -186,7 +189,7 @@ impl Doctor {
 
 const TOOLS: &[&str] = &["cc", "c++", "hipcc", "cmake", "ninja", "git", "python3", "ccache", "sccache"];
 
-pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor, GraphError> {
+pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor, anyhow::Error> {
     let root = HostRoot::from_env();
     let recipes: Vec<&Recipe> = if req.recipes.is_empty() {
         stack.recipes.values().collect()
@@ -266,10 +269,7 @@ pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor
     }
 
     let gpus = gpu::detect(&root);
-    let (targets, targets_from) = match &req.targets {
-        Some(t) => (t.clone(), "--target".to_string()),
-        None => gpu::default_targets(stack, &gpus),
-    };
+    let super::Targets { set: targets, from: targets_from, .. } = super::targets(stack, req.targets.clone(), &root)?;
     if gpus.is_empty() {
         warnings.push(format!(
             "no GPU seen (no KFD node under {}, no RDNA1 card on PCI): a build works without one, but nothing can be run or verified here",
@@ -332,8 +332,11 @@ pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor
             None
         }
     };
-    let installation =
-        if stack.is_native() { installation_report(cfg, stack, &building, &targets, &root) } else { None };
+    let installation = if stack.is_native() {
+        installation_report(cfg, stack, &building, &targets, &req.installation, &root)
+    } else {
+        None
+    };
     // A binary stack's wheels: what their GPU code means for the card (native stacks: nothing).
     let code = if stack.is_native() { Vec::new() } else { crate::gpu_code::load(&cfg.prefix_for(&stack.name)) };
     let wheels = match crate::gpu_code::choose(stack, None, &code, &targets) {
