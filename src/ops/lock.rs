@@ -56,7 +56,7 @@ pub enum LockError {
     #[error(transparent)]
     LockFile(#[from] LockFileError),
     #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
+    Config(Box<crate::config::ConfigError>),
 }
 
 /// A pinned tag that resolved to another commit on `lock --update`.
@@ -153,12 +153,12 @@ pub fn pin_closure(
     progress: &dyn Progress,
 ) -> Result<Pinned, LockError> {
     if !locked {
-        cfg.check_writable()?;
+        cfg.check_writable().map_err(|e| LockError::Config(Box::new(e)))?;
     }
     let (applied, unpinned, path) = unpinned_in_closure(stack, tree, cfg, recipes)?;
     if unpinned.is_empty() {
         if locked {
-            cfg.check_writable()?;
+            cfg.check_writable().map_err(|e| LockError::Config(Box::new(e)))?;
         }
         return Ok(Pinned { stack: applied, added: Vec::new(), path });
     }
@@ -181,6 +181,9 @@ pub fn check_locked(stack: &Stack, tree: &RecipeTree, cfg: &Config, recipes: &[S
     }
 }
 
+/// `stack` with its lock file applied, its unpinned sources (recipe, what it lacks), the lock file.
+type LockedClosure = (Stack, Vec<(String, String)>, PathBuf);
+
 /// `stack` with its lock file applied, the unpinned sources of the closure of `recipes` (recipe,
 /// what it lacks), and the lock file's path.
 fn unpinned_in_closure(
@@ -188,7 +191,7 @@ fn unpinned_in_closure(
     tree: &RecipeTree,
     cfg: &Config,
     recipes: &[String],
-) -> Result<(Stack, Vec<(String, String)>, PathBuf), LockError> {
+) -> Result<LockedClosure, LockError> {
     let path = lockfile::path(tree, &cfg.state_dir, &stack.name);
     let mut applied = stack.clone();
     lockfile::apply_pins(&mut applied, &lockfile::read(&path)?, &path);
