@@ -144,7 +144,7 @@ pub fn is_env_name(k: &str) -> bool {
         && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// The variable that runs `verify`'s cases on the CPU (`crate::verify`): it proves the case
+/// The variable that runs `verify`'s cases on the CPU (`crate::verify`): it tests the case
 /// programs, not a GPU, so only the caller's environment sets it, never a profile.
 pub const VERIFY_DEVICE_VAR: &str = "ROCMFORGE_VERIFY_DEVICE";
 
@@ -607,6 +607,10 @@ pub struct PostCheck {
     /// The files copied into the check's directory: (path relative to it, content).
     #[serde(skip)]
     pub files: Vec<(String, Vec<u8>)>,
+    /// `helpers`: the shared folder's name and its files (path relative to it, content), copied
+    /// beside the check's directory (`<check dir>/../<name>/`).
+    #[serde(skip)]
+    pub helpers: Option<(String, Vec<(String, Vec<u8>)>)>,
     pub steps: Vec<String>,
     pub device_code: Vec<String>,
     pub estimate: Option<CheckEstimate>,
