@@ -419,7 +419,7 @@ fn run_check(
         result: CheckJson::default(),
         log: log.clone(),
     };
-    let shared = |dir: &str| -> Vec<(String, Vec<u8>)> {
+    let shared = |dir: &str| -> crate::recipe::FolderFiles {
         req.settings
             .checks
             .files_under(&format!("recipes/{}/{dir}/", crate::recipe::proofs::SHARED_CHECKS))

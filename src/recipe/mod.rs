@@ -598,6 +598,9 @@ pub struct Provide {
     pub query: Vec<String>,
 }
 
+/// The files of a check's folder: (path relative to it, content).
+pub type FolderFiles = Vec<(String, Vec<u8>)>;
+
 /// A check after install (`[[check]]`): shell lines run as a step of the recipe's build, in a
 /// fresh copy of `recipes/<stack>/checks/<files>/`, and files there whose device code must
 /// carry every target.
@@ -606,11 +609,11 @@ pub struct PostCheck {
     pub name: String,
     /// The files copied into the check's directory: (path relative to it, content).
     #[serde(skip)]
-    pub files: Vec<(String, Vec<u8>)>,
-    /// `helpers`: the shared folder's name and its files (path relative to it, content), copied
-    /// beside the check's directory (`<check dir>/../<name>/`).
+    pub files: FolderFiles,
+    /// `helpers`: the shared folder's name and its files, copied beside the check's directory
+    /// (`<check dir>/../<name>/`).
     #[serde(skip)]
-    pub helpers: Option<(String, Vec<(String, Vec<u8>)>)>,
+    pub helpers: Option<(String, FolderFiles)>,
     pub steps: Vec<String>,
     pub device_code: Vec<String>,
     pub estimate: Option<CheckEstimate>,

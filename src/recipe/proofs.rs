@@ -172,7 +172,7 @@ fn check_folder(
     field: &str,
     dir: &Spanned<String>,
     diags: &mut Diagnostics,
-) -> Vec<(String, Vec<u8>)> {
+) -> super::FolderFiles {
     let d = dir.get_ref();
     if d.is_empty() || d.contains("..") || d.starts_with('/') {
         diags.push(file.at(
@@ -185,7 +185,7 @@ fn check_folder(
     }
     let [own, shared] = checks_dirs(stack, d);
     for base in [&own, &shared] {
-        let files: Vec<(String, Vec<u8>)> =
+        let files: super::FolderFiles =
             tree.files_under(base).map(|(rel, bytes)| (rel.to_string(), bytes.to_vec())).collect();
         if !files.is_empty() {
             return files;
