@@ -29,6 +29,9 @@ pub const CHECKS: [(&str, &str, &str); 2] = [
     ("legacy-ck", "miopen-legacy-ck", "the legacy composable-kernel reductions (target macro, buffer resource dword)"),
 ];
 
+/// The folder under `recipes/checks/` the kernel checks share (their `[[check]] helpers`).
+const KERNEL_HELPERS: &str = "kernel-common";
+
 /// The compiler the checks run with, and where it was found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Compiler {
@@ -416,23 +419,28 @@ fn run_check(
         result: CheckJson::default(),
         log: log.clone(),
     };
-    let files: Vec<(String, Vec<u8>)> = req
-        .settings
-        .checks
-        .files_under(&format!("recipes/{}/{dir}/", crate::recipe::proofs::SHARED_CHECKS))
-        .filter(|(rel, _)| !rel.contains("__pycache__"))
-        .map(|(r, b)| (r.to_string(), b.to_vec()))
-        .collect();
-    if files.is_empty() {
-        out.error = Some(format!("the recipe tree has no recipes/checks/{dir}/"));
+    let shared = |dir: &str| -> crate::recipe::FolderFiles {
+        req.settings
+            .checks
+            .files_under(&format!("recipes/{}/{dir}/", crate::recipe::proofs::SHARED_CHECKS))
+            .map(|(r, b)| (r.to_string(), b.to_vec()))
+            .collect()
+    };
+    // The check's folder, and beside it the helpers it imports (as the recipes' `[[check]]`
+    // `helpers` lay them out).
+    let folders = [(base.clone(), shared(dir)), (req.work.join(KERNEL_HELPERS), shared(KERNEL_HELPERS))];
+    if let Some(empty) = [dir, KERNEL_HELPERS].iter().zip(&folders).find(|(_, (_, f))| f.is_empty()) {
+        out.error = Some(format!("the recipe tree has no recipes/checks/{}/", empty.0));
         return out;
     }
     let write = || -> std::io::Result<()> {
-        crate::fsutil::remove_dir_all_if_exists(&base)?;
-        for (rel, bytes) in &files {
-            let p = base.join(rel);
-            std::fs::create_dir_all(p.parent().unwrap_or(&base))?;
-            std::fs::write(p, bytes)?;
+        for (at, files) in &folders {
+            crate::fsutil::remove_dir_all_if_exists(at)?;
+            for (rel, bytes) in files {
+                let p = at.join(rel);
+                std::fs::create_dir_all(p.parent().unwrap_or(at))?;
+                std::fs::write(p, bytes)?;
+            }
         }
         Ok(())
     };

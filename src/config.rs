@@ -40,7 +40,7 @@
 //! `ROCMFORGE_CACHE_CONNECT_TIMEOUT_SECS` (default 3) and `ROCMFORGE_CACHE_BLOB_TIMEOUT_SECS`
 //! (default 3600) bound the remote cache's requests.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -152,11 +152,9 @@ pub struct Config {
     pub state_dir: PathBuf,
     /// Where the stack is deployed; `None`: `<state>/prefix/<stack>`.
     pub prefix: Option<PathBuf>,
-    /// An installed ROCm whose components are used instead of building them.
+    /// An installed ROCm whose components are used instead of building them (`--rocm-path`
+    /// overrides it; what to take from it is the run's request, `installation::Choices`).
     pub rocm_path: Option<PathBuf>,
-    /// What to take from it or not (`--from-source`, `--take-installed`,
-    /// `--accept-rocm-version`).
-    pub installation: InstallationChoices,
     /// The local wheel index; `None`: `<state>/index`.
     pub index_dir: Option<PathBuf>,
     /// How cached files reach the prefix.
@@ -431,7 +429,6 @@ impl Config {
             state_dir: env_path("ROCMFORGE_STATE_DIR").or(state_dir).unwrap_or_else(|| xdg_state.join("rocmforge")),
             prefix: env_path("ROCMFORGE_PREFIX").or(prefix),
             rocm_path: env_path("ROCMFORGE_ROCM_PATH").or(rocm_path),
-            installation: Default::default(),
             index_dir: env_path("ROCMFORGE_INDEX_DIR").or(index_dir),
             link_mode,
             url_rewrites: rewrites,
@@ -514,18 +511,6 @@ fn check_env_numbers() -> Result<(), ConfigError> {
         env_number(name)?;
     }
     Ok(())
-}
-
-/// What the user decided about an installed ROCm (global flags; `installation::decide` reads it).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct InstallationChoices {
-    /// Build these although the installation provides them (`--from-source`).
-    pub from_source: BTreeSet<String>,
-    /// Take these from the installation although they are patched (`--take-installed`).
-    pub take_installed: BTreeSet<String>,
-    /// Accept components of this major.minor (or `any`) in place of the stack's
-    /// (`--accept-rocm-version`).
-    pub accept_version: Option<String>,
 }
 
 #[cfg(test)]

@@ -116,7 +116,17 @@ fn major_minor(v: &str) -> String {
     v.split('.').take(2).collect::<Vec<_>>().join(".")
 }
 
-pub use crate::config::InstallationChoices as Choices;
+/// What the user decided about an installed ROCm (global flags; [`Installation::decide`] reads it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Choices {
+    /// Build these although the installation provides them (`--from-source`).
+    pub from_source: BTreeSet<String>,
+    /// Take these from the installation although they are patched (`--take-installed`).
+    pub take_installed: BTreeSet<String>,
+    /// Accept components of this major.minor (or `any`) in place of the stack's
+    /// (`--accept-rocm-version`).
+    pub accept_version: Option<String>,
+}
 
 /// What the installation does for one recipe.
 #[derive(Debug, Clone, PartialEq, Eq)]

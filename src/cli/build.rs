@@ -8,6 +8,7 @@ use crate::config::CompilerCacheChoice;
 use crate::engine::Outcome;
 use crate::ops::build::{build, BuildRequest};
 use crate::plan::night::Order;
+use crate::plan::Request;
 use crate::progress::Verbosity;
 
 #[derive(Debug, clap::Args)]
@@ -52,19 +53,19 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     }
     let stack = ctx.pinned_stack(&tree, &args.selection.recipes, args.locked)?;
     let cfg = ctx.config()?;
-    if args.locked {
-        // Without --locked, pinning checked them already.
-        cfg.check_writable().map_err(Failure::failed)?;
-    }
     let req = BuildRequest {
-        targets: ctx.targets(&stack, args.selection.target.as_deref())?,
-        recipes: args.selection.recipes,
+        plan: Request {
+            targets: ctx.targets(&stack, args.selection.target.as_deref())?,
+            recipes: args.selection.recipes,
+            rebuild: args.rebuild,
+            prefix: ctx.prefix(&cfg, &stack, args.prefix.as_deref()),
+            order: Order::from_env().map_err(|e| Failure::usage(anyhow::anyhow!(e)))?,
+            rocm_path: cfg.rocm_path.clone(),
+            installation: ctx.installation.clone(),
+        },
         jobs: args.jobs,
-        rebuild: args.rebuild,
         keep_going: args.keep_going,
         until: args.until,
-        prefix: ctx.prefix(&cfg, &stack, args.prefix.as_deref()),
-        order: Order::from_env().map_err(|e| Failure::usage(anyhow::anyhow!(e)))?,
         compiler_cache: args.compiler_cache,
     };
     let run = build(&cfg, &tree, &stack, &req, ctx.verbosity).map_err(Failure::from_op)?;

@@ -7,7 +7,7 @@ use super::{CliResult, Context, Failure};
 use crate::engine::budget;
 use crate::fsutil::human_size;
 use crate::host::needs::State;
-use crate::ops::doctor::{doctor, Doctor, DoctorRequest};
+use crate::ops::doctor::{doctor, Disk, Doctor, DoctorRequest, InstallationReport, MemoryFit};
 use crate::target::TargetSet;
 
 #[derive(Debug, clap::Args)]
@@ -45,8 +45,9 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
             checks: tree.clone(),
             host: "/".into(),
         }),
+        installation: ctx.installation.clone(),
     };
-    let d = doctor(&cfg, &stack, &req).map_err(Failure::usage)?;
+    let d = doctor(&cfg, &stack, &req).map_err(Failure::from_op)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&d).map_err(Failure::failed)?);
     } else {
@@ -84,41 +85,8 @@ fn render(d: &Doctor) -> String {
         };
         line(&t.name, v);
     }
-    match &d.memory {
-        Some(m) => line(
-            "memory",
-            format!(
-                "{} total, {} available; {}",
-                human_size(m.memory.total),
-                human_size(m.memory.available),
-                match &m.heaviest {
-                    Some((r, gb)) =>
-                        format!("{r} needs {gb} GB per job: {} of {} jobs at once", m.jobs_that_fit, m.jobs),
-                    None => format!("{} jobs", m.jobs),
-                }
-            ),
-        ),
-        None => line("memory", "unknown (no /proc/meminfo)".into()),
-    }
-    match &d.disk {
-        Some(disk) => line(
-            "disk",
-            format!(
-                "{} free at {}{}{}",
-                human_size(disk.free),
-                disk.path.display(),
-                disk.estimate
-                    .map(|e| format!(" (a whole build of the stack: about {})", human_size(e)))
-                    .unwrap_or_default(),
-                if disk.also.is_empty() {
-                    String::new()
-                } else {
-                    format!("; the {} there too", disk.also.join(" and "))
-                }
-            ),
-        ),
-        None => line("disk", "unknown".into()),
-    }
+    line("memory", d.memory.as_ref().map_or_else(|| "unknown (no /proc/meminfo)".into(), memory));
+    line("disk", d.disk.as_ref().map_or_else(|| "unknown".into(), disk));
     for o in &d.other_disks {
         line("disk", format!("{} free at {} ({})", human_size(o.free), o.path.display(), o.what));
     }
@@ -131,30 +99,7 @@ fn render(d: &Doctor) -> String {
     line("targets", format!("{} (from {})", d.targets, d.targets_from));
     if let Some(i) = &d.installation {
         line("rocm", format!("{} ({})", i.found, i.from));
-        line(
-            "short night",
-            format!(
-                "takes {} recipe(s) from it ({}); builds {} it has: {}; builds {} it lacks{}",
-                i.taken.len(),
-                if i.taken.is_empty() { "none".to_string() } else { i.taken.join(", ") },
-                i.built.len(),
-                if i.built.is_empty() {
-                    "none".to_string()
-                } else {
-                    i.built.iter().map(|(n, why)| format!("{n} ({why})")).collect::<Vec<_>>().join("; ")
-                },
-                i.absent.len(),
-                if i.refused.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        "; refuses {} of another version ({}): see `rocmforge plan --rocm-path`",
-                        i.refused.len(),
-                        i.refused.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
-                    )
-                }
-            ),
-        );
+        line("short night", short_night(i));
     }
     let groups: Vec<String> = d
         .account
@@ -189,6 +134,71 @@ fn render(d: &Doctor) -> String {
             .unwrap_or_else(|| "HSA_OVERRIDE_GFX_VERSION not set".into()),
     );
 
+    s.push_str(&needs(d));
+    for n in &d.check.notes {
+        s.push_str(&format!("note: {n}\n"));
+    }
+    if let Some(a) = &d.miopen_audit {
+        s.push_str(&format!("MIOpen kernels of the --rocm-path: {}", a.render()));
+    }
+    for w in &d.warnings {
+        s.push_str(&format!("warning: {w}\n"));
+    }
+    s
+}
+
+/// `64.0 GiB total, 60.0 GiB available; pytorch needs 4 GB per job: 8 of 8 jobs at once`.
+fn memory(m: &MemoryFit) -> String {
+    format!(
+        "{} total, {} available; {}",
+        human_size(m.memory.total),
+        human_size(m.memory.available),
+        match &m.heaviest {
+            Some((r, gb)) => format!("{r} needs {gb} GB per job: {} of {} jobs at once", m.jobs_that_fit, m.jobs),
+            None => format!("{} jobs", m.jobs),
+        }
+    )
+}
+
+/// The work dir's free space, against a whole build of the stack.
+fn disk(disk: &Disk) -> String {
+    format!(
+        "{} free at {}{}{}",
+        human_size(disk.free),
+        disk.path.display(),
+        disk.estimate.map(|e| format!(" (a whole build of the stack: about {})", human_size(e))).unwrap_or_default(),
+        if disk.also.is_empty() { String::new() } else { format!("; the {} there too", disk.also.join(" and ")) }
+    )
+}
+
+/// What a build on the installed ROCm takes from it, builds and refuses.
+fn short_night(i: &InstallationReport) -> String {
+    format!(
+        "takes {} recipe(s) from it ({}); builds {} it has: {}; builds {} it lacks{}",
+        i.taken.len(),
+        if i.taken.is_empty() { "none".to_string() } else { i.taken.join(", ") },
+        i.built.len(),
+        if i.built.is_empty() {
+            "none".to_string()
+        } else {
+            i.built.iter().map(|(n, why)| format!("{n} ({why})")).collect::<Vec<_>>().join("; ")
+        },
+        i.absent.len(),
+        if i.refused.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; refuses {} of another version ({}): see `rocmforge plan --rocm-path`",
+                i.refused.len(),
+                i.refused.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+            )
+        }
+    )
+}
+
+/// The host needs of the recipes, each with what was found and what to do, then the install line.
+fn needs(d: &Doctor) -> String {
+    let mut s = String::new();
     let count = |st: State| d.check.needs.iter().filter(|n| n.state == st).count();
     let (ok, missing, unchecked) = (count(State::Ok), count(State::Missing), count(State::Unchecked));
     s.push_str(&format!(
@@ -218,15 +228,6 @@ fn render(d: &Doctor) -> String {
         for f in &d.check.fixes {
             s.push_str(&format!("  {f}\n"));
         }
-    }
-    for n in &d.check.notes {
-        s.push_str(&format!("note: {n}\n"));
-    }
-    if let Some(a) = &d.miopen_audit {
-        s.push_str(&format!("MIOpen kernels of the --rocm-path: {}", a.render()));
-    }
-    for w in &d.warnings {
-        s.push_str(&format!("warning: {w}\n"));
     }
     s
 }

@@ -18,10 +18,6 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     let stack = ctx.pinned_stack(&tree, &args.selection.recipes, args.locked)?;
     ctx.targets(&stack, args.selection.target.as_deref())?;
     let cfg = ctx.config()?;
-    if args.locked {
-        // Without --locked, pinning checked them already.
-        cfg.check_writable().map_err(Failure::failed)?;
-    }
     let checked =
         crate::ops::fetch::fetch(&cfg, &tree, &stack, &args.selection.recipes, &Lines::new(), &mut print_checked)
             .map_err(Failure::usage)?;

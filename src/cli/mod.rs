@@ -223,19 +223,10 @@ impl Context {
     /// and what is still unpinned pinned now and recorded there (each new pin printed), as cargo
     /// writes Cargo.lock; with `locked`, an unpinned source is an error naming each one.
     pub fn pinned_stack(&self, tree: &RecipeTree, recipes: &[String], locked: bool) -> Result<Stack, Failure> {
-        use crate::ops::lock::LockError;
         let stack = self.stack_unlocked(tree)?;
         let cfg = self.config()?;
-        if !locked {
-            // Pinning may fetch into the cache dir: an unusable one is said as such, not as a
-            // problem of the first source.
-            cfg.check_writable().map_err(Failure::failed)?;
-        }
         let pinned = crate::ops::lock::pin_closure(&stack, tree, &cfg, recipes, locked, &crate::progress::Lines::new())
-            .map_err(|e| match e {
-                LockError::Graph(_) | LockError::UnknownRecipe(_) => Failure::usage(e),
-                _ => Failure::failed(e),
-            })?;
+            .map_err(lock_failure)?;
         if !pinned.added.is_empty() && self.verbosity != crate::progress::Verbosity::Quiet {
             for p in &pinned.added {
                 eprintln!("pinned {}: {}", p.recipe, p.describe());
@@ -243,6 +234,13 @@ impl Context {
             eprintln!("wrote {} pin(s) to {}", pinned.added.len(), pinned.path.display());
         }
         Ok(pinned.stack)
+    }
+
+    /// `plan --locked`: fails as `build --locked` would when a source of the closure of `recipes`
+    /// has no pin.
+    pub fn check_locked(&self, tree: &RecipeTree, recipes: &[String]) -> Result<(), Failure> {
+        let stack = self.stack_unlocked(tree)?;
+        crate::ops::lock::check_locked(&stack, tree, &self.config()?, recipes).map_err(lock_failure)
     }
 
     /// The stack as its recipe files say, without the lock applied.
@@ -273,7 +271,6 @@ impl Context {
         if let Some(p) = &self.rocm_path {
             cfg.rocm_path = Some(p.clone());
         }
-        cfg.installation = self.installation.clone();
         if let Some(u) = &self.cache_url {
             cfg.remote.url = Some(u.clone()).filter(|u| !u.is_empty());
         }
@@ -301,39 +298,24 @@ impl Context {
         std::path::absolute(&p).unwrap_or(p)
     }
 
-    /// `--target` if given, else the host's RDNA1 card's target (said on stderr), else the
-    /// stack's default targets.
+    /// The targets `ops::targets` chooses for `--target` (`spec`); one taken from the host's
+    /// card is said on stderr.
     pub fn targets(&self, stack: &Stack, spec: Option<&str>) -> Result<TargetSet, Failure> {
-        let targets = self.asked_targets(stack, spec)?;
-        if let Some(served) = &stack.supported_targets {
-            let others: Vec<String> = targets.iter().filter(|t| !served.contains(*t)).map(|t| t.to_string()).collect();
-            if !others.is_empty() {
-                return Err(Failure::usage(anyhow::anyhow!(
-                    "stack `{}` serves {} only ({}, `supported-targets`), not {}: pass `--target` with one of those, or pick another stack (`rocmforge recipes list`)",
-                    stack.name,
-                    served.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "),
-                    stack.file,
-                    others.join(", ")
-                )));
-            }
+        let asked = spec.map(TargetSet::parse).transpose().map_err(Failure::usage)?;
+        let chosen = crate::ops::targets(stack, asked, &crate::host::HostRoot::from_env()).map_err(Failure::usage)?;
+        if chosen.from_card && self.verbosity != crate::progress::Verbosity::Quiet {
+            eprintln!("note: no --target given: building for {}, from {}", chosen.set, chosen.from);
         }
-        Ok(targets)
+        Ok(chosen.set)
     }
+}
 
-    fn asked_targets(&self, stack: &Stack, spec: Option<&str>) -> Result<TargetSet, Failure> {
-        match spec {
-            Some(s) => TargetSet::parse(s).map_err(Failure::usage),
-            None => {
-                let gpus = crate::host::gpu::detect(&crate::host::HostRoot::from_env());
-                let (targets, from) = crate::host::gpu::default_targets(stack, &gpus);
-                if crate::host::gpu::single_rdna1_target(&gpus).is_some()
-                    && self.verbosity != crate::progress::Verbosity::Quiet
-                {
-                    eprintln!("note: no --target given: building for {targets}, from {from}");
-                }
-                Ok(targets)
-            }
-        }
+/// A pinning failure: bad usage when it is about what was asked.
+fn lock_failure(e: crate::ops::lock::LockError) -> Failure {
+    use crate::ops::lock::LockError;
+    match e {
+        LockError::Graph(_) | LockError::UnknownRecipe(_) => Failure::usage(e),
+        _ => Failure::failed(e),
     }
 }
 

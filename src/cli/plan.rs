@@ -2,8 +2,9 @@
 
 use super::{CliResult, Context, Failure, Selection};
 use crate::engine::budget;
-use crate::ops::plan::{plan, PlanRequest};
+use crate::ops::plan::plan;
 use crate::plan::night::Order;
+use crate::plan::Request;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -33,14 +34,16 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
     let stack = ctx.stack(&tree)?;
     let cfg = ctx.config()?;
     if args.locked {
-        ctx.pinned_stack(&tree, &args.selection.recipes, true)?;
+        ctx.check_locked(&tree, &args.selection.recipes)?;
     }
-    let req = PlanRequest {
+    let req = Request {
         recipes: args.selection.recipes.clone(),
         targets: ctx.targets(&stack, args.selection.target.as_deref())?,
         prefix: ctx.prefix(&cfg, &stack, args.prefix.as_deref()),
         rebuild: Vec::new(),
         order: Order::from_env().map_err(|e| Failure::usage(anyhow::anyhow!(e)))?,
+        rocm_path: cfg.rocm_path.clone(),
+        installation: ctx.installation.clone(),
     };
     let jobs = args.jobs.unwrap_or_else(budget::default_jobs).max(1);
     if let Some(m) = args.memory_gb.filter(|m| !(m.is_finite() && *m > 0.0)) {

@@ -51,7 +51,7 @@ pub struct Args {
 /// kernels, minutes on gfx1010; more than a week is a hang however it is counted).
 const MAX_TIMEOUT_S: f64 = 7.0 * 24.0 * 3600.0;
 
-const CPU_MODE: &str = "CPU MODE: this proves the case programs, not a GPU";
+const CPU_MODE: &str = "CPU MODE: this tests the case programs, not a GPU";
 
 fn secs(s: Option<f64>) -> String {
     s.map(|s| format!("{s:.3}s")).unwrap_or_else(|| "-".into())

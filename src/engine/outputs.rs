@@ -211,8 +211,8 @@ impl Engine<'_> {
             self.plan.rocm_path.as_ref().map(|p| crate::installation::Installation::open(p, &self.cfg.state_dir));
         let mut chosen = Vec::new();
         for (dep, globs) in &spec.files {
-            let taken = self.plan.entry(dep).is_some_and(|e| e.state == crate::plan::State::External);
-            let skipped = self.plan.entry(dep).is_some_and(|e| e.state == crate::plan::State::Skipped);
+            let taken = self.plan.entry(dep).is_some_and(|e| e.state() == crate::plan::State::External);
+            let skipped = self.plan.entry(dep).is_some_and(|e| e.state() == crate::plan::State::Skipped);
             if skipped {
                 continue;
             }

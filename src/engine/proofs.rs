@@ -35,11 +35,23 @@ pub fn check_step_names(c: &PostCheck) -> Vec<String> {
     }
 }
 
-/// Writes a fresh copy of the check's files into its directory (before its first step runs).
+/// Writes a fresh copy of the check's files into its directory, and of its helpers beside it
+/// (`<dir>/../<helpers>/`, where the check's code finds them as in the recipe tree), before its
+/// first step runs.
 pub fn materialize(c: &PostCheck, dir: &Path) -> Result<(), BuildError> {
+    write_fresh(dir, &c.files)?;
+    if let Some((name, files)) = &c.helpers {
+        let beside = dir.parent().unwrap_or(dir).join(name);
+        write_fresh(&beside, files)?;
+    }
+    Ok(())
+}
+
+/// `files` (path relative to `dir`, content) as the only content of `dir`.
+pub fn write_fresh(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<(), BuildError> {
     crate::fsutil::remove_dir_all_if_exists(dir).map_err(io_err("cannot clean", dir))?;
     std::fs::create_dir_all(dir).map_err(io_err("cannot create", dir))?;
-    for (rel, bytes) in &c.files {
+    for (rel, bytes) in files {
         let path = dir.join(rel);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(io_err("cannot create", parent))?;

@@ -456,7 +456,7 @@ impl Engine<'_> {
             .build_deps
             .iter()
             .map(|dep| {
-                let taken = self.plan.entry(dep).is_some_and(|e| e.state == crate::plan::State::External);
+                let taken = self.plan.entry(dep).is_some_and(|e| e.state() == crate::plan::State::External);
                 let root = match &self.plan.rocm_path {
                     Some(dir) if taken => dir.clone(),
                     _ => self.plan.prefix.clone(),
@@ -521,7 +521,7 @@ impl Engine<'_> {
                 let absent = self
                     .plan
                     .entry(dep)
-                    .is_some_and(|e| matches!(e.state, crate::plan::State::External | crate::plan::State::Skipped));
+                    .is_some_and(|e| matches!(e.state(), crate::plan::State::External | crate::plan::State::Skipped));
                 let r = &self.stack.recipes[dep];
                 if !absent {
                     out.extend(r.cmake_packages.iter().cloned());

@@ -132,56 +132,7 @@ fn provides(r: &Recipe, project: &str) -> bool {
 pub fn check(root: &HostRoot, recipes: &[&Recipe], python: Option<(&str, &str)>) -> HostCheck {
     let os = Os::read(root);
     let dpkg = Installed::read(root);
-    let mut packages: BTreeMap<PackageNeed, Vec<String>> = BTreeMap::new();
-    let mut commands: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut modules: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut headers: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut cmake: Vec<(&VersionReq, &str)> = Vec::new();
-    let mut bounds: BTreeMap<Bounded, Vec<(&VersionBound, &str)>> = BTreeMap::new();
-    let add = |m: &mut BTreeMap<String, Vec<String>>, k: &str, r: &str| {
-        m.entry(k.to_string()).or_default().push(r.to_string())
-    };
-    for r in recipes {
-        let h = &r.host;
-        for p in &h.packages {
-            packages.entry(p.clone()).or_default().push(r.name.clone());
-        }
-        for c in &h.commands {
-            add(&mut commands, c, &r.name);
-        }
-        if r.build.system == BuildSystem::RuntimeWheel {
-            // It sets the RUNPATH of the libraries it puts in its wheel (`wheel::runtime`).
-            add(&mut commands, "patchelf", &r.name);
-        }
-        if r.build.system == BuildSystem::Cmake {
-            for (tool, project) in [("cmake", "cmake"), ("ninja", "ninja")] {
-                if !provides(r, project) {
-                    add(&mut commands, tool, &r.name);
-                }
-            }
-        }
-        for m in &h.pkg_config {
-            add(&mut modules, m, &r.name);
-        }
-        for i in &h.headers {
-            add(&mut headers, i, &r.name);
-        }
-        if let Some(range) = &h.cmake {
-            if !provides(r, "cmake") {
-                cmake.push((range, &r.name));
-            }
-        }
-        for b in &h.versions {
-            bounds.entry(b.dependency).or_default().push((b, &r.name));
-        }
-    }
-
-    for list in
-        packages.values_mut().chain(commands.values_mut()).chain(modules.values_mut()).chain(headers.values_mut())
-    {
-        list.sort();
-        list.dedup();
-    }
+    let Wanted { packages, commands, modules, headers, cmake, bounds } = Wanted::of(recipes);
     let mut needs = Vec::new();
     let mut notes = Vec::new();
     let mut to_install: Vec<PackageNeed> = Vec::new();
@@ -225,34 +176,7 @@ pub fn check(root: &HostRoot, recipes: &[&Recipe], python: Option<(&str, &str)>)
         });
     }
     let mut fixes = Vec::new();
-    if !cmake.is_empty() {
-        if let Some(path) = super::which("cmake") {
-            let version = super::tool_version(&path).and_then(|l| super::version_in(&l));
-            // The recipes whose range this CMake is outside of, else all of them.
-            let refusing: Vec<&(&VersionReq, &str)> =
-                cmake.iter().filter(|(r, _)| !version.as_deref().is_some_and(|v| r.matches(v))).collect();
-            let ok = refusing.is_empty();
-            let shown: Vec<&(&VersionReq, &str)> = if ok { cmake.iter().collect() } else { refusing };
-            let range = VersionReq::all_of(shown.iter().map(|(r, _)| *r)).expect("at least one range");
-            let mut rs: Vec<String> = shown.iter().map(|(_, n)| n.to_string()).collect();
-            rs.sort();
-            rs.dedup();
-            if !ok {
-                fixes.push(format!(
-                    "uv tool install \"cmake{}\"   # then put ~/.local/bin first on PATH",
-                    range.to_string().replace(' ', "")
-                ));
-            }
-            needs.push(NeedCheck {
-                kind: "cmake",
-                name: range.to_string(),
-                recipes: rs,
-                state: if ok { State::Ok } else { State::Missing },
-                found: Some(format!("{} at {}", version.as_deref().unwrap_or("an unknown version"), path.display())),
-                fix: None,
-            });
-        }
-    }
+    needs.extend(cmake_need(&cmake, &mut fixes));
     for (dep, list) in &bounds {
         needs.push(check_bound(root, *dep, list));
     }
@@ -300,6 +224,106 @@ pub fn check(root: &HostRoot, recipes: &[&Recipe], python: Option<(&str, &str)>)
         None => {}
     }
     HostCheck { os, needs, fixes, notes }
+}
+
+/// What the recipes need, each need with the recipes that state it (sorted, once each).
+struct Wanted<'a> {
+    packages: BTreeMap<PackageNeed, Vec<String>>,
+    commands: BTreeMap<String, Vec<String>>,
+    modules: BTreeMap<String, Vec<String>>,
+    headers: BTreeMap<String, Vec<String>>,
+    cmake: Vec<(&'a VersionReq, &'a str)>,
+    bounds: BTreeMap<Bounded, Vec<(&'a VersionBound, &'a str)>>,
+}
+
+impl<'a> Wanted<'a> {
+    fn of(recipes: &[&'a Recipe]) -> Wanted<'a> {
+        let mut packages: BTreeMap<PackageNeed, Vec<String>> = BTreeMap::new();
+        let mut commands: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut modules: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut headers: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut cmake: Vec<(&VersionReq, &str)> = Vec::new();
+        let mut bounds: BTreeMap<Bounded, Vec<(&VersionBound, &str)>> = BTreeMap::new();
+        let add = |m: &mut BTreeMap<String, Vec<String>>, k: &str, r: &str| {
+            m.entry(k.to_string()).or_default().push(r.to_string())
+        };
+        for r in recipes {
+            let h = &r.host;
+            for p in &h.packages {
+                packages.entry(p.clone()).or_default().push(r.name.clone());
+            }
+            for c in &h.commands {
+                add(&mut commands, c, &r.name);
+            }
+            if r.build.system == BuildSystem::RuntimeWheel {
+                // It sets the RUNPATH of the libraries it puts in its wheel (`wheel::runtime`).
+                add(&mut commands, "patchelf", &r.name);
+            }
+            if r.build.system == BuildSystem::Cmake {
+                for (tool, project) in [("cmake", "cmake"), ("ninja", "ninja")] {
+                    if !provides(r, project) {
+                        add(&mut commands, tool, &r.name);
+                    }
+                }
+            }
+            for m in &h.pkg_config {
+                add(&mut modules, m, &r.name);
+            }
+            for i in &h.headers {
+                add(&mut headers, i, &r.name);
+            }
+            if let Some(range) = &h.cmake {
+                if !provides(r, "cmake") {
+                    cmake.push((range, &r.name));
+                }
+            }
+            for b in &h.versions {
+                bounds.entry(b.dependency).or_default().push((b, &r.name));
+            }
+        }
+
+        for list in
+            packages.values_mut().chain(commands.values_mut()).chain(modules.values_mut()).chain(headers.values_mut())
+        {
+            list.sort();
+            list.dedup();
+        }
+        Wanted { packages, commands, modules, headers, cmake, bounds }
+    }
+}
+
+/// The CMake on `PATH` against every recipe's range (the recipes it is outside of, else all of
+/// them), with the install line when it is outside; `None` when no recipe states a range or no
+/// CMake is on `PATH` (the command check says so).
+fn cmake_need(cmake: &[(&VersionReq, &str)], fixes: &mut Vec<String>) -> Option<NeedCheck> {
+    if cmake.is_empty() {
+        return None;
+    }
+    let path = super::which("cmake")?;
+    let version = super::tool_version(&path).and_then(|l| super::version_in(&l));
+    // The recipes whose range this CMake is outside of, else all of them.
+    let refusing: Vec<&(&VersionReq, &str)> =
+        cmake.iter().filter(|(r, _)| !version.as_deref().is_some_and(|v| r.matches(v))).collect();
+    let ok = refusing.is_empty();
+    let shown: Vec<&(&VersionReq, &str)> = if ok { cmake.iter().collect() } else { refusing };
+    let range = VersionReq::all_of(shown.iter().map(|(r, _)| *r)).expect("at least one range");
+    let mut rs: Vec<String> = shown.iter().map(|(_, n)| n.to_string()).collect();
+    rs.sort();
+    rs.dedup();
+    if !ok {
+        fixes.push(format!(
+            "uv tool install \"cmake{}\"   # then put ~/.local/bin first on PATH",
+            range.to_string().replace(' ', "")
+        ));
+    }
+    Some(NeedCheck {
+        kind: "cmake",
+        name: range.to_string(),
+        recipes: rs,
+        state: if ok { State::Ok } else { State::Missing },
+        found: Some(format!("{} at {}", version.as_deref().unwrap_or("an unknown version"), path.display())),
+        fix: None,
+    })
 }
 
 /// One dependency's bounds, of every recipe stating one, against its version on the host: the

@@ -4,32 +4,27 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::plan::{plan_graph, PlanRequest};
+use super::plan::plan_graph;
 use super::UsageError;
 use crate::config::{CompilerCacheChoice, Config};
 use crate::engine::compilers::Launchers;
 use crate::engine::{budget, BuildError, Engine, EngineOptions, Outcome};
 use crate::graph::BuildGraph;
-use crate::plan::night::Order;
+use crate::plan::Request;
 use crate::progress::{self, Fanout, Verbosity};
 use crate::recipe::{RecipeTree, Stack};
 use crate::report::status::Waiting;
 use crate::report::{self, Recorder};
-use crate::target::TargetSet;
 
 #[derive(Debug, Clone)]
 pub struct BuildRequest {
-    pub recipes: Vec<String>,
-    pub targets: TargetSet,
+    /// What is planned (`until` narrows its recipes).
+    pub plan: Request,
     /// The job budget (default: cores).
     pub jobs: Option<usize>,
-    pub rebuild: Vec<String>,
     pub keep_going: bool,
     /// Stop after this recipe (build only it and what it needs).
     pub until: Option<String>,
-    pub prefix: PathBuf,
-    /// The order ready recipes start in.
-    pub order: Order,
     /// `--compiler-cache`: overrides the config's `compiler-cache`.
     pub compiler_cache: Option<CompilerCacheChoice>,
 }
@@ -55,11 +50,11 @@ pub fn build(
     verbosity: Verbosity,
 ) -> Result<BuildRun, anyhow::Error> {
     let launchers = Launchers::resolve(cfg, req.compiler_cache)?;
-    let full = BuildGraph::closure(stack, &req.recipes)?;
+    let full = BuildGraph::closure(stack, &req.plan.recipes)?;
     let outside = |flag: &str, r: &str| {
-        UsageError(format!("{flag} {r}: `{r}` is not part of this build ({})", req.recipes.join(", ")))
+        UsageError(format!("{flag} {r}: `{r}` is not part of this build ({})", req.plan.recipes.join(", ")))
     };
-    if let Some(r) = req.rebuild.iter().find(|r| !full.contains(r)) {
+    if let Some(r) = req.plan.rebuild.iter().find(|r| !full.contains(r)) {
         return Err(outside("--rebuild", r).into());
     }
     let graph = match &req.until {
@@ -72,18 +67,11 @@ pub fn build(
     if publishes {
         cfg.check_index_writable(&crate::index::stack_dir(&cfg.index_dir(), stack))?;
     }
-    let plan_req = PlanRequest {
-        recipes: graph.requested().to_vec(),
-        targets: req.targets.clone(),
-        prefix: req.prefix.clone(),
-        rebuild: req.rebuild.clone(),
-        order: req.order,
-    };
     let display = progress::display(verbosity, report::load_durations(&cfg.state_dir, &stack.name));
     // One store for the plan and the build: a remote cache found unreachable while planning is
     // not asked again.
     let store = crate::cache::open(cfg, display.clone())?;
-    let plan = plan_graph(cfg, tree, stack, &graph, &plan_req, store.as_ref());
+    let plan = plan_graph(cfg, tree, stack, &graph, &req.plan, store.as_ref());
     let in_plan: Vec<&str> = plan.recipes.iter().map(|e| e.name.as_str()).collect();
     for (recipe, warning) in stack.unlisted_patch_warnings(tree, &in_plan) {
         display.warn(&recipe, &warning);

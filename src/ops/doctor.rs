@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::engine::budget;
-use crate::graph::{BuildGraph, GraphError};
+use crate::graph::BuildGraph;
 use crate::host::glibc::{self, Glibc};
 use crate::host::gpu::{self, Gpu};
 use crate::host::needs::{self, HostCheck};
@@ -29,6 +29,8 @@ pub struct DoctorRequest {
     /// With `--rocm-path`: audit its libMIOpen's kernels with these settings (targets and work
     /// folder replaced by the doctor's); `None`: do not.
     pub kernel_audit: Option<crate::audit::Settings>,
+    /// What the user decided about an installed ROCm (`--from-source`, ...).
+    pub installation: crate::installation::Choices,
 }
 
 /// A tool on `PATH` and the first line of its `--version`.
@@ -127,6 +129,7 @@ fn installation_report(
     stack: &Stack,
     recipes: &[&Recipe],
     targets: &TargetSet,
+    choices: &crate::installation::Choices,
     root: &HostRoot,
 ) -> Option<InstallationReport> {
     let (path, from) = match &cfg.rocm_path {
@@ -165,7 +168,7 @@ fn installation_report(
     for recipe in recipes {
         // The targets it would really be built for, as the plan decides them.
         let decided = recipe.targets.decide(targets);
-        match inst.decide(recipe, &stack.rocm_version, decided.targets(), &cfg.installation) {
+        match inst.decide(recipe, &stack.rocm_version, decided.targets(), choices) {
             Some(crate::installation::Decision::Take { .. }) => r.taken.push(recipe.name.clone()),
             Some(crate::installation::Decision::Absent(_)) => r.absent.push(recipe.name.clone()),
             Some(crate::installation::Decision::Build(why)) => r.built.push((recipe.name.clone(), why)),
@@ -186,7 +189,7 @@ impl Doctor {
 
 const TOOLS: &[&str] = &["cc", "c++", "hipcc", "cmake", "ninja", "git", "python3", "ccache", "sccache"];
 
-pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor, GraphError> {
+pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor, anyhow::Error> {
     let root = HostRoot::from_env();
     let recipes: Vec<&Recipe> = if req.recipes.is_empty() {
         stack.recipes.values().collect()
@@ -205,6 +208,60 @@ pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor
         .collect();
     let mut warnings = Vec::new();
 
+    let (disk, other_disks) = disks(cfg, stack, &mut warnings);
+
+    let memory = memory_fit(&root, &building, req.jobs, &mut warnings);
+
+    let gpus = gpu::detect(&root);
+    let super::Targets { set: targets, from: targets_from, .. } = super::targets(stack, req.targets.clone(), &root)?;
+    let account = gpu_access(&root, &gpus, &targets, &mut warnings);
+    let hsa_override = std::env::var("HSA_OVERRIDE_GFX_VERSION").ok().filter(|v| !v.is_empty());
+    if let Some(v) = &hsa_override {
+        warnings.push(format!(
+            "HSA_OVERRIDE_GFX_VERSION={v} is set: a native build for {targets} must run without it (it makes ROCm load code for another GPU, the crashes and hangs this build avoids): `unset HSA_OVERRIDE_GFX_VERSION`, and remove it from your shell's startup files"
+        ));
+    }
+    let compiler_cache = compiler_cache(cfg, &tools, &mut warnings);
+    let installation = if stack.is_native() {
+        installation_report(cfg, stack, &building, &targets, &req.installation, &root)
+    } else {
+        None
+    };
+    // A binary stack's wheels: what their GPU code means for the card (native stacks: nothing).
+    let code = if stack.is_native() { Vec::new() } else { crate::gpu_code::load(&cfg.prefix_for(&stack.name)) };
+    let wheels = match crate::gpu_code::choose(stack, None, &code, &targets) {
+        Ok(c) if !code.is_empty() => Some(format!(
+            "profile {}: {}",
+            c.profile.map(|p| p.name.as_str()).unwrap_or("(none)"),
+            c.why().unwrap_or_default()
+        )),
+        _ => None,
+    };
+    Ok(Doctor {
+        miopen_audit: miopen_audit(cfg, req, &targets),
+        installation,
+        stack: stack.name.clone(),
+        recipes: recipes.len(),
+        glibc: glibc::detect(&root),
+        tools,
+        check,
+        disk,
+        other_disks,
+        memory,
+        gpus,
+        targets,
+        targets_from,
+        account,
+        hsa_override,
+        compiler_cache,
+        wheels,
+        warnings,
+    })
+}
+
+/// The work dir's disk against the stack's estimate, and the state and cache dirs' disks when
+/// they are others.
+fn disks(cfg: &Config, stack: &Stack, warnings: &mut Vec<String>) -> (Option<Disk>, Vec<OtherDisk>) {
     let work_disk = crate::fsutil::disk_space(&cfg.work_dir);
     let mut also = Vec::new();
     let mut other_disks = Vec::new();
@@ -241,20 +298,19 @@ pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor
             ));
         }
     }
+    (disk, other_disks)
+}
 
-    let memory = host::memory(&root).map(|m| {
+/// The host's memory against `jobs` jobs of the heaviest recipe (per job).
+fn memory_fit(root: &HostRoot, building: &[&Recipe], jobs: usize, warnings: &mut Vec<String>) -> Option<MemoryFit> {
+    let memory = host::memory(root).map(|m| {
         let heaviest = building
             .iter()
             .filter(|r| !matches!(r.build.system, crate::recipe::BuildSystem::PrebuiltWheel))
             .max_by(|a, b| a.build.memory_per_job_gb.total_cmp(&b.build.memory_per_job_gb))
             .map(|r| (r.name.clone(), r.build.memory_per_job_gb));
         let per_job = heaviest.as_ref().map(|h| h.1).unwrap_or(0.0);
-        MemoryFit {
-            memory: m,
-            jobs: req.jobs,
-            jobs_that_fit: budget::jobs_for(req.jobs, per_job, Some(m.available)),
-            heaviest,
-        }
+        MemoryFit { memory: m, jobs, jobs_that_fit: budget::jobs_for(jobs, per_job, Some(m.available)), heaviest }
     });
     if let Some(MemoryFit { jobs, jobs_that_fit, heaviest: Some((name, gb)), memory }) = &memory {
         if jobs_that_fit < jobs {
@@ -264,12 +320,11 @@ pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor
             ));
         }
     }
+    memory
+}
 
-    let gpus = gpu::detect(&root);
-    let (targets, targets_from) = match &req.targets {
-        Some(t) => (t.clone(), "--target".to_string()),
-        None => gpu::default_targets(stack, &gpus),
-    };
+/// Whether the GPUs seen are among `targets`, and whether this user may open them.
+fn gpu_access(root: &HostRoot, gpus: &[Gpu], targets: &TargetSet, warnings: &mut Vec<String>) -> Account {
     if gpus.is_empty() {
         warnings.push(format!(
             "no GPU seen (no KFD node under {}, no RDNA1 card on PCI): a build works without one, but nothing can be run or verified here",
@@ -282,7 +337,7 @@ pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor
         ));
     }
 
-    let account = host::account(&root);
+    let account = host::account(root);
     if !gpus.is_empty() && account.uid != 0 {
         let missing: Vec<&str> = account
             .groups
@@ -300,13 +355,13 @@ pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor
             ));
         }
     }
-    let hsa_override = std::env::var("HSA_OVERRIDE_GFX_VERSION").ok().filter(|v| !v.is_empty());
-    if let Some(v) = &hsa_override {
-        warnings.push(format!(
-            "HSA_OVERRIDE_GFX_VERSION={v} is set: a native build for {targets} must run without it (it makes ROCm load code for another GPU, the crashes and hangs this build avoids): `unset HSA_OVERRIDE_GFX_VERSION`, and remove it from your shell's startup files"
-        ));
-    }
-    let compiler_cache = match crate::engine::compilers::Launchers::resolve(cfg, None) {
+    account
+}
+
+/// The compiler cache a build would use (`ccache`, `sccache + distcc`, `none`), or `None` when a
+/// build would not start.
+fn compiler_cache(cfg: &Config, tools: &[Tool], warnings: &mut Vec<String>) -> Option<String> {
+    match crate::engine::compilers::Launchers::resolve(cfg, None) {
         Ok(l) => {
             if l.cache.is_none() && cfg.compiler_cache == crate::config::CompilerCacheChoice::Auto {
                 let old = tools
@@ -331,48 +386,19 @@ pub fn doctor(cfg: &Config, stack: &Stack, req: &DoctorRequest) -> Result<Doctor
             warnings.push(format!("a build would not start: {e}"));
             None
         }
+    }
+}
+
+/// The installation's MIOpen, as it is: what its own kernels do on the targets (with
+/// `--rocm-path` and the kernel checks on; `None` otherwise).
+fn miopen_audit(cfg: &Config, req: &DoctorRequest, targets: &TargetSet) -> Option<crate::audit::Audit> {
+    let (rocm, settings) = cfg.rocm_path.as_deref().zip(req.kernel_audit.as_ref())?;
+    let library = crate::audit::installed_library(rocm)?;
+    let settings = crate::audit::Settings {
+        targets: targets.names().iter().map(|t| t.to_string()).collect(),
+        work: cfg.state_dir.join("miopen-audit").join("doctor"),
+        rocm: Some(rocm.to_path_buf()),
+        ..settings.clone()
     };
-    let installation =
-        if stack.is_native() { installation_report(cfg, stack, &building, &targets, &root) } else { None };
-    // A binary stack's wheels: what their GPU code means for the card (native stacks: nothing).
-    let code = if stack.is_native() { Vec::new() } else { crate::gpu_code::load(&cfg.prefix_for(&stack.name)) };
-    let wheels = match crate::gpu_code::choose(stack, None, &code, &targets) {
-        Ok(c) if !code.is_empty() => Some(format!(
-            "profile {}: {}",
-            c.profile.map(|p| p.name.as_str()).unwrap_or("(none)"),
-            c.why().unwrap_or_default()
-        )),
-        _ => None,
-    };
-    // The installation's MIOpen, as it is: what its own kernels do on the targets.
-    let miopen_audit = cfg.rocm_path.as_deref().zip(req.kernel_audit.as_ref()).and_then(|(rocm, settings)| {
-        let library = crate::audit::installed_library(rocm)?;
-        let settings = crate::audit::Settings {
-            targets: targets.names().iter().map(|t| t.to_string()).collect(),
-            work: cfg.state_dir.join("miopen-audit").join("doctor"),
-            rocm: Some(rocm.to_path_buf()),
-            ..settings.clone()
-        };
-        Some(settings.audit(0, &library))
-    });
-    Ok(Doctor {
-        miopen_audit,
-        installation,
-        stack: stack.name.clone(),
-        recipes: recipes.len(),
-        glibc: glibc::detect(&root),
-        tools,
-        check,
-        disk,
-        other_disks,
-        memory,
-        gpus,
-        targets,
-        targets_from,
-        account,
-        hsa_override,
-        compiler_cache,
-        wheels,
-        warnings,
-    })
+    Some(settings.audit(0, &library))
 }

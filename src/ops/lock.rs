@@ -55,6 +55,8 @@ pub enum LockError {
     Graph(#[from] GraphError),
     #[error(transparent)]
     LockFile(#[from] LockFileError),
+    #[error(transparent)]
+    Config(Box<crate::config::ConfigError>),
 }
 
 /// A pinned tag that resolved to another commit on `lock --update`.
@@ -139,7 +141,9 @@ pub struct Pinned {
 
 /// Before `build` / `fetch`: applies the stack's lock file, then pins what in the closure of
 /// `recipes` is still unpinned (writing the lock file) unless `locked`, which refuses with the
-/// list of every unpinned source. `stack` is as loaded, without the lock applied.
+/// list of every unpinned source; and checks that the dirs they write are writable (before
+/// pinning, which may fetch into the cache dir: an unusable one is said as such, not as a
+/// problem of the first source). `stack` is as loaded, without the lock applied.
 pub fn pin_closure(
     stack: &Stack,
     tree: &RecipeTree,
@@ -148,16 +152,14 @@ pub fn pin_closure(
     locked: bool,
     progress: &dyn Progress,
 ) -> Result<Pinned, LockError> {
-    let path = lockfile::path(tree, &cfg.state_dir, &stack.name);
-    let mut applied = stack.clone();
-    lockfile::apply_pins(&mut applied, &lockfile::read(&path)?, &path);
-    let graph = BuildGraph::closure(&applied, recipes)?;
-    let unpinned: Vec<(String, String)> = graph
-        .order()
-        .into_iter()
-        .filter_map(|n| lockfile::unpinned(&applied.recipes[n].source).map(|u| (n.to_string(), u.describe())))
-        .collect();
+    if !locked {
+        cfg.check_writable().map_err(|e| LockError::Config(Box::new(e)))?;
+    }
+    let (applied, unpinned, path) = unpinned_in_closure(stack, tree, cfg, recipes)?;
     if unpinned.is_empty() {
+        if locked {
+            cfg.check_writable().map_err(|e| LockError::Config(Box::new(e)))?;
+        }
         return Ok(Pinned { stack: applied, added: Vec::new(), path });
     }
     if locked {
@@ -168,6 +170,38 @@ pub fn pin_closure(
     let mut applied = stack.clone();
     lockfile::apply_pins(&mut applied, &lockfile::read(&path)?, &path);
     Ok(Pinned { stack: applied, added: report.added, path })
+}
+
+/// `plan --locked`: refuses, as `build --locked` would, when a source of the closure of
+/// `recipes` has no pin (the lock file applied); pins nothing, writes nothing.
+pub fn check_locked(stack: &Stack, tree: &RecipeTree, cfg: &Config, recipes: &[String]) -> Result<(), LockError> {
+    match unpinned_in_closure(stack, tree, cfg, recipes)? {
+        (_, unpinned, _) if unpinned.is_empty() => Ok(()),
+        (_, unpinned, path) => Err(LockError::Locked { path, unpinned }),
+    }
+}
+
+/// `stack` with its lock file applied, its unpinned sources (recipe, what it lacks), the lock file.
+type LockedClosure = (Stack, Vec<(String, String)>, PathBuf);
+
+/// `stack` with its lock file applied, the unpinned sources of the closure of `recipes` (recipe,
+/// what it lacks), and the lock file's path.
+fn unpinned_in_closure(
+    stack: &Stack,
+    tree: &RecipeTree,
+    cfg: &Config,
+    recipes: &[String],
+) -> Result<LockedClosure, LockError> {
+    let path = lockfile::path(tree, &cfg.state_dir, &stack.name);
+    let mut applied = stack.clone();
+    lockfile::apply_pins(&mut applied, &lockfile::read(&path)?, &path);
+    let graph = BuildGraph::closure(&applied, recipes)?;
+    let unpinned: Vec<(String, String)> = graph
+        .order()
+        .into_iter()
+        .filter_map(|n| lockfile::unpinned(&applied.recipes[n].source).map(|u| (n.to_string(), u.describe())))
+        .collect();
+    Ok((applied, unpinned, path))
 }
 
 /// The pin of one unpinned source: the commit `tag` of `url` names now, or the sha256 of `url`'s

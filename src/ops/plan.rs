@@ -1,29 +1,12 @@
 //! `plan`: the resolved build of some recipes, for some targets, into a prefix.
 
-use std::path::PathBuf;
-
 use crate::cache::Store;
 use crate::config::Config;
 use crate::engine::budget;
 use crate::graph::BuildGraph;
 use crate::history::History;
-use crate::plan::night::Order;
-use crate::plan::{self, Host, Plan, PlanOptions};
+use crate::plan::{self, Host, Plan, PlanOptions, Request};
 use crate::recipe::{RecipeTree, Stack};
-use crate::target::TargetSet;
-
-#[derive(Debug, Clone)]
-pub struct PlanRequest {
-    /// The recipes asked for (their closure is planned).
-    pub recipes: Vec<String>,
-    pub targets: TargetSet,
-    /// The install prefix (absolute: it is part of every key).
-    pub prefix: PathBuf,
-    /// Recipes forced to rebuild (with everything downstream of them).
-    pub rebuild: Vec<String>,
-    /// The order ready recipes start in (`night::Order::from_env()` for `ROCMFORGE_SCHEDULE`).
-    pub order: Order,
-}
 
 /// Plans the closure of `req.recipes` against the artifact store (local, then the remote cache
 /// if one is set: "remote hit") and the stack's history,
@@ -33,7 +16,7 @@ pub fn plan(
     cfg: &Config,
     tree: &RecipeTree,
     stack: &Stack,
-    req: &PlanRequest,
+    req: &Request,
     jobs: usize,
     memory_gb: Option<f64>,
 ) -> Result<Plan, anyhow::Error> {
@@ -46,10 +29,10 @@ pub fn plan(
     };
     let want = |e: &plan::PlanEntry| budget::jobs_for(jobs, stack.recipes[&e.name].build.memory_per_job_gb, memory);
     plan.estimate_night(jobs, memory_gb, want);
-    if cfg.rocm_path.is_some() {
+    if req.rocm_path.is_some() {
         // The short night beside the full one: the same plan with nothing taken.
-        let full_cfg = Config { rocm_path: None, ..cfg.clone() };
-        let mut full = plan_graph(&full_cfg, tree, stack, &graph, req, store.as_ref());
+        let full_req = Request { rocm_path: None, ..req.clone() };
+        let mut full = plan_graph(cfg, tree, stack, &graph, &full_req, store.as_ref());
         full.estimate_night(jobs, memory_gb, want);
         plan.full_night_secs = full.night.map(|n| n.estimated_secs);
     }
@@ -61,19 +44,15 @@ pub(crate) fn plan_graph(
     tree: &RecipeTree,
     stack: &Stack,
     graph: &BuildGraph,
-    req: &PlanRequest,
+    req: &Request,
     store: &dyn Store,
 ) -> Plan {
     let opts = PlanOptions {
-        targets: req.targets.clone(),
-        prefix: req.prefix.clone(),
-        rebuild: req.rebuild.clone(),
+        request: req,
         work_dir: cfg.work_dir.clone(),
         durations: crate::report::load_durations(&cfg.state_dir, &stack.name),
-        order: req.order,
-        installation: cfg.installation.clone(),
     };
-    let host = Host::detect(cfg.rocm_path.as_deref(), &cfg.state_dir);
+    let host = Host::detect(req.rocm_path.as_deref(), &cfg.state_dir);
     let history = History::new(&cfg.state_dir, &stack.name);
     plan::resolve(tree, stack, graph, &opts, &host, store, &history)
 }

@@ -125,75 +125,13 @@ pub fn verify(
 ) -> Result<VerifyReport, anyhow::Error> {
     let matrix = crate::verify::matrix();
     let ids: Vec<&str> = matrix.iter().map(|c| c.id.as_str()).collect();
-    // CPU mode comes from the caller's environment only (the recipe loader refuses it in a
-    // profile's `env`).
-    let cpu_mode = match std::env::var(DEVICE_VAR) {
-        Err(_) => false,
-        Ok(v) if v == "cpu" => true,
-        Ok(v) => {
-            return Err(UsageError(format!(
-                "{DEVICE_VAR}={v:?}: the only value it takes is `cpu` (unset it to run the cases on the GPU)"
-            ))
-            .into())
-        }
-    };
+    let cpu_mode = cpu_mode()?;
     let host = HostRoot::from_env();
     let gpus = gpu::detect(&host);
     let (profile, profile_why, python, env, mut root) = match stack {
         Some(stack) => {
-            // The profile the activation below applies: on a binary stack the wheels' GPU code
-            // picks it.
-            let code = crate::gpu_code::load(&req.prefix);
-            let choice =
-                crate::gpu_code::choose(stack, req.profile.as_deref(), &code, &req.targets).map_err(UsageError)?;
-            let profile = choice.profile;
-            if let Some(p) = profile {
-                for (what, list) in p.known.lists() {
-                    if let Some(h) = list.iter().find(|h| !ids.contains(&h.as_str())) {
-                        return Err(UsageError(format!(
-                            "{}: profile `{}` lists {what} `{h}`, which is no case of the verify matrix (`rocmforge verify --list`)",
-                            stack.file, p.name
-                        ))
-                        .into());
-                    }
-                }
-            }
-            check_cases(req, &ids)?;
-            let venv = crate::venv::dir(&cfg.state_dir, &stack.name);
-            let python = match &req.python {
-                Some(p) => p.clone(),
-                None => {
-                    let p = crate::venv::python(&venv);
-                    if !p.is_file() {
-                        return Err(UsageError(format!(
-                            "stack `{}` has no venv at {} yet: build it (`rocmforge build`, which fills the venv with the stack's wheels), or pass --python",
-                            stack.name,
-                            venv.display()
-                        ))
-                        .into());
-                    }
-                    p
-                }
-            };
-            // The same activation `rocmforge env` prints, with the profile chosen above.
-            let activation = super::env::activation(
-                cfg,
-                stack,
-                &super::env::EnvRequest {
-                    targets: req.targets.clone(),
-                    prefix: req.prefix.clone(),
-                    profile: req.profile.clone(),
-                },
-                &choice,
-                &gpus,
-            );
-            let mut env: BTreeMap<String, String> = std::env::vars().collect();
-            // A native build must run its own code, whatever the caller's environment says.
-            if stack.is_native() {
-                env.remove(GFX_OVERRIDE_VAR);
-            }
-            let env = crate::activate::apply(&activation, env);
-            (profile, choice.why(), python, env, cfg.state_dir.join("verify").join(&stack.name))
+            let r = stack_run(cfg, stack, req, &ids, &gpus)?;
+            (r.profile, r.profile_why, r.python, r.env, r.root)
         }
         None => {
             check_cases(req, &ids)?;
@@ -225,28 +163,10 @@ pub fn verify(
     });
     let interrupted = |what: String| crate::process::signalled().map(|signal| Interrupted { signal, what });
     // A torch rocmforge did not install: what it is and carries, before the cases.
-    let torch_found = stack.is_none().then(|| {
-        let card = gpus
-            .iter()
-            .find(|g| g.is_rdna1())
-            .or(gpus.first())
-            .map(|g| g.gfx.clone())
-            .or_else(|| req.targets.names().first().map(|t| t.to_string()));
-        let printed = crate::verify::probe::run(&python, &env, &root.join("probe"), req.timeout)
-            .unwrap_or_else(|e| crate::verify::probe::Printed { error: Some(e), ..Default::default() });
-        crate::verify::probe::assess(printed, card.as_deref())
-    });
-    let miopen_audit = torch_found.as_ref().and_then(|t| {
-        let settings = req.kernel_audit.as_ref()?;
-        let library = t.printed.miopen_library.as_deref().filter(|l| l.is_file())?;
-        // The targets asked, else the RDNA1 card found, else gfx1010.
-        let mut targets: Vec<String> = req.targets.names().iter().map(|t| t.to_string()).collect();
-        if targets.is_empty() {
-            targets.push(gpus.iter().find(|g| g.is_rdna1()).map(|g| g.gfx.clone()).unwrap_or_else(|| "gfx1010".into()));
-        }
-        let settings = crate::audit::Settings { targets, work: root.join("miopen-audit"), ..settings.clone() };
-        Some(settings.audit(0, library))
-    });
+    let (torch_found, miopen_audit) = match stack {
+        Some(_) => (None, None),
+        None => look_at_torch(req, &gpus, &python, &env, &root),
+    };
     let started = crate::report::utc(std::time::SystemTime::now());
     let runner = Runner {
         python: python.clone(),
@@ -304,11 +224,136 @@ pub fn verify(
         unexpected,
         saved: None,
     };
-    let json = serde_json::to_string_pretty(&report).expect("the report serialises");
+    report.saved = Some(save(&report, &root)?);
+    Ok(report)
+}
+
+/// Whether the cases run on the CPU: from the caller's environment only (the recipe loader
+/// refuses it in a profile's `env`), and only as `cpu`.
+fn cpu_mode() -> Result<bool, anyhow::Error> {
+    match std::env::var(DEVICE_VAR) {
+        Err(_) => Ok(false),
+        Ok(v) if v == "cpu" => Ok(true),
+        Ok(v) => Err(UsageError(format!(
+            "{DEVICE_VAR}={v:?}: the only value it takes is `cpu` (unset it to run the cases on the GPU)"
+        ))
+        .into()),
+    }
+}
+
+/// What a run with a stack runs under: the profile (and why), the Python (the stack's venv
+/// unless --python), the environment with the stack's activation applied, the report folder.
+struct RunUnder<'a> {
+    profile: Option<&'a crate::recipe::Profile>,
+    profile_why: Option<String>,
+    python: PathBuf,
+    env: BTreeMap<String, String>,
+    root: PathBuf,
+}
+
+fn stack_run<'a>(
+    cfg: &Config,
+    stack: &'a Stack,
+    req: &VerifyRequest,
+    ids: &[&str],
+    gpus: &[Gpu],
+) -> Result<RunUnder<'a>, anyhow::Error> {
+    // The profile the activation below applies: on a binary stack the wheels' GPU code
+    // picks it.
+    let code = crate::gpu_code::load(&req.prefix);
+    let choice = crate::gpu_code::choose(stack, req.profile.as_deref(), &code, &req.targets).map_err(UsageError)?;
+    let profile = choice.profile;
+    if let Some(p) = profile {
+        for (what, list) in p.known.lists() {
+            if let Some(h) = list.iter().find(|h| !ids.contains(&h.as_str())) {
+                return Err(UsageError(format!(
+                    "{}: profile `{}` lists {what} `{h}`, which is no case of the verify matrix (`rocmforge verify --list`)",
+                    stack.file, p.name
+                ))
+                .into());
+            }
+        }
+    }
+    check_cases(req, ids)?;
+    let venv = crate::venv::dir(&cfg.state_dir, &stack.name);
+    let python = match &req.python {
+        Some(p) => p.clone(),
+        None => {
+            let p = crate::venv::python(&venv);
+            if !p.is_file() {
+                return Err(UsageError(format!(
+                    "stack `{}` has no venv at {} yet: build it (`rocmforge build`, which fills the venv with the stack's wheels), or pass --python",
+                    stack.name,
+                    venv.display()
+                ))
+                .into());
+            }
+            p
+        }
+    };
+    // The same activation `rocmforge env` prints, with the profile chosen above.
+    let activation = super::env::activation(
+        cfg,
+        stack,
+        &super::env::EnvRequest {
+            targets: req.targets.clone(),
+            prefix: req.prefix.clone(),
+            profile: req.profile.clone(),
+        },
+        &choice,
+        gpus,
+    );
+    let mut env: BTreeMap<String, String> = std::env::vars().collect();
+    // A native build must run its own code, whatever the caller's environment says.
+    if stack.is_native() {
+        env.remove(GFX_OVERRIDE_VAR);
+    }
+    let env = crate::activate::apply(&activation, env);
+    Ok(RunUnder {
+        profile,
+        profile_why: choice.why(),
+        python,
+        env,
+        root: cfg.state_dir.join("verify").join(&stack.name),
+    })
+}
+
+/// A torch rocmforge did not install: what it is and carries, and what its MIOpen's kernels do
+/// on the targets (the targets asked, else the RDNA1 card found, else gfx1010).
+fn look_at_torch(
+    req: &VerifyRequest,
+    gpus: &[Gpu],
+    python: &std::path::Path,
+    env: &BTreeMap<String, String>,
+    root: &std::path::Path,
+) -> (Option<crate::verify::probe::TorchFound>, Option<crate::audit::Audit>) {
+    let card = gpus
+        .iter()
+        .find(|g| g.is_rdna1())
+        .or(gpus.first())
+        .map(|g| g.gfx.clone())
+        .or_else(|| req.targets.names().first().map(|t| t.to_string()));
+    let printed = crate::verify::probe::run(python, env, &root.join("probe"), req.timeout)
+        .unwrap_or_else(|e| crate::verify::probe::Printed { error: Some(e), ..Default::default() });
+    let torch_found = crate::verify::probe::assess(printed, card.as_deref());
+    let library = torch_found.printed.miopen_library.as_deref().filter(|l| l.is_file());
+    let miopen_audit = req.kernel_audit.as_ref().zip(library).map(|(settings, library)| {
+        let mut targets: Vec<String> = req.targets.names().iter().map(|t| t.to_string()).collect();
+        if targets.is_empty() {
+            targets.push(gpus.iter().find(|g| g.is_rdna1()).map(|g| g.gfx.clone()).unwrap_or_else(|| "gfx1010".into()));
+        }
+        let settings = crate::audit::Settings { targets, work: root.join("miopen-audit"), ..settings.clone() };
+        settings.audit(0, library)
+    });
+    (Some(torch_found), miopen_audit)
+}
+
+/// The report as `<root>/reports/<utc>.json` and `<root>/latest.json`; the first's path.
+fn save(report: &VerifyReport, root: &std::path::Path) -> Result<PathBuf, anyhow::Error> {
+    let json = serde_json::to_string_pretty(report).expect("the report serialises");
     let file = root.join("reports").join(format!("{}.json", crate::report::compact_utc(std::time::SystemTime::now())));
     crate::fsutil::write_atomic(&file, json.as_bytes())
         .and_then(|()| crate::fsutil::write_atomic(&root.join("latest.json"), json.as_bytes()))
         .map_err(|e| anyhow::anyhow!("cannot save the verify report {}: {e}", file.display()))?;
-    report.saved = Some(file);
-    Ok(report)
+    Ok(file)
 }

@@ -106,7 +106,10 @@ impl PinInfo {
     }
 }
 
+/// One recipe of the plan. Its `state` and `reason` are derived from its `status` (and key):
+/// `--json` shows them after the fields below.
 #[derive(Debug, Clone, Serialize)]
+#[serde(remote = "Self")]
 pub struct PlanEntry {
     pub name: String,
     pub version: String,
@@ -124,8 +127,6 @@ pub struct PlanEntry {
     pub deps: Vec<String>,
     pub wave: usize,
     pub targets: TargetDecision,
-    pub state: State,
-    pub reason: String,
     pub key: CacheKey,
     /// What the key hashes (`rocmforge plan --json` shows why two keys differ).
     pub inputs: KeyInputs,
@@ -152,9 +153,48 @@ pub struct PlanEntry {
     pub on_installation: bool,
     #[serde(skip)]
     pub status: Status,
+    /// With an installed ROCm, for a recipe it builds: why the installation does not stand in
+    /// for it (`installation::Decision::Build` or `Absent`), said after the reason.
+    #[serde(skip)]
+    pub not_taken: Option<String>,
+}
+
+impl Serialize for PlanEntry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        /// The derived fields (`#[serde(remote = "Self")]` makes the derive an inherent function).
+        struct Fields<'a>(&'a PlanEntry);
+        impl Serialize for Fields<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                PlanEntry::serialize(self.0, s)
+            }
+        }
+        #[derive(Serialize)]
+        struct Shown<'a> {
+            #[serde(flatten)]
+            fields: Fields<'a>,
+            state: State,
+            reason: String,
+        }
+        Shown { fields: Fields(self), state: self.state(), reason: self.reason() }.serialize(s)
+    }
 }
 
 impl PlanEntry {
+    /// The state `plan` shows, from the status.
+    pub fn state(&self) -> State {
+        describe(&self.status, &self.key).0
+    }
+
+    /// Why it has its state, from the status (and, for a build, why the installation does not
+    /// stand in for it).
+    pub fn reason(&self) -> String {
+        let reason = describe(&self.status, &self.key).1;
+        match (&self.not_taken, self.builds()) {
+            (Some(why), true) => format!("{reason}; built: {why}"),
+            _ => reason,
+        }
+    }
+
     /// Will the build run this recipe's steps?
     pub fn builds(&self) -> bool {
         matches!(self.status, Status::Build { .. })
@@ -201,21 +241,33 @@ pub struct Plan {
     pub full_night_secs: Option<f64>,
 }
 
-/// What a plan is made for.
+/// What a plan is asked for: the one request of `plan` and `build` (which adds how to carry it
+/// out, `ops::build::BuildRequest`).
 #[derive(Debug, Clone)]
-pub struct PlanOptions {
+pub struct Request {
+    /// The recipes asked for (their closure is planned).
+    pub recipes: Vec<String>,
     pub targets: TargetSet,
     /// The install prefix (absolute): part of every key.
     pub prefix: PathBuf,
     /// Recipes forced to rebuild (with everything downstream of them).
     pub rebuild: Vec<String>,
+    /// The order ready recipes start in (`night::Order::from_env()` for `ROCMFORGE_SCHEDULE`).
+    pub order: Order,
+    /// The installed ROCm to take components from (`--rocm-path`, else the config's), if any.
+    pub rocm_path: Option<PathBuf>,
+    /// What the user decided about it (`--from-source`, `--take-installed`,
+    /// `--accept-rocm-version`).
+    pub installation: Choices,
+}
+
+/// What resolving a request reads beside it: where work dirs lie, and the last builds' times.
+#[derive(Debug, Clone)]
+pub struct PlanOptions<'a> {
+    pub request: &'a Request,
     pub work_dir: PathBuf,
     /// Each recipe's last build time in seconds (`report::load_durations`), for the estimates.
     pub durations: BTreeMap<String, f64>,
-    /// The order ready recipes start in.
-    pub order: Order,
-    /// What the user decided about the installed ROCm (`--from-source`, ...).
-    pub installation: Choices,
 }
 
 /// The host facts keys depend on: the allow-listed environment and the toolchain identity.

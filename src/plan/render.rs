@@ -41,10 +41,10 @@ impl Plan {
                 s.push_str(&format!("     checks:  {}\n", what.join("; ")));
             }
             s.push_str(&format!("     targets: {}\n", e.targets.describe()));
-            s.push_str(&format!("     state:   {} ({})\n", e.state.as_str(), e.reason));
+            s.push_str(&format!("     state:   {} ({})\n", e.state().as_str(), e.reason()));
         }
         let blocked: Vec<&str> =
-            self.recipes.iter().filter(|e| e.state == State::Blocked).map(|e| e.name.as_str()).collect();
+            self.recipes.iter().filter(|e| e.state() == State::Blocked).map(|e| e.name.as_str()).collect();
         if !blocked.is_empty() {
             s.push_str(&format!("\n{} blocked: {}\n", blocked.len(), blocked.join(", ")));
         }
@@ -75,7 +75,7 @@ impl Plan {
                 if n.critical_path.is_empty() { "nothing to build".to_string() } else { n.critical_path.join(" -> ") },
             ));
             if let (Some(full), Some(rocm)) = (self.full_night_secs, &self.rocm_path) {
-                let taken = self.recipes.iter().filter(|e| e.state == State::External).count();
+                let taken = self.recipes.iter().filter(|e| e.state() == State::External).count();
                 s.push_str(&format!(
                     "the short night on {}: {} recipe(s) taken from it; the full night (nothing taken) would be {}\n",
                     rocm.display(),

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::night::{self, Order, Work};
-use super::{describe, tasks_of, Host, PinInfo, Plan, PlanEntry, PlanOptions, State, Status};
+use super::{tasks_of, Host, PinInfo, Plan, PlanEntry, PlanOptions, State, Status};
 use crate::cache::{Located, Store};
 use crate::graph::BuildGraph;
 use crate::history::History;
@@ -22,12 +22,12 @@ pub fn resolve(
     tree: &RecipeTree,
     stack: &Stack,
     graph: &BuildGraph,
-    opts: &PlanOptions,
+    opts: &PlanOptions<'_>,
     host: &Host,
     store: &dyn Store,
     history: &History,
 ) -> Plan {
-    let forced = forced_by_rebuild(graph, &opts.rebuild);
+    let forced = forced_by_rebuild(graph, &opts.request.rebuild);
     let keyed = key_each(tree, stack, graph, opts, host);
     prefetch(store, &keyed, &forced);
     let taken: BTreeSet<&str> =
@@ -43,12 +43,6 @@ pub fn resolve(
         let r = &*built;
         let why_not_needed = needed.get(k.name).map(String::as_str);
         let status = status_of(&k, r, why_not_needed, &forced, opts, store, history, &mut accept_versions);
-        let (state, mut reason) = describe(&status, &k.key);
-        if let (Some(Decision::Build(why) | Decision::Absent(why)), true) =
-            (&k.decision, matches!(status, Status::Build { .. }))
-        {
-            reason = format!("{reason}; built: {why}");
-        }
         let estimate = estimate_of(r, &k.targets, &status, opts.durations.get(k.name));
         recipes.push(PlanEntry {
             name: r.name.clone(),
@@ -63,8 +57,6 @@ pub fn resolve(
             deps: graph.deps_of(k.name).into_iter().map(String::from).collect(),
             wave: waves.iter().position(|w| w.contains(&k.name)).unwrap_or(0),
             targets: k.targets,
-            state,
-            reason,
             key: k.key,
             inputs: k.inputs,
             work_dir: WorkDir::new(&opts.work_dir, &stack.name, k.name).root,
@@ -77,6 +69,10 @@ pub fn resolve(
             rank: 0,
             on_installation: uses_installation.get(k.name) == Some(&true),
             status,
+            not_taken: match k.decision {
+                Some(Decision::Build(why) | Decision::Absent(why)) => Some(why),
+                _ => None,
+            },
         });
     }
     let (rocm_llvm, rocm_device_libs) = taken_toolchain(stack, host, &recipes);
@@ -84,19 +80,19 @@ pub fn resolve(
     if let Some(rocm) = &host.rocm {
         rocm.save();
     }
-    rank(&mut recipes, opts.order);
+    rank(&mut recipes, opts.request.order);
     Plan {
         stack: stack.name.clone(),
         rocm_version: stack.rocm_version.clone(),
         requested: graph.requested().to_vec(),
-        targets: opts.targets.clone(),
-        prefix: opts.prefix.clone(),
+        targets: opts.request.targets.clone(),
+        prefix: opts.request.prefix.clone(),
         rocm_path: host.rocm.as_ref().map(|r| r.root.clone()),
         rocm_llvm,
         rocm_device_libs,
         taken_cmake_dirs,
         recipes,
-        schedule: opts.order,
+        schedule: opts.request.order,
         night: None,
         full_night_secs: None,
         accept_versions: {
@@ -135,14 +131,15 @@ fn key_each<'a>(
     tree: &RecipeTree,
     stack: &'a Stack,
     graph: &'a BuildGraph,
-    opts: &PlanOptions,
+    opts: &PlanOptions<'_>,
     host: &Host,
 ) -> Vec<Keyed<'a>> {
     let mut keys: BTreeMap<String, CacheKey> = BTreeMap::new();
     let mut keyed = Vec::new();
     for name in graph.order() {
         let r = &stack.recipes[name];
-        let targets = if r.is_source_only() { TargetDecision::SourceOnly } else { r.targets.decide(&opts.targets) };
+        let targets =
+            if r.is_source_only() { TargetDecision::SourceOnly } else { r.targets.decide(&opts.request.targets) };
         let decision = match (&host.rocm, &targets) {
             // A stand-in is the recipe built otherwise: an installation stands for it only as for
             // any build (unpatched, same version), and says why not.
@@ -152,7 +149,7 @@ fn key_each<'a>(
                 | TargetDecision::HostOnly
                 | TargetDecision::SourceOnly
                 | TargetDecision::StandIn { .. },
-            ) => rocm.decide(r, &stack.rocm_version, targets.targets(), &opts.installation),
+            ) => rocm.decide(r, &stack.rocm_version, targets.targets(), &opts.request.installation),
             _ => None,
         };
         let inputs = key_inputs(tree, stack, r, &targets, decision.as_ref(), graph, &keys, opts, host);
@@ -173,7 +170,7 @@ fn key_inputs(
     decision: Option<&Decision>,
     graph: &BuildGraph,
     keys: &BTreeMap<String, CacheKey>,
-    opts: &PlanOptions,
+    opts: &PlanOptions<'_>,
     host: &Host,
 ) -> KeyInputs {
     let external = match decision {
@@ -196,7 +193,7 @@ fn key_inputs(
         source: source.to_string(),
         patches: if external.is_some() { Vec::new() } else { crate::source::patch_digests(tree, r) },
         targets: targets_in_key(targets),
-        prefix: opts.prefix.display().to_string(),
+        prefix: opts.request.prefix.display().to_string(),
         env: if host_facts { host.env.clone() } else { BTreeMap::new() },
         toolchain: match (host_facts, r.build.system) {
             (false, _) => String::new(),
@@ -287,7 +284,7 @@ fn status_of(
     r: &Recipe,
     not_needed: Option<&str>,
     forced: &BTreeSet<&str>,
-    opts: &PlanOptions,
+    opts: &PlanOptions<'_>,
     store: &dyn Store,
     history: &History,
     accept_versions: &mut BTreeSet<String>,
@@ -309,7 +306,8 @@ fn status_of(
     } else if r.is_source_only() {
         Status::SourceOnly
     } else if forced.contains(name) {
-        let why = if opts.rebuild.iter().any(|f| f == name) { "--rebuild" } else { "--rebuild of a dependency" };
+        let why =
+            if opts.request.rebuild.iter().any(|f| f == name) { "--rebuild" } else { "--rebuild of a dependency" };
         Status::Build { reasons: vec![why.into()], forced: true }
     } else {
         match store.locate(&k.key) {
@@ -410,7 +408,7 @@ fn taken_toolchain(
     let taken_dir = |top: &str, dir: &str| {
         let rocm = host.rocm.as_ref()?;
         let takes = recipes.iter().any(|e| {
-            e.state == State::External
+            e.state() == State::External
                 && stack.recipes[&e.name].external.as_ref().is_some_and(|x| x.files.iter().any(|f| f.starts_with(top)))
         });
         takes.then(|| rocm.locate(dir)).flatten()
@@ -426,7 +424,7 @@ fn taken_cmake_dirs(stack: &Stack, host: &Host, recipes: &[PlanEntry]) -> BTreeM
         .map(|rocm| {
             recipes
                 .iter()
-                .filter(|e| e.state == State::External)
+                .filter(|e| e.state() == State::External)
                 .filter_map(|e| stack.recipes[&e.name].external.as_ref()?.cmake_package.clone())
                 .filter_map(|pkg| Some((pkg.clone(), rocm.locate(&format!("lib/cmake/{pkg}"))?)))
                 .collect()

@@ -228,7 +228,7 @@ fn lower_profile(
         if var == super::VERIFY_DEVICE_VAR {
             diags.push(
                 file.at(k.span(), format!("profile `{name}` sets `{var}`, which only the caller's environment may set"))
-                    .with_help("CPU mode proves the case programs, not a GPU: run `ROCMFORGE_VERIFY_DEVICE=cpu rocmforge verify` (ci/verify-cpu.sh) by hand"),
+                    .with_help("CPU mode tests the case programs, not a GPU: run `ROCMFORGE_VERIFY_DEVICE=cpu rocmforge verify` (ci/verify-cpu.sh) by hand"),
             );
         }
         if var == GFX_OVERRIDE_VAR {

@@ -144,7 +144,7 @@ pub fn is_env_name(k: &str) -> bool {
         && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// The variable that runs `verify`'s cases on the CPU (`crate::verify`): it proves the case
+/// The variable that runs `verify`'s cases on the CPU (`crate::verify`): it tests the case
 /// programs, not a GPU, so only the caller's environment sets it, never a profile.
 pub const VERIFY_DEVICE_VAR: &str = "ROCMFORGE_VERIFY_DEVICE";
 
@@ -598,6 +598,9 @@ pub struct Provide {
     pub query: Vec<String>,
 }
 
+/// The files of a check's folder: (path relative to it, content).
+pub type FolderFiles = Vec<(String, Vec<u8>)>;
+
 /// A check after install (`[[check]]`): shell lines run as a step of the recipe's build, in a
 /// fresh copy of `recipes/<stack>/checks/<files>/`, and files there whose device code must
 /// carry every target.
@@ -606,7 +609,11 @@ pub struct PostCheck {
     pub name: String,
     /// The files copied into the check's directory: (path relative to it, content).
     #[serde(skip)]
-    pub files: Vec<(String, Vec<u8>)>,
+    pub files: FolderFiles,
+    /// `helpers`: the shared folder's name and its files, copied beside the check's directory
+    /// (`<check dir>/../<name>/`).
+    #[serde(skip)]
+    pub helpers: Option<(String, FolderFiles)>,
     pub steps: Vec<String>,
     pub device_code: Vec<String>,
     pub estimate: Option<CheckEstimate>,

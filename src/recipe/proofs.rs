@@ -99,38 +99,25 @@ pub(super) fn lower_checks(
                     .with_help("add the shell lines that build or run the check (`steps = [\"...\"]`)"),
             );
         }
-        let mut files = Vec::new();
-        if let Some(dir) = &c.files {
-            let [own, shared] = checks_dirs(stack, dir.get_ref());
-            if dir.get_ref().is_empty() || dir.get_ref().contains("..") || dir.get_ref().starts_with('/') {
-                diags.push(file.at(
-                    dir.span(),
-                    format!(
-                        "check files `{}` must be a folder name under recipes/{stack}/checks/ or recipes/{SHARED_CHECKS}/",
-                        dir.get_ref()
-                    ),
-                ));
-            } else {
-                for base in [&own, &shared] {
-                    files = tree.files_under(base).map(|(rel, bytes)| (rel.to_string(), bytes.to_vec())).collect();
-                    if !files.is_empty() {
-                        break;
-                    }
-                }
-                if files.is_empty() {
-                    diags.push(
-                        file.at(
-                            dir.span(),
-                            format!(
-                                "check `{name}`: no files in {} nor in {}",
-                                tree.display_path(&own),
-                                tree.display_path(&shared)
-                            ),
-                        )
-                        .with_help("put the check's files in one of them (the shared folder serves every stack), or remove `files`"),
-                    );
-                }
+        let files =
+            c.files.as_ref().map(|dir| check_folder(tree, file, stack, &name, "files", dir, diags)).unwrap_or_default();
+        let helpers = c.helpers.as_ref().map(|dir| {
+            if c.files.as_ref().is_some_and(|f| f.get_ref() == dir.get_ref()) {
+                diags.push(file.at(dir.span(), format!("check `{name}`: `helpers` names its own `files` folder")));
             }
+            (dir.get_ref().clone(), check_folder(tree, file, stack, &name, "helpers", dir, diags))
+        });
+        if let Some(h) =
+            c.helpers.as_ref().filter(|h| out.iter().any(|o| &o.name == h.get_ref()) || h.get_ref() == &name)
+        {
+            diags.push(file.at(
+                h.span(),
+                format!(
+                    "check `{name}`: `helpers` `{}` is also a check's name: both would be laid out in build/checks/{}/",
+                    h.get_ref(),
+                    h.get_ref()
+                ),
+            ));
         }
         for d in &c.device_code {
             if let Err(e) = crate::offload::coverage::matcher(d.get_ref()) {
@@ -165,12 +152,55 @@ pub(super) fn lower_checks(
         out.push(PostCheck {
             name,
             files,
+            helpers,
             steps: c.steps,
             device_code: c.device_code.into_iter().map(Spanned::into_inner).collect(),
             estimate,
         });
     }
     out
+}
+
+/// The files of the folder a check's `files` or `helpers` names: the stack's own
+/// `recipes/<stack>/checks/<dir>/` if it has files, else the shared one (see [`checks_dirs`]).
+/// A name that is not one folder, or a folder with no files, is an error on `file`.
+fn check_folder(
+    tree: &RecipeTree,
+    file: &FileText<'_>,
+    stack: &str,
+    name: &str,
+    field: &str,
+    dir: &Spanned<String>,
+    diags: &mut Diagnostics,
+) -> super::FolderFiles {
+    let d = dir.get_ref();
+    if d.is_empty() || d.contains("..") || d.starts_with('/') {
+        diags.push(file.at(
+            dir.span(),
+            format!(
+                "check {field} `{d}` must be a folder name under recipes/{stack}/checks/ or recipes/{SHARED_CHECKS}/"
+            ),
+        ));
+        return Vec::new();
+    }
+    let [own, shared] = checks_dirs(stack, d);
+    for base in [&own, &shared] {
+        let files: super::FolderFiles =
+            tree.files_under(base).map(|(rel, bytes)| (rel.to_string(), bytes.to_vec())).collect();
+        if !files.is_empty() {
+            return files;
+        }
+    }
+    diags.push(
+        file.at(
+            dir.span(),
+            format!("check `{name}`: no files in {} nor in {}", tree.display_path(&own), tree.display_path(&shared)),
+        )
+        .with_help(format!(
+            "put the check's files in one of them (the shared folder serves every stack), or remove `{field}`"
+        )),
+    );
+    Vec::new()
 }
 
 /// What of the checks' files enters the cache key (their steps are in the recipe's content):
@@ -180,6 +210,11 @@ pub(super) fn files_digest(checks: &[PostCheck]) -> String {
     for c in checks {
         for (rel, bytes) in &c.files {
             s.push_str(&format!("\ncheck {} {rel} {}", c.name, crate::digest::sha256_hex(bytes)));
+        }
+        if let Some((dir, files)) = &c.helpers {
+            for (rel, bytes) in files {
+                s.push_str(&format!("\ncheck {} ../{dir}/{rel} {}", c.name, crate::digest::sha256_hex(bytes)));
+            }
         }
     }
     s

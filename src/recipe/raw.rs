@@ -180,6 +180,9 @@ pub(super) struct RawProvide {
 pub(super) struct RawCheck {
     pub name: Spanned<String>,
     pub files: Option<Spanned<String>>,
+    /// A folder of code several checks share, looked up as `files` is and laid out beside the
+    /// check's own folder (`../<helpers>/` from it), as the two sit in the recipe tree.
+    pub helpers: Option<Spanned<String>>,
     pub steps: Vec<String>,
     #[serde(default)]
     pub device_code: Vec<Spanned<String>>,

@@ -77,8 +77,18 @@ fn tick_label(t: f64, step: f64) -> String {
     }
 }
 
+/// The build's page: a heading with the counts, the timeline, the table.
 pub fn render(rec: &BuildRecord) -> String {
     let span = rec.span_secs().max(0.001);
+    let svg = timeline(rec, span);
+    let table = table(rec);
+    let count = |o: Outcome| rec.recipes.iter().filter(|r| r.outcome == Some(o)).count();
+    page(rec, span, &svg, &table, count)
+}
+
+/// The timeline: a row per recipe, its steps as bars over `span` seconds (a recipe with no
+/// step, a mark labelled with its outcome).
+fn timeline(rec: &BuildRecord, span: f64) -> String {
     let x = |t: f64| LABEL_W + t / span * CHART_W;
     let rows: Vec<_> = rec.recipes.iter().collect();
     let height = TOP + rows.len() as f64 * ROW_H + 10.0;
@@ -177,8 +187,11 @@ pub fn render(rec: &BuildRecord) -> String {
         }
     }
     svg.push_str("</svg>");
+    svg
+}
 
-    let count = |o: Outcome| rec.recipes.iter().filter(|r| r.outcome == Some(o)).count();
+/// The table: per recipe its outcome, cache, time, steps, GPU code and logs.
+fn table(rec: &BuildRecord) -> String {
     let mut table = String::from(
         "<table><tr><th>recipe</th><th>outcome</th><th>cache</th><th>time</th><th>steps</th><th>GPU code</th><th>logs</th></tr>",
     );
@@ -220,7 +233,10 @@ pub fn render(rec: &BuildRecord) -> String {
         );
     }
     table.push_str("</table>");
+    table
+}
 
+fn page(rec: &BuildRecord, span: f64, svg: &str, table: &str, count: impl Fn(Outcome) -> usize) -> String {
     format!(
         r##"<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>rocmforge build {stack}: {state}</title>

@@ -35,9 +35,9 @@
 //! before torch 2.0, Triton for `torch.compile` on the GPU) is an error saying so; a profile
 //! lists it in `known-failures`, with the reason in a comment beside it.
 //!
-//! Only a real GPU proves the stack: without one every case fails with the reason. CPU mode
+//! Only a real GPU verifies the stack: without one every case fails with the reason. CPU mode
 //! (`ROCMFORGE_VERIFY_DEVICE=cpu` in the caller's environment, `ci/verify-cpu.sh`) runs the
-//! device side on the CPU, which proves the case programs and nothing about a GPU. The cases,
+//! device side on the CPU, which tests the case programs and nothing about a GPU. The cases,
 //! the tolerances and a recorded CPU-mode run: docs/verify.md.
 
 pub mod probe;

@@ -224,6 +224,39 @@ fn without_target_a_host_with_one_rdna1_card_builds_for_it() {
     assert!(!String::from_utf8_lossy(&out.stderr).contains("note:"));
 }
 
+/// A stack that serves only some targets (`supported-targets`): `doctor` refuses another one as
+/// `plan` and `build` do (exit 2, the same words), since all three choose targets in one place.
+#[test]
+fn doctor_refuses_a_target_the_stack_does_not_serve_as_plan_does() {
+    let home = tempfile::tempdir().unwrap();
+    let t = tree(home.path());
+    let st = t.join("recipes/hosty/stack.toml");
+    let text = std::fs::read_to_string(&st).unwrap();
+    std::fs::write(&st, text.replace("default = true\n", "default = true\nsupported-targets = [\"gfx1030\"]\n"))
+        .unwrap();
+    let h = FakeHost::new();
+    h.os("ID=debian\nVERSION_ID=12\n");
+    build_tools(&h);
+    for args in [&["doctor", "--target", "gfx1010"][..], &["plan", "kernels", "--target", "gfx1010"]] {
+        let out = h.rocmforge(home.path()).args(["--recipes", t.to_str().unwrap()]).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("stack `hosty` serves gfx1030 only ("), "{args:?}: {err}");
+        assert!(err.contains("`supported-targets`), not gfx1010"), "{args:?}: {err}");
+    }
+    // A target it serves passes.
+    let out = h
+        .rocmforge(home.path())
+        .args(["--recipes", t.to_str().unwrap(), "doctor", "--target", "gfx1030"])
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("supported-targets"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn stack_python_is_found_through_pyenv_and_through_uv() {
     let home = tempfile::tempdir().unwrap();

@@ -189,6 +189,18 @@ const REFUSED_FOR_WHAT_THE_RECIPE_SAYS: &[(&str, &str, &str, &str)] = &[
     (
         "llvm",
         "[targets]\n",
+        "[[check]]\nname = \"smoke\"\nhelpers = \"../../etc\"\nsteps = [\"true\"]\n\n[targets]\n",
+        "check helpers `../../etc` must be a folder name under recipes/fixture/checks/ or recipes/checks/",
+    ),
+    (
+        "llvm",
+        "[targets]\n",
+        "[[check]]\nname = \"smoke\"\nhelpers = \"nowhere\"\nsteps = [\"true\"]\n\n[targets]\n",
+        "check `smoke`: no files in",
+    ),
+    (
+        "llvm",
+        "[targets]\n",
         "[[provides]]\nwhat = \"x\"\nconsumers = [\"clr: a.cmake:1\"]\nfiles = [\"lib/../../etc/shadow\"]\n\n[targets]\n",
         "`lib/../../etc/shadow` must be a relative path inside the installed tree",
     ),

@@ -259,19 +259,25 @@ fn another_hipcc_changes_every_key_but_source_only_ones() {
     assert!(changed >= 8, "{after:?}");
 }
 
-/// Python's bytecode cache, which running a check by hand writes beside it, is never read into
-/// a recipe tree: a stray `__pycache__` (or `.pyc`) in a `--recipes` copy of the shipped tree
-/// changes no key of the rocm-6.2 night, MIOpen's (whose sweep check is Python) included.
-#[test]
-fn a_stray_python_bytecode_cache_in_the_recipe_tree_changes_no_key() {
-    let home = tempfile::tempdir().unwrap();
-    let tree = home.path().join("tree");
+/// A `--recipes` copy of the shipped tree (recipes/ and patches/) in `home/tree`.
+fn shipped_tree_copy(home: &Path) -> PathBuf {
+    let tree = home.join("tree");
     let repo = crate::support::repo_root();
     std::fs::create_dir_all(&tree).unwrap();
     for top in ["recipes", "patches"] {
         let out = std::process::Command::new("cp").arg("-r").arg(repo.join(top)).arg(tree.join(top)).output().unwrap();
         assert!(out.status.success(), "cp {top}: {}", String::from_utf8_lossy(&out.stderr));
     }
+    tree
+}
+
+/// Python's bytecode cache, which running a check by hand writes beside it, is never read into
+/// a recipe tree: a stray `__pycache__` (or `.pyc`) in a `--recipes` copy of the shipped tree
+/// changes no key of the rocm-6.2 night, MIOpen's (whose sweep check is Python) included.
+#[test]
+fn a_stray_python_bytecode_cache_in_the_recipe_tree_changes_no_key() {
+    let home = tempfile::tempdir().unwrap();
+    let tree = shipped_tree_copy(home.path());
     let keys = || {
         let mut c = rocmforge(home.path());
         c.arg("--recipes").arg(&tree).args(["--stack", "rocm-6.2", "plan", "miopen", "--target", "gfx1010", "--json"]);
@@ -290,4 +296,76 @@ fn a_stray_python_bytecode_cache_in_the_recipe_tree_changes_no_key() {
     // The control: a real change beside the check does re-key MIOpen.
     std::fs::write(sweep.join("notes.txt"), b"a file of the check").unwrap();
     assert_ne!(keys().get("miopen"), before.get("miopen"));
+}
+
+/// The kernel checks' shared helper folder (`[[check]] helpers`) is part of the key of each
+/// recipe whose check names it, as its own `files` are: a change to it re-keys those recipes
+/// (and what is built after them, whose keys hold theirs) and no other recipe of the rocm-6.2
+/// night.
+#[test]
+fn a_change_to_a_checks_shared_helpers_rekeys_the_recipes_that_use_them_and_no_other() {
+    let home = tempfile::tempdir().unwrap();
+    let tree = shipped_tree_copy(home.path());
+    // Every recipe of the stack, and those whose checks name the helpers, read from their files.
+    let (mut all, mut users) = (Vec::new(), std::collections::BTreeSet::new());
+    for e in std::fs::read_dir(tree.join("recipes/rocm-6.2")).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+        if p.extension().is_none_or(|x| x != "toml") || name == "stack" {
+            continue;
+        }
+        if std::fs::read_to_string(&p).unwrap().lines().any(|l| l.trim() == r#"helpers = "kernel-common""#) {
+            users.insert(name.clone());
+        }
+        all.push(name);
+    }
+    let run = || {
+        let mut c = rocmforge(home.path());
+        c.arg("--recipes").arg(&tree).args(["--stack", "rocm-6.2", "plan", "--target", "gfx1010", "--json"]).args(&all);
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        plan["recipes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let deps: Vec<String> =
+                    r["deps"].as_array().unwrap().iter().map(|d| d.as_str().unwrap().to_string()).collect();
+                (r["name"].as_str().unwrap().to_string(), (r["key"].as_str().map(String::from), deps))
+            })
+            .collect::<BTreeMap<_, _>>()
+    };
+    let before = run();
+    assert_eq!(before.len(), all.len(), "{before:?}");
+    assert!(users.contains("miopen") && users.contains("rocprim"), "{users:?}");
+    // Those and everything whose build depends on them, directly or not.
+    let mut expected = users.clone();
+    loop {
+        let more: Vec<String> = before
+            .iter()
+            .filter(|(n, (_, deps))| !expected.contains(*n) && deps.iter().any(|d| expected.contains(d)))
+            .map(|(n, _)| n.clone())
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        expected.extend(more);
+    }
+    assert!(expected.len() < before.len(), "every recipe depends on the helpers' users: {expected:?}");
+
+    // Python's bytecode cache beside the helpers is not part of them.
+    let common = tree.join("recipes/checks/kernel-common");
+    std::fs::create_dir_all(common.join("__pycache__")).unwrap();
+    std::fs::write(common.join("__pycache__/kernelcheck.cpython-311.pyc"), b"stray").unwrap();
+    std::fs::write(common.join("kernelcheck.pyc"), b"stray").unwrap();
+    assert_eq!(run(), before);
+    let helper = common.join("kernelcheck.py");
+    let mut text = std::fs::read_to_string(&helper).unwrap();
+    text.push_str("\n# a change to the shared helpers\n");
+    std::fs::write(&helper, text).unwrap();
+    let after = run();
+    let changed: std::collections::BTreeSet<String> =
+        before.iter().filter(|(n, (k, _))| after.get(*n).map(|a| &a.0) != Some(k)).map(|(n, _)| n.clone()).collect();
+    assert_eq!(changed, expected);
 }

@@ -406,7 +406,7 @@ fn cpu_mode_comes_from_the_caller_only_and_says_so_loudly() {
     let out = v.run_with(&["--case", "conv-3-64-s32-k3-b1"], &cpu);
     assert!(out.status.success(), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let loud = "CPU MODE: this proves the case programs, not a GPU";
+    let loud = "CPU MODE: this tests the case programs, not a GPU";
     assert_eq!(stdout.lines().next(), Some(loud), "{stdout}");
     assert_eq!(stdout.lines().last(), Some(loud), "{stdout}");
     assert!(String::from_utf8_lossy(&out.stderr).contains(loud), "{}", text(&out));

@@ -22,8 +22,12 @@ Usage: check.py --src <MIOpen source> --clang <clang> --targets 'gfx1010;gfx1012
                 [--work DIR] [--device-libs DIR] [--objdump llvm-objdump]
 Exit: 0 all compiled, 1 a compile or a kernel/builder mismatch failed, 2 the tree could not be read.
 """
-import argparse, concurrent.futures, itertools, os, re, shutil, subprocess, sys, tempfile
+import argparse, itertools, os, re, shutil, subprocess, sys
 from pathlib import Path
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernel-common"))
+from kernelcheck import TreeError, read  # noqa: E402
+import kernelcheck as kc  # noqa: E402
 
 # What MIOpen passes for .cl kernels through comgr (src/comgr.cpp AddCompilerOptions: rocm-5.4.3
 # :211-248, rocm-6.2.2 :196-222; release builds add -Wno-everything in hipoc_program.cpp). The
@@ -56,14 +60,6 @@ VARIANT_SAMPLE = {2: {"MIO_BN_GRP0": 1, "MIO_BN_GRP1": 1024, "MIO_BN_LDS_SIZE": 
 # descriptor of MIOpen 2.19 writes it, `" -DMIO_BN_GFX103X=" + <expr>` (up to `;` or `+ "`).
 KV_PARAM = r'"(%s)"\s*,([^{};]*)'
 D_PARAM = r'-D(%s)="\s*\+\s*(.*?)(?=\s*;|\s*\+\s*")'
-
-
-class TreeError(Exception):
-    pass
-
-
-def read(p):
-    return Path(p).read_text(encoding="utf-8", errors="replace")
 
 
 def include_closure(path, kdir, seen):
@@ -247,17 +243,6 @@ def fusion_builds(src, kernels):
     return builds
 
 
-EMBEDDED = "miopen-embedded.json"
-
-
-def embedded_manifest(src):
-    """The manifest of a kernel tree read out of a libMIOpen (`rocmforge inspect`), or None for
-    a source tree."""
-    import json
-    m = src / EMBEDDED
-    return json.loads(read(m)) if m.is_file() else None
-
-
 def embedded_builds(kdir, kernels, manifest):
     """Builders for a tree without host code (kernels read out of a library): every variant the
     kernel's own `#if`s test (`MIO_BN_VARIANT == N`), each `MIO_BN_GFXnnnX` it tests set as its
@@ -357,14 +342,14 @@ def main():
     ap.add_argument("--objdump", help="llvm-objdump for the objects (default: the one beside --clang)")
     ap.add_argument("--json", type=Path, help="also write the results here, one object per compile")
     a = ap.parse_args()
-    targets = [t for t in re.split(r"[;,\s]+", a.targets) if t] or ap.error("no --targets")
+    targets = kc.targets_arg(ap, a.targets)
     kdir = a.src.resolve() / "src" / "kernels"
-    work = a.work or Path(tempfile.mkdtemp(prefix="miopen-bn-check-"))
+    work = kc.work_dir(a.work, "miopen-bn-check-")
     libflags = ["--rocm-device-lib-path=" + a.device_libs] if a.device_libs else ["-nogpulib"]
     objdump = a.objdump or str(Path(shutil.which(a.clang) or a.clang).resolve().parent / "llvm-objdump")
     assumed = []
     try:
-        manifest = embedded_manifest(a.src.resolve())
+        manifest = kc.embedded_manifest(a.src.resolve())
         flags = cl_flags(a.src.resolve(), manifest) + libflags
         if not shutil.which(objdump):
             raise TreeError("no llvm-objdump at %s (give --objdump)" % objdump)
@@ -378,11 +363,10 @@ def main():
         else:
             builds, assumed = embedded_builds(kdir, kernels, manifest)
             assumed.insert(0, "OpenCL %s (MIOpen %s)" % (next(f for f in flags if f.startswith("-D__OPENCL_VERSION__=")).split("=")[1], manifest.get("miopen_version") or "of unknown version"))
-        version = subprocess.run([a.clang, "--version"], capture_output=True, text=True).stdout
+        compiler = kc.compiler_version(a.clang)
     except (TreeError, OSError) as e:
-        print("check error: %s" % e, file=sys.stderr)
-        return 2
-    print("compiler: %s" % (version.splitlines() or ["?"])[0])
+        return kc.error(e)
+    print("compiler: %s" % compiler)
     print("kernels reaching the DPP reduction: %s" % ", ".join(kernels))
     if manifest is not None:
         print("tree read out of %s (MIOpen %s): no host code, so the defines are assumed:" % (
@@ -414,12 +398,9 @@ def main():
             if v is not None:
                 defs["MIO_BN_VARIANT"] = v
             jobs.append((t, kfile, v, where, defs))
-    work.mkdir(parents=True, exist_ok=True)
-    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
-        futs = [pool.submit(compile_one, a.clang, flags, objdump, kdir, k, d, t,
-                            work / ("%s.%s.v%s.%s.log" % (t.replace(":", "_"), Path(k).stem, v, log_tag(w))))
-                for t, k, v, w, d in jobs]
-        results = [f.result() for f in futs]
+    results = kc.parallel(compile_one, [(a.clang, flags, objdump, kdir, k, d, t,
+                                         work / ("%s.%s.v%s.%s.log" % (t.replace(":", "_"), Path(k).stem, v, log_tag(w))))
+                                        for t, k, v, w, d in jobs])
     failed = 0
     rows = []
     for (t, kfile, v, where, defs), (ok, path, bcasts, err) in zip(jobs, results):
@@ -450,13 +431,8 @@ def main():
     print("summary: %d compiles for %s: %d ok, %d FAILED; %d other problems (kernel/builder "
           "mismatches, disassembly not read); logs in %s"
           % (len(jobs), ";".join(targets), len(jobs) - failed, failed, len(problems), work))
-    print("FAIL" if failed or problems else "PASS")
-    if a.json:
-        import json
-        a.json.write_text(json.dumps({"check": "miopen-batchnorm", "compiles": rows, "problems": problems,
-                                      "assumed": assumed, "compiler": (version.splitlines() or ["?"])[0],
-                                      "pass": not (failed or problems)}, indent=1))
-    return 1 if failed or problems else 0
+    kc.write_json(a.json, "miopen-batchnorm", rows, problems, assumed, compiler, not (failed or problems))
+    return kc.verdict(failed or problems)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,12 @@ Usage: check.py --src <MIOpen source> --clang <clang> --rocm <HIP root> --target
                 [--device-libs DIR] [--work DIR]
 Exit: 0 all compiled, 1 a compile failed, 2 the tree (or the HIP headers) could not be read.
 """
-import argparse, concurrent.futures, fnmatch, os, re, subprocess, sys, tempfile, time
+import argparse, fnmatch, os, re, subprocess, sys, time
 from pathlib import Path
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernel-common"))
+from kernelcheck import TreeError, read  # noqa: E402
+import kernelcheck as kc  # noqa: E402
 
 FLAG_HEADER = "src/include/miopen/solver/ck_utility_common.hpp"
 FLAG_FUNC = "get_ck_common_compiler_flag"
@@ -88,14 +92,6 @@ VARIANTS = [
         ("v6r1-fp16", v6r1(0, 1, 0, 2, 16, "4,1,1,2,2", "2,1,1,4,2")),
     ]),
 ]
-
-
-class TreeError(Exception):
-    pass
-
-
-def read(p):
-    return Path(p).read_text(encoding="utf-8", errors="replace")
 
 
 def strip_comments(text):
@@ -335,16 +331,6 @@ def variants_for(kernel, text):
     raise TreeError("%s: built with %s but this script has no build parameters for it" % (kernel, FLAG_FUNC))
 
 
-EMBEDDED = "miopen-embedded.json"
-
-
-def embedded_manifest(src):
-    """The manifest of a kernel tree read out of a libMIOpen (`rocmforge inspect`), or None."""
-    import json
-    m = src / EMBEDDED
-    return json.loads(read(m)) if m.is_file() else None
-
-
 def embedded_flag(manifest, device):
     """The target macro of a library's host code, from its strings: a bare ` -DCK_AMD_GPU_GFX`
     literal is completed with the device name at run time (MIOpen 3.5: gfx1010 ->
@@ -436,14 +422,14 @@ def main():
                     "(default: -nogpulib, stop at the GPU assembly)")
     ap.add_argument("--json", type=Path, help="also write the results here, one object per compile")
     a = ap.parse_args()
-    targets = [t for t in re.split(r"[;,\s]+", a.targets) if t] or ap.error("no --targets")
+    targets = kc.targets_arg(ap, a.targets)
     src = a.src.resolve()
-    work = (a.work or Path(tempfile.mkdtemp(prefix="miopen-legacy-ck-"))).resolve()
+    work = kc.work_dir(a.work, "miopen-legacy-ck-").resolve()
     t0 = time.time()
     try:
         if not (a.rocm / "include" / "hip" / "hip_runtime.h").is_file():
             raise TreeError("%s: no include/hip/hip_runtime.h (the HIP headers the kernels include)" % a.rocm)
-        manifest = embedded_manifest(src)
+        manifest = kc.embedded_manifest(src)
         assumed = []
         if manifest is None:
             func = FlagFunction(src / FLAG_HEADER)
@@ -479,16 +465,14 @@ def main():
             for name, defs in sets:
                 for t in targets:
                     jobs.append((t, k, name, defs, users))
-        work.mkdir(parents=True, exist_ok=True)
         if manifest is None:
             inc, n_inc, dup, missing = kernel_includes(src, work)
         else:  # MIOpen's flat include folder, as the library hands it over
             inc, n_inc, dup, missing = kdir, len(list(kdir.iterdir())), [], 0
-        version = subprocess.run([a.clang, "--version"], capture_output=True, text=True).stdout
+        compiler = kc.compiler_version(a.clang)
     except (TreeError, OSError, ValueError) as e:
-        print("check error: %s" % e, file=sys.stderr)
-        return 2
-    print("compiler: %s" % (version.splitlines() or ["?"])[0])
+        return kc.error(e)
+    print("compiler: %s" % compiler)
     if manifest is None:
         print("callers of %s: %s" % (FLAG_FUNC, ", ".join(sorted(calls))))
     else:
@@ -507,11 +491,9 @@ def main():
         print("not built with the flag (no caller names it): %s" % k)
     for k in dead:
         print("not built by MIOpen (never selected, see VARIANTS in check.py): %s" % k)
-    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
-        futs = [pool.submit(compile_one, a, inc, kdir / k, t, flags[t], defs,
-                            work / ("%s.%s.%s.log" % (t.replace(":", "_"), Path(k).stem, name)))
-                for t, k, name, defs, _ in jobs]
-        results = [f.result() for f in futs]
+    results = kc.parallel(compile_one, [(a, inc, kdir / k, t, flags[t], defs,
+                                         work / ("%s.%s.%s.log" % (t.replace(":", "_"), Path(k).stem, name)))
+                                        for t, k, name, defs, _ in jobs])
     failed, rows = 0, []
     for (t, k, name, defs, users), (ok, err, secs, asm) in zip(jobs, results):
         found, problem = dword_problem(dwords, t.split(":")[0], asm) if ok else ([], None)
@@ -527,13 +509,8 @@ def main():
                 print("          | " + line)
     print("summary: %d compiles (%d kernels) for %s: %d ok, %d FAILED in %.0f s; logs in %s" % (
         len(jobs), len(built) - len(dead), ";".join(targets), len(jobs) - failed, failed, time.time() - t0, work))
-    print("FAIL" if failed else "PASS")
-    if a.json:
-        import json
-        a.json.write_text(json.dumps({"check": "miopen-legacy-ck", "compiles": rows, "problems": [],
-                                      "assumed": assumed, "compiler": (version.splitlines() or ["?"])[0],
-                                      "pass": not failed}, indent=1))
-    return 1 if failed else 0
+    kc.write_json(a.json, "miopen-legacy-ck", rows, [], assumed, compiler, not failed)
+    return kc.verdict(failed)
 
 
 if __name__ == "__main__":

@@ -28,8 +28,12 @@ Usage: sweep.py --src <MIOpen tree> --clang <clang> --targets 'gfx1010;gfx1012'
 Exit: 0 no unexpected target failure, 1 a target-specific failure not named as known (or a
 known failure that no longer fails: the list is stale), 2 the tree or a list could not be read.
 """
-import argparse, concurrent.futures, fnmatch, os, re, subprocess, sys, tempfile, time
+import argparse, fnmatch, os, re, subprocess, sys, time
 from pathlib import Path
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernel-common"))
+from kernelcheck import TreeError, read  # noqa: E402
+import kernelcheck as kc  # noqa: E402
 
 # OpenCL: what MIOpen's comgr path passes (src/comgr.cpp ocl::AddCompilerOptions; release
 # builds add -Wno-everything in hipoc_program.cpp BuildCodeObject); the OpenCL version is the
@@ -77,14 +81,6 @@ SAMPLE = {
     "MIOPEN_NRN_OP_ID": 3, "MLO_NRN_OP_ID": 3,
 }
 TYPE_SAMPLE = "float"
-
-
-class TreeError(Exception):
-    pass
-
-
-def read(p):
-    return Path(p).read_text(encoding="utf-8", errors="replace")
 
 
 def line_of(text, pos):
@@ -464,11 +460,11 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--only", help="regex: sweep only kernel files whose name matches")
     a = ap.parse_args()
-    targets = [t for t in re.split(r"[;,\s]+", a.targets) if t] or ap.error("no --targets")
+    targets = kc.targets_arg(ap, a.targets)
     a.libflags = ["--rocm-device-lib-path=" + a.device_libs] if a.device_libs else ["-nogpulib"]
     a.rocmflags = ["--rocm-path=" + a.rocm_path] if a.rocm_path else []
     src = a.src.resolve()
-    work = a.work or Path(tempfile.mkdtemp(prefix="miopen-sweep-"))
+    work = kc.work_dir(a.work, "miopen-sweep-")
     t_start = time.time()
     try:
         kdir, kernels, hosts, helpers = read_tree(src)
@@ -476,10 +472,9 @@ def main():
         exclusions = read_exclusions(a.exclusions, src)
         dtypes = dtype_params(src)
         a.clstd = cl_std(src)
-        version = subprocess.run([a.clang, "--version"], capture_output=True, text=True).stdout
+        compiler = kc.compiler_version(a.clang)
     except (TreeError, OSError) as e:
-        print("sweep error: %s" % e, file=sys.stderr)
-        return 2
+        return kc.error(e, "sweep")
     gates = Gates(helpers)
     chains = device_flag_chains(hosts)
     # MIOpen hands every kernel include file to the compiler by its bare name (hiprtc's
@@ -488,7 +483,7 @@ def main():
     a.incdirs = sorted({p.parent for r in (kdir, ckinc) if r.is_dir() for p in r.rglob("*")
                         if p.suffix in (".h", ".hpp", ".inc")})
     lits_of = {p: literals(t) for p, t in hosts.items()}
-    print("compiler: %s" % (version.splitlines() or ["?"])[0])
+    print("compiler: %s" % compiler)
     print("tree: %s: %d kernel files, %d host files, %d device-testing helpers"
           % (src, len(kernels), len(hosts), len(helpers)))
 
@@ -531,13 +526,9 @@ def main():
                 rows.append(row)
                 stem = "%s.%s.%s" % (t.replace(":", "_"), kname, label)
                 jobs.append((row, compile_cmd(a, kdir, kpath, d, t, work / (stem + ".o"), sorted(mopts)), work / (stem + ".log")))
-    work.mkdir(parents=True, exist_ok=True)
-    with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
-        futs = [(row, pool.submit(run_compile, cmd, log)) for row, cmd, log in jobs]
-        for row, f in futs:
-            ok, err, secs = f.result()
-            row[3] = "ok" if ok else "FAILED"
-            row += [err, secs]
+    for (row, _, _), (ok, err, secs) in zip(jobs, kc.parallel(run_compile, [(cmd, log) for _, cmd, log in jobs], a.jobs)):
+        row[3] = "ok" if ok else "FAILED"
+        row += [err, secs]
     # classify target failures against the control compile of the same variant
     ctl = {(r[0], r[1]): r[3] for r in rows if r[2] == a.control}
     counts, unexpected, stale = {}, [], []
@@ -572,8 +563,7 @@ def main():
              a.control, sum(1 for r in rows if r[2] == a.control), len(jobs), core_s,
              time.time() - t_start, work))
     bad = unexpected or stale
-    print("FAIL" if bad else "PASS")
-    return 1 if bad else 0
+    return kc.verdict(bad)
 
 
 if __name__ == "__main__":

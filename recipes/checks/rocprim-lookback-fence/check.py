@@ -38,10 +38,12 @@ import re
 import shlex
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "kernel-common"))
+from kernelcheck import ERROR, FAILED, PASSED  # noqa: E402
+import kernelcheck as kc  # noqa: E402
 PROGRAM = os.path.join(HERE, "lookback_scan.hip")
 
 VMEM_LOAD = re.compile(r"^(global_load|buffer_load|flat_load)")
@@ -159,7 +161,7 @@ def check_target(args, target, work, log):
     name, kind = family(target)
     if kind is None:
         print("ERROR %s: no rule for this target's cache invalidates (gfx6-gfx11 only)" % target)
-        return 2
+        return ERROR
     obj = os.path.join(work, "lookback_scan-%s.o" % name)
     cmd = [args.cxx] + ["-I" + inc for inc in args.include] + args.cxx_arg + [
         "-x", "hip", "--offload-arch=" + target, "--cuda-device-only", "--no-gpu-bundle-output",
@@ -170,13 +172,13 @@ def check_target(args, target, work, log):
     if p.returncode != 0:
         print("ERROR %s: the compile failed (exit %d); its output is in %s" % (target, p.returncode, log.name))
         print("\n".join("    " + l for l in p.stdout.splitlines()[-15:]))
-        return 2
+        return ERROR
     t1 = time.time()
     p = subprocess.run([args.objdump, "-d", "--mcpu=" + name, obj],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
     if p.returncode != 0:
         print("ERROR %s: %s failed (exit %d): %s" % (target, args.objdump, p.returncode, p.stderr.strip()))
-        return 2
+        return ERROR
     with open(os.path.join(work, "lookback_scan-%s.s" % name), "w") as f:
         f.write(p.stdout)
     funcs = parse(p.stdout)
@@ -186,10 +188,10 @@ def check_target(args, target, work, log):
         if fences == 0:
             print("FAIL %s: no agent-scope invalidate (%s) in %d functions: the look-back fence "
                   "was not compiled (are the device libraries linked?)" % (target, "/".join(GFX9_ACQUIRE), len(funcs)))
-            return 1
+            return FAILED
         print("PASS %s: one cache level per CU, nothing to order (%d agent-scope invalidates in %d "
               "functions; %s)" % (target, fences, len(funcs), secs))
-        return 0
+        return PASSED
     before, after = compiler_order(funcs)
     order = "pairs as emitted: %d gl0_inv;gl1_inv (the order before PR 81450), %d gl1_inv;gl0_inv" % (before, after)
     total = 0
@@ -199,7 +201,7 @@ def check_target(args, target, work, log):
             seqs, found = unrepaired_paths(insns)
         except ValueError as e:
             print("ERROR %s: %s in %s" % (target, e, fname))
-            return 2
+            return ERROR
         total += seqs
         for gl1, load_addr, load in found:
             bad += 1
@@ -208,13 +210,13 @@ def check_target(args, target, work, log):
     if total == 0:
         print("FAIL %s: no buffer_gl1_inv in %d functions: the look-back fence was not compiled "
               "(are the device libraries linked?)" % (target, len(funcs)))
-        return 1
+        return FAILED
     if bad:
         print("FAIL %s: %d of %d agent-scope invalidate sequences leave L0 stale (%s; %s)" % (target, bad, total, order, secs))
-        return 1
+        return FAILED
     print("PASS %s: %d agent-scope invalidate sequences, each followed by buffer_gl0_inv before the "
           "next vector load (%s; %s)" % (target, total, order, secs))
-    return 0
+    return PASSED
 
 
 def main(argv=None):
@@ -228,18 +230,17 @@ def main(argv=None):
     ap.add_argument("--objdump", required=True, help="llvm-objdump with the AMDGPU target")
     ap.add_argument("--work", help="directory for objects, listings and the log (default: a new temporary one)")
     args = ap.parse_args(argv)
-    targets = [t for t in re.split(r"[;,\s]+", args.targets) if t]
+    targets = kc.split_targets(args.targets)
     if not targets:
         print("ERROR: no targets given")
-        return 2
-    work = args.work or tempfile.mkdtemp(prefix="rocprim-lookback-fence-")
-    os.makedirs(work, exist_ok=True)
-    worst = 0
+        return ERROR
+    work = str(kc.work_dir(args.work, "rocprim-lookback-fence-"))
+    worst = PASSED
     with open(os.path.join(work, "commands.log"), "w") as log:
         for t in targets:
             worst = max(worst, check_target(args, t, work, log))
     print("%s: %d target(s); objects, listings and commands in %s" %
-          ({0: "PASSED", 1: "FAILED"}.get(worst, "ERROR"), len(targets), work))
+          ({PASSED: "PASSED", FAILED: "FAILED"}.get(worst, "ERROR"), len(targets), work))
     return worst
 
 
