@@ -810,7 +810,8 @@ fn every_check_after_install_counts_in_the_night_and_together_they_fit_ten_minut
             // The per-target part grows with the targets asked for.
             let e3 = three["recipes"].as_array().unwrap().iter().find(|x| x["name"] == e["name"]).unwrap();
             let p3 = e3["checks_estimate"]["parallel_secs"].as_f64().unwrap();
-            if parallel > 0.0 && e["name"] != "clr" && e["name"] != "hipamd" {
+            // Host-only recipes (clr, hipamd, triton) count their check once, as for their own target set.
+            if parallel > 0.0 && e["name"] != "clr" && e["name"] != "hipamd" && e["name"] != "triton" {
                 assert!(
                     (p3 - 3.0 * parallel).abs() < 1e-6,
                     "{}: {p3} for three targets, {parallel} for one",
