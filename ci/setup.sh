@@ -5,7 +5,9 @@
 # wheelhouse of setuptools/wheel so tests can build wheels offline; zsh and fish, in which
 # the tests source `rocmforge env` output; gfortran, which the rocm-5.4 stack's hipBLAS, hipSPARSE,
 # rocSPARSE and hipSOLVER configure with (its preflight test checks the host for it); patchelf, which
-# sets the RUNPATH of the libraries in the stacks' wheels (src/wheel/runtime.rs).
+# sets the RUNPATH of the libraries in the stacks' wheels (src/wheel/runtime.rs); LLVM 15's lld,
+# the linker of the Triton check's test (tests/it/triton_check.rs), and the triton wheel it runs
+# (rocm-6.2's recipe's file, checked against its sha256, in the wheelhouse).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +21,9 @@ done
 # PROPFIND for sccache's WebDAV storage on the test nginx
 [ -f /usr/lib/nginx/modules/ngx_http_dav_ext_module.so ] || need_apt+=(libnginx-mod-http-dav-ext)
 command -v objcopy >/dev/null 2>&1 || need_apt+=(binutils)   # the inspect tests cut hipcc's bundle out with it
+# The Triton check's stand-in for the stack's llvm: its ld.lld, llvm-mc, llvm-objdump, llvm-readelf.
+[ -x /usr/lib/llvm-15/bin/ld.lld ] || need_apt+=(lld-15)
+[ -x /usr/lib/llvm-15/bin/llvm-mc ] || need_apt+=(llvm-15)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 [ -f "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ] || need_apt+=(python3-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -58,6 +63,20 @@ wheelhouse=target/wheelhouse
 if ! ls "$wheelhouse"/setuptools-*.whl >/dev/null 2>&1 || ! ls "$wheelhouse"/wheel-*.whl >/dev/null 2>&1; then
   mkdir -p "$wheelhouse"
   $py -m pip download -q --only-binary=:all: -d "$wheelhouse" setuptools wheel
+fi
+# The triton wheel of rocm-6.2's recipe (PyPI's, 242 MB), the one its check's test runs: the url
+# and sha256 read from the recipe, the file kept only if its digest is the pin.
+triton_recipe=recipes/rocm-6.2/triton.toml
+triton_url=$(sed -n 's/^url = "\(.*\)"$/\1/p' "$triton_recipe")
+triton_sha=$(sed -n 's/^sha256 = "\([0-9a-f]\{64\}\)"$/\1/p' "$triton_recipe")
+[ -n "$triton_url" ] && [ -n "$triton_sha" ] || { echo "setup: no url and sha256 in $triton_recipe" >&2; exit 1; }
+triton_wheel="$wheelhouse/${triton_url##*/}"
+if ! echo "$triton_sha  $triton_wheel" | sha256sum --check --status 2>/dev/null; then
+  mkdir -p "$wheelhouse"
+  $py -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' "$triton_url" "$triton_wheel.part"
+  echo "$triton_sha  $triton_wheel.part" | sha256sum --check --status || {
+    echo "setup: $triton_url: its sha256 is not $triton_sha (the pin of $triton_recipe)" >&2; rm -f "$triton_wheel.part"; exit 1; }
+  mv "$triton_wheel.part" "$triton_wheel"
 fi
 # Debian unstable's ROCm 6.4 packages the installation tests read (unpacked in target/debian-rocm).
 bash ci/debian-rocm.sh

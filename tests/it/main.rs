@@ -32,6 +32,7 @@ mod realstack;
 mod report;
 mod schedule;
 mod sources;
+mod triton_check;
 mod undeclared;
 mod upstream_edges;
 mod verify;

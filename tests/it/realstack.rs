@@ -8,8 +8,8 @@
 //! - A `--recipes` copy of the repo's own `recipes/` and `patches/` in which ONLY the pin lines
 //!   (`sha256 = ...`, `rev = ...`) differ (asserted line by line): each pin is replaced by the one
 //!   of a stand-in, because no stand-in can have a real upstream digest or commit id. Tarballs
-//!   are served by a real HTTP server and git repositories by `git daemon`, both on 127.0.0.1
-//!   behind `[url-rewrite]`s of their github.com URLs. `fetch --locked`, `patch check` and
+//!   (and PyPI's wheels) are served by a real HTTP server and git repositories by `git daemon`,
+//!   both on 127.0.0.1 behind `[url-rewrite]`s of their github.com (files.pythonhosted.org) URLs. `fetch --locked`, `patch check` and
 //!   `source` run the real series on them, and `build --locked` gets past the preflight to the
 //!   first step.
 //!
@@ -28,6 +28,7 @@ use crate::support::archive::{gz, tar_of};
 use crate::support::git::{git, GitDaemon, Repo};
 use crate::support::host::{meeting_needs_of, FakeHost};
 use crate::support::http::HttpServer;
+use crate::support::wheel;
 use crate::support::{copy_tree, repo_root, rocmforge, text};
 
 /// A shipped source stack and what its checks expect of it.
@@ -68,6 +69,25 @@ const ROCM_5_4: Shipped = Shipped {
     pytorch_submodule: None,
 };
 const GITHUB: &str = "https://github.com/";
+/// Where PyPI's wheels are (a recipe's `url` copied from PyPI's project page).
+const PYPI_FILES: &str = "https://files.pythonhosted.org/";
+
+/// The path on the stand-ins' HTTP server (and behind the closed port) of a source URL: github.com
+/// at the root, PyPI's files below `pythonhosted/`.
+fn served_at(url: &str) -> String {
+    match url.strip_prefix(PYPI_FILES) {
+        Some(rest) => format!("pythonhosted/{rest}"),
+        None => url
+            .strip_prefix(GITHUB)
+            .unwrap_or_else(|| panic!("{url} is neither on {GITHUB} nor {PYPI_FILES}"))
+            .to_string(),
+    }
+}
+
+/// The `[url-rewrite]` table that sends github.com and PyPI's files to `base` (ending in `/`).
+fn rewrites(base: &str) -> String {
+    format!("[url-rewrite]\n\"{GITHUB}\" = \"{base}\"\n\"{PYPI_FILES}\" = \"{base}pythonhosted/\"\n")
+}
 /// The stack's Python for the builds here, which stop before any step runs Python: a stack's own
 /// version (3.10 for rocm-5.4) need not be on the test machine; finding it is `host::python`'s.
 const HOST_PYTHON: &str = "/usr/bin/python3";
@@ -250,8 +270,8 @@ fn sources(stack: &'static str, plan: &Value) -> Vec<Source> {
             Kind::Url { url, .. } | Kind::Git { url, .. } => url,
         };
         assert!(
-            url.starts_with(GITHUB),
-            "{name}: {url} is not behind a {GITHUB} rewrite (tests never leave 127.0.0.1)"
+            url.starts_with(GITHUB) || (url.starts_with(PYPI_FILES) && url.ends_with(".whl")),
+            "{name}: {url} is not behind a {GITHUB} or {PYPI_FILES} rewrite (tests never leave 127.0.0.1)"
         );
         out.push(Source {
             stack,
@@ -369,10 +389,16 @@ impl World {
         for s in &sources {
             match &s.kind {
                 Kind::Url { url, .. } => {
-                    let (files, _) = stand_in_files(s, None);
-                    let bytes = tarball(&format!("{}-stand-in", s.recipe), &files);
+                    let bytes = if url.ends_with(".whl") {
+                        // A prebuilt wheel (PyPI's): a small real wheel of the same project.
+                        assert!(s.patches.is_empty(), "{}: a wheel has no patches", s.recipe);
+                        wheel::make(&s.recipe, "0+stand.in", "py3-none-any", &s.recipe.replace('-', "_"), "stand-in").1
+                    } else {
+                        let (files, _) = stand_in_files(s, None);
+                        tarball(&format!("{}-stand-in", s.recipe), &files)
+                    };
                     let pin = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
-                    http.add(url.strip_prefix(GITHUB).unwrap(), bytes);
+                    http.add(&served_at(url), bytes);
                     stand_ins.insert(s.recipe.clone(), StandIn { pin, submodule: None });
                 }
                 Kind::Git { url, tag, submodules, .. } => {
@@ -423,7 +449,7 @@ impl World {
         let daemon = GitDaemon::start(&base);
         // Git URLs to the daemon (the longest prefix wins), everything else on github.com to
         // the HTTP server.
-        let mut config = format!("[url-rewrite]\n\"{GITHUB}\" = \"{}\"\n", http.url(""));
+        let mut config = rewrites(&http.url(""));
         for u in &git_prefixes {
             config.push_str(&format!("\"{u}\" = \"{}\"\n", daemon.url(u.strip_prefix(GITHUB).unwrap())));
         }
@@ -544,13 +570,28 @@ fn shipped_is_pinned(s: &Shipped) {
                 assert!(w.len() > 20, "{name}: witness `{w}`");
                 let pin = e["pin"]["pin"].as_str().unwrap();
                 match e["source"]["kind"].as_str().unwrap() {
-                    // Every ROCm tarball's digest is Spack's.
+                    // Every ROCm tarball's digest is Spack's; a wheel from PyPI's files has the
+                    // digest PyPI's project page links it with, and the witness names that page
+                    // and the link.
                     "url" => {
-                        assert_eq!(pin, format!("sha256 {}", e["source"]["sha256"].as_str().unwrap()));
-                        assert!(
-                            w.starts_with("Spack: spack/spack-packages repos/spack_repo/builtin/packages/"),
-                            "{name}: {w}"
-                        );
+                        let sha = e["source"]["sha256"].as_str().unwrap();
+                        assert_eq!(pin, format!("sha256 {sha}"));
+                        let url = e["source"]["url"].as_str().unwrap();
+                        match url.strip_prefix(PYPI_FILES) {
+                            Some(rest) => {
+                                let file = rest.rsplit('/').next().unwrap();
+                                let project = file.split('-').next().unwrap().to_lowercase().replace('_', "-");
+                                assert!(
+                                    w.starts_with(&format!("PyPI: https://pypi.org/simple/{project}/ "))
+                                        && w.contains(&format!("{file}#sha256={sha}")),
+                                    "{name}: {w}"
+                                );
+                            }
+                            None => assert!(
+                                w.starts_with("Spack: spack/spack-packages repos/spack_repo/builtin/packages/"),
+                                "{name}: {w}"
+                            ),
+                        }
                     }
                     _ => assert_eq!(pin, format!("rev {}", e["source"]["rev"].as_str().unwrap())),
                 }
@@ -572,7 +613,7 @@ fn shipped_is_pinned(s: &Shipped) {
     // would refuse) and stops at the first download, listing every source it could not get.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let config = dir.path().join("config.toml");
-    std::fs::write(&config, format!("[url-rewrite]\n\"{GITHUB}\" = \"http://127.0.0.1:{closed}/\"\n")).unwrap();
+    std::fs::write(&config, rewrites(&format!("http://127.0.0.1:{closed}/"))).unwrap();
     let host = meeting_needs_of(&repo_root().join("recipes").join(stack));
     let out = rocmforge(&home)
         .env("ROCMFORGE_CONFIG", &config)
@@ -700,7 +741,7 @@ fn stand_ins_pass_the_preflight(shipped: &Shipped) {
     top.iter_mut().find(|(p, _)| *p == f.path).unwrap().1 = broken.join("\n") + "\n";
     let bytes = tarball("miopen-stand-in", &top);
     let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
-    w.http.add(url.strip_prefix(GITHUB).unwrap(), bytes);
+    w.http.add(&served_at(url), bytes);
     let recipe = w.tree.join(format!("recipes/{stack}/miopen.toml"));
     let t = std::fs::read_to_string(&recipe).unwrap();
     std::fs::write(&recipe, t.replace(&w.stand_ins["miopen"].pin, &sha)).unwrap();
@@ -810,7 +851,8 @@ fn every_check_after_install_counts_in_the_night_and_together_they_fit_ten_minut
             // The per-target part grows with the targets asked for.
             let e3 = three["recipes"].as_array().unwrap().iter().find(|x| x["name"] == e["name"]).unwrap();
             let p3 = e3["checks_estimate"]["parallel_secs"].as_f64().unwrap();
-            if parallel > 0.0 && e["name"] != "clr" && e["name"] != "hipamd" {
+            // Host-only recipes (clr, hipamd, triton) count their check once, as for their own target set.
+            if parallel > 0.0 && e["name"] != "clr" && e["name"] != "hipamd" && e["name"] != "triton" {
                 assert!(
                     (p3 - 3.0 * parallel).abs() < 1e-6,
                     "{}: {p3} for three targets, {parallel} for one",
@@ -864,7 +906,7 @@ fn the_native_stacks_plans_show_their_runtime_wheel_and_torch_requiring_it() {
     for (stack, files, pth) in [
         (
             "rocm-6.2",
-            "clr, comgr, hipblas, hipblaslt, hipfft, hiprand, hipsolver, hipsparse, miopen, rocblas, rocfft, rocr, rocrand, rocsolver, rocsparse, roctracer",
+            "clr, comgr, hipblas, hipblaslt, hipfft, hiprand, hipsolver, hipsparse, llvm, miopen, rocblas, rocfft, rocr, rocrand, rocsolver, rocsparse, roctracer",
             ", profile `native` set at interpreter start (.pth)",
         ),
         (

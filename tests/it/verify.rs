@@ -182,8 +182,22 @@ impl Verify {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> std::process::Command {
+        self.process_in(Some(&self.tree), stack, python, args, env)
+    }
+
+    /// [`Verify::process`] on the recipes `recipes` (None: those embedded in rocmforge).
+    fn process_in(
+        &self,
+        recipes: Option<&Path>,
+        stack: Option<&str>,
+        python: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> std::process::Command {
         let mut c = crate::support::rocmforge_process(self.home.path());
-        c.arg("--recipes").arg(&self.tree);
+        if let Some(r) = recipes {
+            c.arg("--recipes").arg(r);
+        }
         if let Some(s) = stack {
             c.args(["--stack", s]);
         }
@@ -608,6 +622,58 @@ fn list_shows_the_training_cases() {
     assert_eq!(what("cumsum-int64-repeat"), "cumsum int64 3000017, 8 times (exact)");
     assert_eq!(what("nonzero-repeat"), "nonzero int64 3000017, 8 times (exact)");
     assert_eq!(what("torch-compile"), "torch.compile mlp fwd+bwd 64->128->10 b32");
+}
+
+/// Issue 40: the shipped rocm-6.2 stack installs Triton, so no profile of it expects
+/// `torch-compile` to fail: a torch.compile without Triton is an unexpected failure there, and a
+/// passing one passes with its first-call and cached times; rocm-5.4, which installs no Triton,
+/// keeps it known, for that reason only. `verify --list` of the stack shows the case.
+#[test]
+fn torch_compile_is_no_known_failure_of_the_rocm_6_2_profiles_and_stays_one_of_rocm_5_4() {
+    let v = Verify::new();
+    let shipped = |stack: &str, args: &[&str]| {
+        assert_cmd::Command::from_std(v.process_in(None, Some(stack), &v.python, args, &[]))
+            .timeout(Duration::from_secs(120))
+            .output()
+            .unwrap()
+    };
+    let list = shipped("rocm-6.2", &["--list"]);
+    assert!(list.status.success(), "{}", text(&list));
+    assert!(
+        String::from_utf8_lossy(&list.stdout)
+            .lines()
+            .any(|l| l.starts_with("torch-compile ") && l.ends_with(" torch.compile mlp fwd+bwd 64->128->10 b32")),
+        "{}",
+        text(&list)
+    );
+    let case = |stack: &str, profile: &str| shipped(stack, &["--case", "torch-compile", "--profile", profile]);
+    let line = |out: &Output| {
+        let s = String::from_utf8_lossy(&out.stdout).to_string();
+        s.lines().find(|l| l.starts_with("torch-compile ")).unwrap_or_else(|| panic!("{}", text(out))).to_string()
+    };
+    v.control(&[("torch-compile", "notriton")]);
+    for profile in ["native", "implicit-gemm"] {
+        let out = case("rocm-6.2", profile);
+        assert_eq!(out.status.code(), Some(1), "rocm-6.2 {profile}: {}", text(&out));
+        let l = line(&out);
+        assert!(l.ends_with(&format!("  error: exit status 1: {NO_TRITON}")), "rocm-6.2 {profile}: {l}");
+        assert!(!l.contains("known"), "rocm-6.2 {profile}: {l}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout)
+                .contains("1 case(s): 0 pass, 0 known hang(s), 0 known failure(s), 1 unexpected;"),
+            "{}",
+            text(&out)
+        );
+    }
+    let out = case("rocm-5.4", "native");
+    assert!(out.status.success(), "rocm-5.4: {}", text(&out));
+    assert!(line(&out).ends_with(&format!("  error (known): exit status 1: {NO_TRITON}")), "{}", text(&out));
+
+    v.control(&[("torch-compile", "pass")]);
+    let out = case("rocm-6.2", "native");
+    assert!(out.status.success(), "{}", text(&out));
+    let l = line(&out);
+    assert!(l.ends_with("     1.250s     0.004s  pass"), "first-call and cached times: {l}");
 }
 
 /// A torch package of someone else's, written here: `torch/__init__.py` states its version, HIP
