@@ -433,19 +433,8 @@ fn run_check(
         out.error = Some(format!("the recipe tree has no recipes/checks/{}/", empty.0));
         return out;
     }
-    let write = || -> std::io::Result<()> {
-        for (at, files) in &folders {
-            crate::fsutil::remove_dir_all_if_exists(at)?;
-            for (rel, bytes) in files {
-                let p = at.join(rel);
-                std::fs::create_dir_all(p.parent().unwrap_or(at))?;
-                std::fs::write(p, bytes)?;
-            }
-        }
-        Ok(())
-    };
-    if let Err(e) = write() {
-        out.error = Some(format!("cannot write the check into {}: {e}", base.display()));
+    if let Err((what, path, e)) = folders.iter().try_for_each(|(at, files)| crate::fsutil::write_fresh(at, files)) {
+        out.error = Some(format!("cannot write the check into {}: {what} {}: {e}", base.display(), path.display()));
         return out;
     }
     let mut targets = req.settings.targets.clone();

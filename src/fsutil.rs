@@ -371,6 +371,26 @@ pub fn remove_dir_all_if_exists(p: &Path) -> io::Result<()> {
     }
 }
 
+/// `files` (path relative to `dir`, content) as the only content of `dir`, scripts (`.sh`,
+/// `.py`) executable: a check's folder laid out fresh. On failure: what was being done, to
+/// which path, and why.
+pub fn write_fresh(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<(), (&'static str, PathBuf, io::Error)> {
+    remove_dir_all_if_exists(dir).map_err(|e| ("cannot clean", dir.to_path_buf(), e))?;
+    fs::create_dir_all(dir).map_err(|e| ("cannot create", dir.to_path_buf(), e))?;
+    for (rel, bytes) in files {
+        let path = dir.join(rel);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).map_err(|e| ("cannot create", parent.to_path_buf(), e))?;
+        }
+        fs::write(&path, bytes).map_err(|e| ("cannot write", path.clone(), e))?;
+        if rel.ends_with(".sh") || rel.ends_with(".py") {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = fs::set_permissions(&path, fs::Permissions::from_mode(0o755));
+        }
+    }
+    Ok(())
+}
+
 /// Removes a temporary directory when dropped, unless [`TempDirGuard::keep`] was called: what failed
 /// half-way leaves nothing behind (a killed process leaves its `.tmp-` dir, which `cache verify`
 /// reports and `cache gc` removes once the process is gone).

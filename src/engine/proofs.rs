@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{io_err, BuildError, Engine};
+use super::{BuildError, Engine};
 use crate::layout::WorkDir;
 use crate::offload::coverage::{self, CoverageCheck, CoverageSpec, Installed};
 use crate::plan::PlanEntry;
@@ -47,22 +47,8 @@ pub fn materialize(c: &PostCheck, dir: &Path) -> Result<(), BuildError> {
     Ok(())
 }
 
-/// `files` (path relative to `dir`, content) as the only content of `dir`.
-pub fn write_fresh(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<(), BuildError> {
-    crate::fsutil::remove_dir_all_if_exists(dir).map_err(io_err("cannot clean", dir))?;
-    std::fs::create_dir_all(dir).map_err(io_err("cannot create", dir))?;
-    for (rel, bytes) in files {
-        let path = dir.join(rel);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(io_err("cannot create", parent))?;
-        }
-        std::fs::write(&path, bytes).map_err(io_err("cannot write", &path))?;
-        if rel.ends_with(".sh") || rel.ends_with(".py") {
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755));
-        }
-    }
-    Ok(())
+fn write_fresh(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<(), BuildError> {
+    crate::fsutil::write_fresh(dir, files).map_err(|(what, path, source)| BuildError::Io { what, path, source })
 }
 
 impl Engine<'_> {

@@ -123,7 +123,7 @@ pub fn assemble(
                 let mut want = vec![ORIGIN.to_string()];
                 want.extend(runpath_for(&name, &d, &provided));
                 let want = dedup(want);
-                if d.rpath.is_empty() && d.runpath == want {
+                if !needs_relink(&d, &want) {
                     Body::File(real)
                 } else {
                     let copy = patched.path().join(i.to_string());
@@ -287,10 +287,16 @@ fn dedup(v: Vec<String>) -> Vec<String> {
 /// `bytes` with its RUNPATH set to `want` (and any DT_RPATH gone), or `None` when it already
 /// is exactly that.
 fn relinked(member: &str, bytes: &[u8], d: &elf::Dynamic, want: Vec<String>) -> Result<Option<Vec<u8>>, RuntimeError> {
-    if d.rpath.is_empty() && d.runpath == want {
+    if !needs_relink(d, &want) {
         return Ok(None);
     }
     set_runpath(member, bytes, &want.join(":")).map(Some)
+}
+
+/// Whether a library's search paths as written differ from `want` (the RUNPATH it gets): a
+/// DT_RPATH at all, or another RUNPATH.
+fn needs_relink(d: &elf::Dynamic, want: &[String]) -> bool {
+    !d.rpath.is_empty() || d.runpath != want
 }
 
 /// Runs patchelf on a copy of `bytes`: `--set-rpath` (which writes DT_RUNPATH and turns a

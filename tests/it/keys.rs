@@ -15,15 +15,18 @@ fn host_path() -> String {
     std::env::var("PATH").unwrap_or_default()
 }
 
-/// Each recipe's key (`None` for a recipe without one, e.g. blocked) and its state and reason,
-/// from `plan --json`.
-fn plan(cmd: &mut assert_cmd::Command) -> BTreeMap<String, (Option<String>, String)> {
+/// The recipes of `plan --json` run by `cmd`, which must succeed.
+fn plan_recipes(cmd: &mut assert_cmd::Command) -> Vec<serde_json::Value> {
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    plan["recipes"]
-        .as_array()
-        .unwrap()
+    plan["recipes"].as_array().unwrap().clone()
+}
+
+/// Each recipe's key (`None` for a recipe without one, e.g. blocked) and its state and reason,
+/// from `plan --json`.
+fn plan(cmd: &mut assert_cmd::Command) -> BTreeMap<String, (Option<String>, String)> {
+    plan_recipes(cmd)
         .iter()
         .map(|r| {
             let why = format!("{}: {}", r["state"].as_str().unwrap(), r["reason"].as_str().unwrap());
@@ -322,12 +325,7 @@ fn a_change_to_a_checks_shared_helpers_rekeys_the_recipes_that_use_them_and_no_o
     let run = || {
         let mut c = rocmforge(home.path());
         c.arg("--recipes").arg(&tree).args(["--stack", "rocm-6.2", "plan", "--target", "gfx1010", "--json"]).args(&all);
-        let out = c.output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        plan["recipes"]
-            .as_array()
-            .unwrap()
+        plan_recipes(&mut c)
             .iter()
             .map(|r| {
                 let deps: Vec<String> =
