@@ -111,3 +111,57 @@ fn a_tree_without_the_flag_function_is_not_read() {
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("check error:") && out.contains("get_ck_common_compiler_flag"), "{out}");
 }
+
+/// The recipe's own step line, run as the engine runs it (a copy of the check's folder with
+/// kernel-common beside it). In a night built against an installation (`--rocm-path` with
+/// `--from-source clr`), `{rocm}` holds the compiler and not HIP; HIP's headers are in clr's
+/// root, where the first real night's MIOpen check stopped ("no include/hip/hip_runtime.h").
+#[test]
+fn the_recipes_step_takes_the_hip_headers_from_clrs_root() {
+    tools();
+    let dir = tempfile::tempdir().unwrap();
+    let tree = stand_in(dir.path());
+    apply_patch_0003(&tree);
+    let (llvm, rocm, clr) = (dir.path().join("llvm"), dir.path().join("rocm"), dir.path().join("clr"));
+    std::fs::create_dir_all(llvm.join("bin")).unwrap();
+    std::os::unix::fs::symlink(CLANG, llvm.join("bin/clang")).unwrap();
+    std::fs::create_dir_all(rocm.join("include")).unwrap();
+    std::fs::create_dir_all(clr.join("include")).unwrap();
+    std::os::unix::fs::symlink("/usr/include/hip", clr.join("include/hip")).unwrap();
+    let device_libs = Path::new("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode");
+    assert!(
+        device_libs.join("ockl.bc").exists(),
+        "Debian's device libs (package rocm-device-libs, via hipcc) are missing"
+    );
+
+    let recipe: toml::Value =
+        toml::from_str(&std::fs::read_to_string(repo_root().join("recipes/rocm-6.2/miopen.toml")).unwrap()).unwrap();
+    let check = recipe["check"].as_array().unwrap().iter().find(|c| c["name"].as_str() == Some("legacy-ck-gfx101x"));
+    let check = check.expect("miopen.toml has the legacy-ck-gfx101x check");
+    let step = check["steps"][0].as_str().unwrap().to_string();
+    let run = |step: &str, name: &str| {
+        let checks = dir.path().join(name);
+        copy_tree(&repo_root().join("recipes/checks/miopen-legacy-ck"), &checks.join("legacy-ck-gfx101x"));
+        copy_tree(&repo_root().join("recipes/checks/kernel-common"), &checks.join("kernel-common"));
+        let filled = step
+            .replace("{src}", tree.to_str().unwrap())
+            .replace("{rocm_llvm}", llvm.to_str().unwrap())
+            .replace("{root:clr}", clr.to_str().unwrap())
+            .replace("{rocm}", rocm.to_str().unwrap())
+            .replace("{targets}", "gfx1010")
+            .replace("{rocm_device_libs}", device_libs.to_str().unwrap());
+        assert!(!filled.contains('{'), "a placeholder this test does not fill: {filled}");
+        let out =
+            Command::new("sh").arg("-c").arg(&filled).current_dir(checks.join("legacy-ck-gfx101x")).output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.code().unwrap_or(-1), text)
+    };
+    let (code, out) = run(&step, "clr");
+    assert_eq!(code, 0, "{step}\n{out}");
+    line(&out, "ok", "gfx1010");
+    let with_rocm = step.replace("{root:clr}", "{rocm}");
+    assert_ne!(with_rocm, step, "the step names clr's root: {step}");
+    let (code, out) = run(&with_rocm, "rocm");
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("no include/hip/hip_runtime.h"), "{out}");
+}
