@@ -6,8 +6,9 @@
 # the tests source `rocmforge env` output; gfortran, which the rocm-5.4 stack's hipBLAS, hipSPARSE,
 # rocSPARSE and hipSOLVER configure with (its preflight test checks the host for it); patchelf, which
 # sets the RUNPATH of the libraries in the stacks' wheels (src/wheel/runtime.rs); LLVM 15's lld,
-# the linker of the Triton check's test (tests/it/triton_check.rs), and the triton wheel it runs
-# (rocm-6.2's recipe's file, checked against its sha256, in the wheelhouse).
+# the linker of the Triton check's test (tests/it/triton_check.rs), and the triton wheels it runs
+# (rocm-6.2's recipe's file and rocm-7.14-binary's series, checked against their sha256, in the
+# wheelhouse); Python 3.12 for the second (pyenv's, or uv's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,20 +65,29 @@ if ! ls "$wheelhouse"/setuptools-*.whl >/dev/null 2>&1 || ! ls "$wheelhouse"/whe
   mkdir -p "$wheelhouse"
   $py -m pip download -q --only-binary=:all: -d "$wheelhouse" setuptools wheel
 fi
-# The triton wheel of rocm-6.2's recipe (PyPI's, 242 MB), the one its check's test runs: the url
-# and sha256 read from the recipe, the file kept only if its digest is the pin.
-triton_recipe=recipes/rocm-6.2/triton.toml
-triton_url=$(sed -n 's/^url = "\(.*\)"$/\1/p' "$triton_recipe")
-triton_sha=$(sed -n 's/^sha256 = "\([0-9a-f]\{64\}\)"$/\1/p' "$triton_recipe")
-[ -n "$triton_url" ] && [ -n "$triton_sha" ] || { echo "setup: no url and sha256 in $triton_recipe" >&2; exit 1; }
-triton_wheel="$wheelhouse/${triton_url##*/}"
-if ! echo "$triton_sha  $triton_wheel" | sha256sum --check --status 2>/dev/null; then
-  mkdir -p "$wheelhouse"
-  $py -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' "$triton_url" "$triton_wheel.part"
-  echo "$triton_sha  $triton_wheel.part" | sha256sum --check --status || {
-    echo "setup: $triton_url: its sha256 is not $triton_sha (the pin of $triton_recipe)" >&2; rm -f "$triton_wheel.part"; exit 1; }
-  mv "$triton_wheel.part" "$triton_wheel"
-fi
+# The triton wheels the Triton check's tests run, each kept only if its digest is the pin:
+# rocm-6.2's recipe's (PyPI's 3.2.0, 242 MB) and the 3.7 series rocm-7.14-binary's torch pairs
+# with (PyPI's 3.7.1 for CPython 3.12, 198 MB; tests/fixtures/triton-3.7.1.toml). The url and
+# sha256 are read from those files.
+fetch_pinned() {
+  local pin=$1 url sha file
+  url=$(sed -n 's/^url = "\(.*\)"$/\1/p' "$pin")
+  sha=$(sed -n 's/^sha256 = "\([0-9a-f]\{64\}\)"$/\1/p' "$pin")
+  [ -n "$url" ] && [ -n "$sha" ] || { echo "setup: no url and sha256 in $pin" >&2; exit 1; }
+  file="$wheelhouse/${url##*/}"
+  if ! echo "$sha  $file" | sha256sum --check --status 2>/dev/null; then
+    mkdir -p "$wheelhouse"
+    $py -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' "$url" "$file.part"
+    echo "$sha  $file.part" | sha256sum --check --status || {
+      echo "setup: $url: its sha256 is not $sha (the pin of $pin)" >&2; rm -f "$file.part"; exit 1; }
+    mv "$file.part" "$file"
+  fi
+}
+fetch_pinned recipes/rocm-6.2/triton.toml
+fetch_pinned tests/fixtures/triton-3.7.1.toml
+# Python 3.12 for the second: pyenv's if it has one, else uv's.
+ls "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12.*/bin/python3.12 >/dev/null 2>&1 || uv python find 3.12 >/dev/null 2>&1 \
+  || python3.12 --version >/dev/null 2>&1 || uv python install -q 3.12
 # Debian unstable's ROCm 6.4 packages the installation tests read (unpacked in target/debian-rocm).
 bash ci/debian-rocm.sh
 # Debian's libmiopen1 6.4.3 (unstable) and 7.2.4 (experimental), whose embedded kernels the
