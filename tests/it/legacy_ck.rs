@@ -165,3 +165,58 @@ fn the_recipes_step_takes_the_hip_headers_from_clrs_root() {
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("no include/hip/hip_runtime.h"), "{out}");
 }
+
+/// The rocm-6.2 stack's own MIOpen read as a library (`rocmforge inspect`): patch 0003's host
+/// code gives every gfx101* device the family macro ` -DCK_AMD_GPU_GFX101X`, which the
+/// library's strings name; the audit takes it for gfx1010 and the patched reduction compiles,
+/// its code holding config.hpp's GFX10 buffer dword. A library whose strings name only
+/// upstream's targets fails on gfx1010 with the `#error`. (The first real night's libMIOpen,
+/// patched, failed the audit so while the audit knew only a device's own macro.)
+#[test]
+fn inspect_takes_patch_0003s_family_macro_from_a_librarys_strings() {
+    tools();
+    let dir = tempfile::tempdir().unwrap();
+    let tree = stand_in(dir.path());
+    apply_patch_0003(&tree);
+    let kernel =
+        std::fs::read(tree.join("src/composable_kernel/composable_kernel/src/kernel_wrapper").join(KERNEL)).unwrap();
+    let config = std::fs::read(tree.join(CONFIG)).unwrap();
+    for (host, passes) in [(" -DCK_AMD_GPU_GFX101X", true), (" -DCK_AMD_GPU_GFX1031", false)] {
+        // The kernel map's file names, the version, the host code's target literals.
+        let mut c =
+            format!("const char *miopen_strings[] = {{ {KERNEL:?}, \"config.hpp\", \", MIOpen version 3.2.0.\", ");
+        c.push_str(&format!("\" -DCK_AMD_GPU_GFX900\", \" -DCK_AMD_GPU_GFX1030\", {host:?} }};\n"));
+        c.push_str(&crate::miopen_audit::embed(KERNEL, &kernel, false, None));
+        c.push_str(&crate::miopen_audit::embed("config.hpp", &config, true, None));
+        let libs = dir.path().join(format!("lib-{passes}"));
+        let lib = crate::support::kpack::c_library(&libs, "libMIOpen.so.1.0", &c);
+        let work = dir.path().join(format!("work-{passes}"));
+        let out = crate::support::rocmforge(dir.path())
+            .args(["inspect", "--target", "gfx1010", "--kernels-dir"])
+            .arg(&work)
+            .arg(&lib)
+            .timeout(std::time::Duration::from_secs(1800))
+            .output()
+            .unwrap();
+        let all = crate::support::text(&out);
+        let json = work.join("0-libMIOpen.so.1.0/legacy-ck.json");
+        let ck: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).unwrap_or_else(|e| panic!("{}: {e}\n{all}", json.display())))
+                .unwrap();
+        assert_eq!(ck["pass"], passes, "{ck}\n{all}");
+        let gfx1010: Vec<&serde_json::Value> =
+            ck["compiles"].as_array().unwrap().iter().filter(|c| c["target"] == "gfx1010").collect();
+        assert!(!gfx1010.is_empty(), "{ck}");
+        if passes {
+            assert!(
+                all.contains("assumed: gfx1010: -DCK_AMD_GPU_GFX101X (named by the library's strings: a family macro"),
+                "{all}"
+            );
+            assert!(gfx1010.iter().all(|c| c["ok"] == true), "{ck}");
+        } else {
+            assert!(all.contains("assumed: gfx1010: no CK_AMD_GPU_* macro"), "{all}");
+            let msg = gfx1010[0]["message"][0].as_str().unwrap_or_default();
+            assert!(msg.contains("error: Need to define (only) one GPU target"), "{ck}");
+        }
+    }
+}
