@@ -124,7 +124,6 @@ fn parse_mode(s: &[u8]) -> Option<u32> {
 /// Parses a patch file (`name` is used in errors) into its file changes.
 pub fn parse(name: &str, bytes: &[u8]) -> Result<Vec<FilePatch>, PatchError> {
     let lines = split_lines(bytes);
-    let malformed = |line: usize, msg: String| PatchError::Malformed { patch: name.to_string(), line, msg };
     let mut out: Vec<FilePatch> = Vec::new();
     // A `diff --git` block waiting for its `---`/`+++` (or standing alone: new empty file, rename).
     let mut git_block: Option<(FilePatch, bool)> = None;
@@ -140,117 +139,18 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Vec<FilePatch>, PatchError> {
         let line = lines[i];
         if let Some(rest) = line.strip_prefix(b"diff --git ") {
             flush_git(&mut git_block, &mut out);
-            let s = String::from_utf8_lossy(trim_eol(rest)).to_string();
-            let (mut old, mut new) = match s.split_once(" b/") {
-                Some((a, b)) => (Some(a.to_string()), Some(format!("b/{b}"))),
-                None => (None, None),
-            };
-            strip_prefixes(&mut old, &mut new);
-            git_block = Some((FilePatch { old, new, ..FilePatch::default() }, false));
+            git_block = Some((git_diff_header(rest), false));
             i += 1;
             continue;
         }
         if let Some((fp, meaningful)) = git_block.as_mut() {
-            if let Some(m) = line.strip_prefix(b"new file mode ") {
-                fp.old = None;
-                fp.new_mode = parse_mode(m);
-                *meaningful = true;
-            } else if line.starts_with(b"deleted file mode ") {
-                fp.new = None;
-                *meaningful = true;
-            } else if let Some(m) = line.strip_prefix(b"new mode ") {
-                fp.new_mode = parse_mode(m);
-                *meaningful = true;
-            } else if let Some(p) = line.strip_prefix(b"rename from ") {
-                fp.old = header_path(p);
-                *meaningful = true;
-            } else if let Some(p) = line.strip_prefix(b"rename to ") {
-                fp.new = header_path(p);
-                *meaningful = true;
-            } else if let Some(ids) = line.strip_prefix(b"index ") {
-                let ids = String::from_utf8_lossy(trim_eol(ids)).to_string();
-                let ids = ids.split(' ').next().unwrap_or("");
-                fp.index = ids.split_once("..").map(|(a, b)| (a.to_string(), b.to_string()));
-            } else if trim_eol(line) == b"GIT binary patch" {
-                let mut j = i + 1;
-                let bin = parse_binary(&lines, &mut j).map_err(|(line, msg)| malformed(line, msg))?;
-                fp.binary = Some(bin);
-                *meaningful = true;
-                i = j;
+            if let Some(next) = read_git_header_line(name, &lines, i, fp, meaningful)? {
+                i = next;
                 continue;
-            } else if line.starts_with(b"Binary files ") && trim_eol(line).ends_with(b" differ") {
-                return Err(PatchError::Binary { patch: name.into(), file: fp.path().to_string() });
             }
         }
         if line.starts_with(b"--- ") && lines.get(i + 1).is_some_and(|n| n.starts_with(b"+++ ")) {
-            let mut old = header_path(&line[4..]);
-            let mut new = header_path(&lines[i + 1][4..]);
-            strip_prefixes(&mut old, &mut new);
-            let mut fp = match git_block.take() {
-                Some((g, _)) => FilePatch { old, new, new_mode: g.new_mode, index: g.index, ..FilePatch::default() },
-                None => FilePatch { old, new, ..FilePatch::default() },
-            };
-            i += 2;
-            while i < lines.len() && lines[i].starts_with(b"@@ ") {
-                let header = String::from_utf8_lossy(trim_eol(lines[i])).to_string();
-                let Some((a, b, c, d)) = parse_hunk_header(&header) else {
-                    return Err(malformed(i + 1, format!("bad hunk header `{header}`")));
-                };
-                let mut hunk =
-                    Hunk { old_start: a, old_len: b, new_start: c, new_len: d, lines: Vec::new(), patch_line: i + 1 };
-                i += 1;
-                let (mut old_left, mut new_left) = (b, d);
-                while old_left > 0 || new_left > 0 {
-                    let Some(l) = lines.get(i) else {
-                        return Err(malformed(
-                            i,
-                            format!("hunk `{header}` ends early: {old_left} old and {new_left} new line(s) missing"),
-                        ));
-                    };
-                    let body = l.get(1..).unwrap_or(b"\n").to_vec();
-                    match l.first() {
-                        Some(b' ') if old_left > 0 && new_left > 0 => {
-                            hunk.lines.push(HunkLine::Context(body));
-                            old_left -= 1;
-                            new_left -= 1;
-                        }
-                        // An empty line is a blank context line whose space an editor removed.
-                        Some(b'\n') | Some(b'\r') if old_left > 0 && new_left > 0 => {
-                            hunk.lines.push(HunkLine::Context(l.to_vec()));
-                            old_left -= 1;
-                            new_left -= 1;
-                        }
-                        Some(b'-') if old_left > 0 => {
-                            hunk.lines.push(HunkLine::Remove(body));
-                            old_left -= 1;
-                        }
-                        Some(b'+') if new_left > 0 => {
-                            hunk.lines.push(HunkLine::Add(body));
-                            new_left -= 1;
-                        }
-                        Some(b'\\') => no_newline(&mut hunk),
-                        _ => {
-                            return Err(malformed(
-                                i + 1,
-                                format!(
-                                    "hunk `{header}` has {old_left} old and {new_left} new line(s) left, but this line is `{}`",
-                                    String::from_utf8_lossy(trim_eol(l))
-                                ),
-                            ))
-                        }
-                    }
-                    i += 1;
-                }
-                if lines.get(i).is_some_and(|l| l.starts_with(b"\\")) {
-                    no_newline(&mut hunk);
-                    i += 1;
-                }
-                fp.hunks.push(hunk);
-            }
-            if fp.hunks.is_empty() && !(fp.old.is_none() && fp.new.is_some()) {
-                return Err(malformed(i, format!("`{}` has a header but no hunk", fp.path())));
-            }
-            out.push(fp);
+            out.push(read_file_hunks(name, &lines, &mut i, git_block.take())?);
             continue;
         }
         i += 1;
@@ -259,14 +159,163 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Vec<FilePatch>, PatchError> {
     if out.is_empty() {
         return Err(PatchError::NotAPatch { patch: name.into() });
     }
-    for fp in &out {
+    check_paths_stay_inside(name, &out)?;
+    Ok(out)
+}
+
+fn malformed(patch: &str, line: usize, msg: String) -> PatchError {
+    PatchError::Malformed { patch: patch.to_string(), line, msg }
+}
+
+/// `diff --git a/x b/x`: the change's paths, before any extended header line.
+fn git_diff_header(rest: &[u8]) -> FilePatch {
+    let s = String::from_utf8_lossy(trim_eol(rest)).to_string();
+    let (mut old, mut new) = match s.split_once(" b/") {
+        Some((a, b)) => (Some(a.to_string()), Some(format!("b/{b}"))),
+        None => (None, None),
+    };
+    strip_prefixes(&mut old, &mut new);
+    FilePatch { old, new, ..FilePatch::default() }
+}
+
+/// One of git's extended header lines (modes, renames, `index`, a binary patch) into the block's
+/// change; `meaningful` is set when the line makes the change stand alone without hunks. Returns
+/// the line after a `GIT binary patch` it read whole, `None` for any other line.
+fn read_git_header_line(
+    name: &str,
+    lines: &[&[u8]],
+    i: usize,
+    fp: &mut FilePatch,
+    meaningful: &mut bool,
+) -> Result<Option<usize>, PatchError> {
+    let line = lines[i];
+    if let Some(m) = line.strip_prefix(b"new file mode ") {
+        fp.old = None;
+        fp.new_mode = parse_mode(m);
+        *meaningful = true;
+    } else if line.starts_with(b"deleted file mode ") {
+        fp.new = None;
+        *meaningful = true;
+    } else if let Some(m) = line.strip_prefix(b"new mode ") {
+        fp.new_mode = parse_mode(m);
+        *meaningful = true;
+    } else if let Some(p) = line.strip_prefix(b"rename from ") {
+        fp.old = header_path(p);
+        *meaningful = true;
+    } else if let Some(p) = line.strip_prefix(b"rename to ") {
+        fp.new = header_path(p);
+        *meaningful = true;
+    } else if let Some(ids) = line.strip_prefix(b"index ") {
+        let ids = String::from_utf8_lossy(trim_eol(ids)).to_string();
+        let ids = ids.split(' ').next().unwrap_or("");
+        fp.index = ids.split_once("..").map(|(a, b)| (a.to_string(), b.to_string()));
+    } else if trim_eol(line) == b"GIT binary patch" {
+        let mut j = i + 1;
+        let bin = parse_binary(lines, &mut j).map_err(|(line, msg)| malformed(name, line, msg))?;
+        fp.binary = Some(bin);
+        *meaningful = true;
+        return Ok(Some(j));
+    } else if line.starts_with(b"Binary files ") && trim_eol(line).ends_with(b" differ") {
+        return Err(PatchError::Binary { patch: name.into(), file: fp.path().to_string() });
+    }
+    Ok(None)
+}
+
+/// A `---`/`+++` pair at `*i` and the hunks after it, taking the modes and blob ids of the
+/// `diff --git` block it closes; `*i` is left on the line after the last hunk.
+fn read_file_hunks(
+    name: &str,
+    lines: &[&[u8]],
+    i: &mut usize,
+    git_block: Option<(FilePatch, bool)>,
+) -> Result<FilePatch, PatchError> {
+    let mut old = header_path(&lines[*i][4..]);
+    let mut new = header_path(&lines[*i + 1][4..]);
+    strip_prefixes(&mut old, &mut new);
+    let mut fp = match git_block {
+        Some((g, _)) => FilePatch { old, new, new_mode: g.new_mode, index: g.index, ..FilePatch::default() },
+        None => FilePatch { old, new, ..FilePatch::default() },
+    };
+    *i += 2;
+    while *i < lines.len() && lines[*i].starts_with(b"@@ ") {
+        fp.hunks.push(read_hunk(name, lines, i)?);
+    }
+    if fp.hunks.is_empty() && !(fp.old.is_none() && fp.new.is_some()) {
+        return Err(malformed(name, *i, format!("`{}` has a header but no hunk", fp.path())));
+    }
+    Ok(fp)
+}
+
+/// The `@@` hunk at `*i`: as many old and new lines as its header counts, and a
+/// `\ No newline at end of file` after them; `*i` is left on the line after it.
+fn read_hunk(name: &str, lines: &[&[u8]], i: &mut usize) -> Result<Hunk, PatchError> {
+    let header = String::from_utf8_lossy(trim_eol(lines[*i])).to_string();
+    let Some((a, b, c, d)) = parse_hunk_header(&header) else {
+        return Err(malformed(name, *i + 1, format!("bad hunk header `{header}`")));
+    };
+    let mut hunk = Hunk { old_start: a, old_len: b, new_start: c, new_len: d, lines: Vec::new(), patch_line: *i + 1 };
+    *i += 1;
+    let (mut old_left, mut new_left) = (b, d);
+    while old_left > 0 || new_left > 0 {
+        let Some(l) = lines.get(*i) else {
+            return Err(malformed(
+                name,
+                *i,
+                format!("hunk `{header}` ends early: {old_left} old and {new_left} new line(s) missing"),
+            ));
+        };
+        let body = l.get(1..).unwrap_or(b"\n").to_vec();
+        match l.first() {
+            Some(b' ') if old_left > 0 && new_left > 0 => {
+                hunk.lines.push(HunkLine::Context(body));
+                old_left -= 1;
+                new_left -= 1;
+            }
+            // An empty line is a blank context line whose space an editor removed.
+            Some(b'\n') | Some(b'\r') if old_left > 0 && new_left > 0 => {
+                hunk.lines.push(HunkLine::Context(l.to_vec()));
+                old_left -= 1;
+                new_left -= 1;
+            }
+            Some(b'-') if old_left > 0 => {
+                hunk.lines.push(HunkLine::Remove(body));
+                old_left -= 1;
+            }
+            Some(b'+') if new_left > 0 => {
+                hunk.lines.push(HunkLine::Add(body));
+                new_left -= 1;
+            }
+            Some(b'\\') => no_newline(&mut hunk),
+            _ => {
+                return Err(malformed(
+                    name,
+                    *i + 1,
+                    format!(
+                        "hunk `{header}` has {old_left} old and {new_left} new line(s) left, but this line is `{}`",
+                        String::from_utf8_lossy(trim_eol(l))
+                    ),
+                ))
+            }
+        }
+        *i += 1;
+    }
+    if lines.get(*i).is_some_and(|l| l.starts_with(b"\\")) {
+        no_newline(&mut hunk);
+        *i += 1;
+    }
+    Ok(hunk)
+}
+
+/// Every path a change names is relative and stays inside the tree it is applied to.
+fn check_paths_stay_inside(name: &str, out: &[FilePatch]) -> Result<(), PatchError> {
+    for fp in out {
         for p in [&fp.old, &fp.new].into_iter().flatten() {
             if !crate::fsutil::is_safe_rel(p) {
                 return Err(PatchError::UnsafePath { patch: name.into(), file: p.clone() });
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// `\ No newline at end of file`: the previous line has no `\n`.

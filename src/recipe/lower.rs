@@ -45,12 +45,56 @@ pub(super) fn lower_stack(
     raw_profiles: BTreeMap<String, toml::Spanned<RawProfile>>,
     diags: &mut Diagnostics,
 ) -> StackHeader {
-    if raw.name.get_ref() != stack {
-        diags.push(file.at(
-            raw.name.span(),
-            format!("stack name `{}` does not match its folder `recipes/{stack}/`", raw.name.get_ref()),
-        ));
+    check_stack_name(file, stack, &raw.name, diags);
+    let (default_targets, supported_targets) = lower_stack_targets(file, &raw, diags);
+    let mut override_diags = Vec::new();
+    let mut profiles = BTreeMap::new();
+    for (name, p) in raw_profiles {
+        let profile = lower_profile(file, &name, p, &mut override_diags, diags);
+        profiles.insert(name, profile);
     }
+    let default_profile = lower_default_profile(file, raw.default_profile, &profiles, diags);
+    let venv_constraints = lower_venv_constraints(file, &raw.venv_constraints, diags);
+    let venv_skip = lower_venv_skip(file, &raw.venv_skip, raw.python.is_some(), diags);
+    let index_path = raw.index_path.and_then(|p| lower_index_path(file, p, diags));
+    let glibc = lower_glibc(file, raw.glibc.as_ref(), diags);
+    let stack = Stack {
+        name: stack.to_string(),
+        glibc,
+        rocm_version: raw.rocm_version,
+        summary: raw.summary,
+        default_targets,
+        supported_targets,
+        is_default: raw.default,
+        python: raw.python,
+        venv_constraints,
+        venv_skip,
+        profiles,
+        default_profile,
+        index_path,
+        file: file.display.clone(),
+        disk_gb: raw.disk_gb,
+        system_libraries: lower_system_libraries(file, &raw.system_libraries, diags),
+        recipes: BTreeMap::new(),
+    };
+    StackHeader { stack, override_diags }
+}
+
+/// `[stack] name` is the stack's folder's name.
+fn check_stack_name(file: &FileText<'_>, stack: &str, name: &Spanned<String>, diags: &mut Diagnostics) {
+    if name.get_ref() != stack {
+        diags.push(
+            file.at(
+                name.span(),
+                format!("stack name `{}` does not match its folder `recipes/{stack}/`", name.get_ref()),
+            ),
+        );
+    }
+}
+
+/// `default-targets` (never empty) and `supported-targets` (never empty when given, and holding
+/// every default target).
+fn lower_stack_targets(file: &FileText<'_>, raw: &RawStack, diags: &mut Diagnostics) -> (TargetSet, Option<TargetSet>) {
     let default_targets = lower_targets(file, raw.default_targets.get_ref(), diags);
     if raw.default_targets.get_ref().is_empty() {
         diags.push(
@@ -76,13 +120,17 @@ pub(super) fn lower_stack(
         }
         set
     });
-    let mut override_diags = Vec::new();
-    let mut profiles = BTreeMap::new();
-    for (name, p) in raw_profiles {
-        let profile = lower_profile(file, &name, p, &mut override_diags, diags);
-        profiles.insert(name, profile);
-    }
-    let default_profile = match raw.default_profile {
+    (default_targets, supported_targets)
+}
+
+/// `default-profile`: one of the stack's profiles; may be left out only when there is at most one.
+fn lower_default_profile(
+    file: &FileText<'_>,
+    raw: Option<Spanned<String>>,
+    profiles: &BTreeMap<String, Profile>,
+    diags: &mut Diagnostics,
+) -> Option<String> {
+    match raw {
         Some(d) if !profiles.contains_key(d.get_ref()) => {
             diags.push(
                 file.at(
@@ -109,9 +157,13 @@ pub(super) fn lower_stack(
             ));
             None
         }
-    };
+    }
+}
+
+/// `venv-constraints`: one requirement per string, as pip's `-c` file takes it.
+fn lower_venv_constraints(file: &FileText<'_>, raw: &[Spanned<String>], diags: &mut Diagnostics) -> Vec<String> {
     let mut venv_constraints = Vec::new();
-    for c in &raw.venv_constraints {
+    for c in raw {
         let text = c.get_ref().trim();
         let starts_with_name = text.chars().next().is_some_and(|ch| ch.is_ascii_alphanumeric());
         if !starts_with_name || text.contains(['\n', ' ']) && !text.contains(';') {
@@ -123,8 +175,18 @@ pub(super) fn lower_stack(
             venv_constraints.push(text.to_string());
         }
     }
+    venv_constraints
+}
+
+/// `venv-skip`: project names, normalised; only where the stack has a venv (names a `python`).
+fn lower_venv_skip(
+    file: &FileText<'_>,
+    raw: &[Spanned<String>],
+    has_python: bool,
+    diags: &mut Diagnostics,
+) -> Vec<String> {
     let mut venv_skip = Vec::new();
-    for p in &raw.venv_skip {
+    for p in raw {
         if crate::wheel::is_valid_project_name(p.get_ref()) {
             venv_skip.push(crate::wheel::normalize_name(p.get_ref()));
         } else {
@@ -136,7 +198,7 @@ pub(super) fn lower_stack(
             );
         }
     }
-    if let (Some(first), None) = (raw.venv_skip.first(), &raw.python) {
+    if let (Some(first), false) = (raw.first(), has_python) {
         diags.push(
             file.at(
                 first.span(),
@@ -145,34 +207,41 @@ pub(super) fn lower_stack(
             .with_help("add `python = \"3.N\"` to [stack], or remove `venv-skip`"),
         );
     }
-    let index_path = raw.index_path.and_then(|p| {
-        let name = p.get_ref();
-        let ok = !name.is_empty()
-            && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-            && !name.starts_with(['-', '.']);
-        if ok && super::INDEX_TOP_LEVEL_NAMES.contains(&name.as_str()) {
-            diags.push(
-                file.at(p.span(), format!("`index-path` `{name}` is a name the index directory's top already uses"))
-                    .with_help(format!(
-                        "the default index keeps {} there: name the stack's own folder otherwise (e.g. its stack name)",
-                        super::INDEX_TOP_LEVEL_NAMES.map(|n| format!("`{n}`")).join(" and ")
-                    )),
-            );
-            None
-        } else if ok {
-            Some(p.into_inner())
-        } else {
-            diags.push(file.at(
-                p.span(),
-                format!(
-                    "`index-path` must be one folder name of lowercase letters, digits, `.` and `-`, got `{}`",
-                    p.get_ref()
-                ),
-            ));
-            None
-        }
-    });
-    let glibc = match &raw.glibc {
+    venv_skip
+}
+
+/// `index-path`: one folder name, not one the index directory's top already uses.
+fn lower_index_path(file: &FileText<'_>, p: Spanned<String>, diags: &mut Diagnostics) -> Option<String> {
+    let name = p.get_ref();
+    let ok = !name.is_empty()
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && !name.starts_with(['-', '.']);
+    if ok && super::INDEX_TOP_LEVEL_NAMES.contains(&name.as_str()) {
+        diags.push(
+            file.at(p.span(), format!("`index-path` `{name}` is a name the index directory's top already uses"))
+                .with_help(format!(
+                    "the default index keeps {} there: name the stack's own folder otherwise (e.g. its stack name)",
+                    super::INDEX_TOP_LEVEL_NAMES.map(|n| format!("`{n}`")).join(" and ")
+                )),
+        );
+        None
+    } else if ok {
+        Some(p.into_inner())
+    } else {
+        diags.push(file.at(
+            p.span(),
+            format!(
+                "`index-path` must be one folder name of lowercase letters, digits, `.` and `-`, got `{}`",
+                p.get_ref()
+            ),
+        ));
+        None
+    }
+}
+
+/// `glibc`: a version `2.N`, 2.17 when the stack does not say.
+fn lower_glibc(file: &FileText<'_>, raw: Option<&Spanned<String>>, diags: &mut Diagnostics) -> String {
+    match raw {
         Some(g) if crate::wheel::select::parse_glibc(g.get_ref()).is_some() => g.get_ref().trim().to_string(),
         Some(g) => {
             diags.push(
@@ -182,27 +251,7 @@ pub(super) fn lower_stack(
             "2.17".to_string()
         }
         None => "2.17".to_string(),
-    };
-    let stack = Stack {
-        name: stack.to_string(),
-        glibc,
-        rocm_version: raw.rocm_version,
-        summary: raw.summary,
-        default_targets,
-        supported_targets,
-        is_default: raw.default,
-        python: raw.python,
-        venv_constraints,
-        venv_skip,
-        profiles,
-        default_profile,
-        index_path,
-        file: file.display.clone(),
-        disk_gb: raw.disk_gb,
-        system_libraries: lower_system_libraries(file, &raw.system_libraries, diags),
-        recipes: BTreeMap::new(),
-    };
-    StackHeader { stack, override_diags }
+    }
 }
 
 /// `[profile.<name>]`: environment variable names (never `verify`'s CPU-mode switch), case ids of
