@@ -325,104 +325,34 @@ impl Config {
     }
 
     pub fn load_from(path: &Path) -> Result<Config, ConfigError> {
-        let shown = path.display().to_string();
-        let (raw, file, text) = match std::fs::read_to_string(path) {
-            Ok(text) => {
-                let raw: RawConfig = toml::from_str(&text).map_err(|e| {
-                    ConfigError::Invalid(match e.span() {
-                        Some(span) => crate::diagnostic::Diagnostic::at(&shown, &text, span, e.message().trim_end()),
-                        None => crate::diagnostic::Diagnostic::file(&shown, e.message().trim_end()),
-                    })
-                })?;
-                (raw, Some(path.to_path_buf()), text)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (RawConfig::default(), None, String::new()),
-            Err(source) => return Err(ConfigError::Read { path: path.to_path_buf(), source }),
-        };
+        let (raw, file, text) = read_file(path)?;
         // A relative path in the file means the same wherever the command runs: it is read
         // against the file's own directory. An empty one would mean the current directory.
         let base = std::path::absolute(path).ok().and_then(|p| p.parent().map(Path::to_path_buf)).unwrap_or_default();
-        let dir = |v: Option<Spanned<PathBuf>>, setting: &str| -> Result<Option<PathBuf>, ConfigError> {
-            let Some(v) = v else { return Ok(None) };
-            if v.get_ref().as_os_str().to_string_lossy().trim().is_empty() {
-                return Err(ConfigError::Invalid(
-                    crate::diagnostic::Diagnostic::at(&shown, &text, v.span(), format!("`{setting}` is empty"))
-                        .with_help(format!("name a directory, or remove `{setting}` to use its default")),
-                ));
-            }
-            Ok(Some(base.join(v.into_inner())))
-        };
-        let at_least_one = |v: Option<Spanned<u64>>, setting: &str| -> Result<Option<u64>, ConfigError> {
-            match v {
-                Some(v) if *v.get_ref() == 0 => Err(ConfigError::Invalid(
-                    crate::diagnostic::Diagnostic::at(
-                        &shown,
-                        &text,
-                        v.span(),
-                        format!("`{setting}` must be at least 1"),
-                    )
-                    .with_help(format!("remove `{setting}` to use its default")),
-                )),
-                v => Ok(v.map(Spanned::into_inner)),
-            }
-        };
-        let cache_dir = dir(raw.cache_dir, "cache-dir")?;
-        let work_dir = dir(raw.work_dir, "work-dir")?;
-        let state_dir = dir(raw.state_dir, "state-dir")?;
-        let prefix = dir(raw.prefix, "prefix")?;
-        let rocm_path = dir(raw.rocm_path, "rocm-path")?;
-        let index_dir = dir(raw.index_dir, "index-dir")?;
-        let signing_key = dir(raw.signing_key, "signing-key")?;
-        let download_retries = at_least_one(
-            raw.download_retries.map(|v| Spanned::new(v.span(), u64::from(*v.get_ref()))),
-            "download-retries",
-        )?
-        .map(|n| n.min(u64::from(u32::MAX)) as u32);
-        let download_timeout_secs = at_least_one(raw.download_timeout_secs, "download-timeout-secs")?;
+        let values = FileValues { shown: path.display().to_string(), text: &text, base };
+        let cache_dir = values.dir(raw.cache_dir, "cache-dir")?;
+        let work_dir = values.dir(raw.work_dir, "work-dir")?;
+        let state_dir = values.dir(raw.state_dir, "state-dir")?;
+        let prefix = values.dir(raw.prefix, "prefix")?;
+        let rocm_path = values.dir(raw.rocm_path, "rocm-path")?;
+        let index_dir = values.dir(raw.index_dir, "index-dir")?;
+        let signing_key = values.dir(raw.signing_key, "signing-key")?;
+        let download_retries = values
+            .at_least_one(
+                raw.download_retries.map(|v| Spanned::new(v.span(), u64::from(*v.get_ref()))),
+                "download-retries",
+            )?
+            .map(|n| n.min(u64::from(u32::MAX)) as u32);
+        let download_timeout_secs = values.at_least_one(raw.download_timeout_secs, "download-timeout-secs")?;
         check_env_numbers()?;
-        // As clap reads ROCMFORGE_OFFLINE: a word that is neither yes nor no is refused, not no.
-        let env_read_only = match std::env::var("ROCMFORGE_CACHE_READ_ONLY").ok().filter(|v| !v.is_empty()) {
-            None => false,
-            Some(v) => match v.to_ascii_lowercase().as_str() {
-                "1" | "true" | "yes" | "on" => true,
-                "0" | "false" | "no" | "off" => false,
-                _ => {
-                    return Err(ConfigError::BadEnv {
-                        name: "ROCMFORGE_CACHE_READ_ONLY",
-                        value: v,
-                        expected: "`1`, `true`, `yes` or `on` (or `0`, `false`, `no`, `off`)",
-                    })
-                }
-            },
-        };
+        let env_read_only = env_cache_read_only()?;
         let xdg_cache = env_path("XDG_CACHE_HOME").unwrap_or_else(|| home().join(".cache"));
         let xdg_state = env_path("XDG_STATE_HOME").unwrap_or_else(|| home().join(".local/state"));
         let mut rewrites: Vec<(String, String)> = raw.url_rewrite.into_iter().collect();
         rewrites.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
-        let link_mode = match std::env::var("ROCMFORGE_LINK_MODE").ok().filter(|v| !v.is_empty()) {
-            None => raw.link_mode.unwrap_or_default(),
-            Some(v) if v == "auto" => LinkMode::Auto,
-            Some(v) if v == "copy" => LinkMode::Copy,
-            Some(value) => {
-                return Err(ConfigError::BadEnv { name: "ROCMFORGE_LINK_MODE", value, expected: "`auto` or `copy`" })
-            }
-        };
-        let compiler_cache = match std::env::var("ROCMFORGE_COMPILER_CACHE").ok().filter(|v| !v.is_empty()) {
-            None => raw.compiler_cache.unwrap_or_default(),
-            Some(v) => CompilerCacheChoice::parse(&v).ok_or(ConfigError::BadEnv {
-                name: "ROCMFORGE_COMPILER_CACHE",
-                value: v,
-                expected: "`ccache`, `sccache`, `none` or `auto`",
-            })?,
-        };
-        if let Some(bad) =
-            raw.compiler_cache_env.keys().find(|k| !k.starts_with("CCACHE_") && !k.starts_with("SCCACHE_"))
-        {
-            return Err(ConfigError::Invalid(crate::diagnostic::Diagnostic::file(
-                &path.display().to_string(),
-                format!("[compiler-cache-env] holds `{bad}`: only CCACHE_* and SCCACHE_* settings belong there"),
-            )));
-        }
+        let link_mode = link_mode(raw.link_mode)?;
+        let compiler_cache = compiler_cache(raw.compiler_cache)?;
+        check_compiler_cache_env(path, &raw.compiler_cache_env)?;
         Ok(Config {
             cache_dir: env_path("ROCMFORGE_CACHE_DIR").or(cache_dir).unwrap_or_else(|| xdg_cache.join("rocmforge")),
             work_dir: env_path("ROCMFORGE_WORK_DIR").or(work_dir).unwrap_or_else(|| xdg_cache.join("rocmforge/work")),
@@ -481,6 +411,112 @@ impl Config {
     /// The deploy prefix of a stack.
     pub fn prefix_for(&self, stack: &str) -> PathBuf {
         self.prefix.clone().unwrap_or_else(|| self.state_dir.join("prefix").join(stack))
+    }
+}
+
+/// The config file's settings, the file (`None`: there is none) and its text.
+fn read_file(path: &Path) -> Result<(RawConfig, Option<PathBuf>, String), ConfigError> {
+    let shown = path.display().to_string();
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let raw: RawConfig = toml::from_str(&text).map_err(|e| {
+                ConfigError::Invalid(match e.span() {
+                    Some(span) => crate::diagnostic::Diagnostic::at(&shown, &text, span, e.message().trim_end()),
+                    None => crate::diagnostic::Diagnostic::file(&shown, e.message().trim_end()),
+                })
+            })?;
+            Ok((raw, Some(path.to_path_buf()), text))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((RawConfig::default(), None, String::new())),
+        Err(source) => Err(ConfigError::Read { path: path.to_path_buf(), source }),
+    }
+}
+
+/// Reads the config file's values that must be checked against their place in it.
+struct FileValues<'a> {
+    shown: String,
+    text: &'a str,
+    /// The file's directory, which relative paths are read against.
+    base: PathBuf,
+}
+
+impl FileValues<'_> {
+    /// A directory setting, never empty, against the file's directory.
+    fn dir(&self, v: Option<Spanned<PathBuf>>, setting: &str) -> Result<Option<PathBuf>, ConfigError> {
+        let Some(v) = v else { return Ok(None) };
+        if v.get_ref().as_os_str().to_string_lossy().trim().is_empty() {
+            return Err(ConfigError::Invalid(
+                crate::diagnostic::Diagnostic::at(&self.shown, self.text, v.span(), format!("`{setting}` is empty"))
+                    .with_help(format!("name a directory, or remove `{setting}` to use its default")),
+            ));
+        }
+        Ok(Some(self.base.join(v.into_inner())))
+    }
+
+    /// A count that must be at least 1.
+    fn at_least_one(&self, v: Option<Spanned<u64>>, setting: &str) -> Result<Option<u64>, ConfigError> {
+        match v {
+            Some(v) if *v.get_ref() == 0 => Err(ConfigError::Invalid(
+                crate::diagnostic::Diagnostic::at(
+                    &self.shown,
+                    self.text,
+                    v.span(),
+                    format!("`{setting}` must be at least 1"),
+                )
+                .with_help(format!("remove `{setting}` to use its default")),
+            )),
+            v => Ok(v.map(Spanned::into_inner)),
+        }
+    }
+}
+
+/// `ROCMFORGE_CACHE_READ_ONLY`, read as clap reads ROCMFORGE_OFFLINE: a word that is neither yes
+/// nor no is refused, not no.
+fn env_cache_read_only() -> Result<bool, ConfigError> {
+    match std::env::var("ROCMFORGE_CACHE_READ_ONLY").ok().filter(|v| !v.is_empty()) {
+        None => Ok(false),
+        Some(v) => match v.to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => Ok(true),
+            "0" | "false" | "no" | "off" => Ok(false),
+            _ => Err(ConfigError::BadEnv {
+                name: "ROCMFORGE_CACHE_READ_ONLY",
+                value: v,
+                expected: "`1`, `true`, `yes` or `on` (or `0`, `false`, `no`, `off`)",
+            }),
+        },
+    }
+}
+
+/// `ROCMFORGE_LINK_MODE`, else the file's `link-mode`.
+fn link_mode(file: Option<LinkMode>) -> Result<LinkMode, ConfigError> {
+    match std::env::var("ROCMFORGE_LINK_MODE").ok().filter(|v| !v.is_empty()) {
+        None => Ok(file.unwrap_or_default()),
+        Some(v) if v == "auto" => Ok(LinkMode::Auto),
+        Some(v) if v == "copy" => Ok(LinkMode::Copy),
+        Some(value) => Err(ConfigError::BadEnv { name: "ROCMFORGE_LINK_MODE", value, expected: "`auto` or `copy`" }),
+    }
+}
+
+/// `ROCMFORGE_COMPILER_CACHE`, else the file's `compiler-cache`.
+fn compiler_cache(file: Option<CompilerCacheChoice>) -> Result<CompilerCacheChoice, ConfigError> {
+    match std::env::var("ROCMFORGE_COMPILER_CACHE").ok().filter(|v| !v.is_empty()) {
+        None => Ok(file.unwrap_or_default()),
+        Some(v) => CompilerCacheChoice::parse(&v).ok_or(ConfigError::BadEnv {
+            name: "ROCMFORGE_COMPILER_CACHE",
+            value: v,
+            expected: "`ccache`, `sccache`, `none` or `auto`",
+        }),
+    }
+}
+
+/// `[compiler-cache-env]` holds only the compiler caches' own settings.
+fn check_compiler_cache_env(path: &Path, env: &BTreeMap<String, String>) -> Result<(), ConfigError> {
+    match env.keys().find(|k| !k.starts_with("CCACHE_") && !k.starts_with("SCCACHE_")) {
+        Some(bad) => Err(ConfigError::Invalid(crate::diagnostic::Diagnostic::file(
+            &path.display().to_string(),
+            format!("[compiler-cache-env] holds `{bad}`: only CCACHE_* and SCCACHE_* settings belong there"),
+        ))),
+        None => Ok(()),
     }
 }
 

@@ -243,94 +243,22 @@ pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Re
         fresh_dir: None,
     };
     let mut steps = Vec::new();
-    let user_steps = |steps: &mut Vec<Step>| -> Result<(), ExpandError> {
-        for (i, s) in recipe.build.steps.iter().enumerate() {
-            steps.push(step(&format!("step{}", i + 1), x(s)?, &vars.src));
-        }
-        Ok(())
-    };
     match recipe.build.system {
         BuildSystem::SourceOnly => {}
-        BuildSystem::Cmake => {
-            let mut configure = format!(
-                "cmake -G Ninja -S {} -B {} -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX={} -DCMAKE_PREFIX_PATH={} -DCMAKE_INSTALL_LIBDIR=lib",
-                q(&vars.src),
-                q(&vars.build),
-                q(&vars.prefix),
-                q(&vars.prefix)
-            );
-            if uses_venv(recipe) {
-                venv_steps(recipe, vars, &mut steps, &step)?;
-            }
-            // The Python steps use (the venv's; else the stack's, which a stack with `python`
-            // gives only to recipes that use `{python}`), named to CMake: FindPython otherwise
-            // takes another. Where a CMakeLists asks for less than CMake 3.15 (CMP0094 OLD) it
-            // takes the newest on PATH even over VIRTUAL_ENV: clr's hipamd/src found
-            // /usr/bin/python3.14 without CppHeaderParser on the night (rocBLAS, which made
-            // Tensile's virtualenv from it, names `{python}` itself). Before `args`, which may
-            // override it.
-            if let Some(py) = &vars.python {
-                let py = q(py);
-                configure.push_str(&format!(" -DPython3_EXECUTABLE={py} -DPython_EXECUTABLE={py}"));
-            }
-            for a in &recipe.build.args {
-                configure.push(' ');
-                configure.push_str(&shell_quote(&x(a)?));
-            }
-            user_steps(&mut steps)?;
-            steps.push(step("configure", configure, &vars.build));
-            steps.push(step(
-                "build",
-                format!("cmake --build {} --parallel {}", q(&vars.build), vars.jobs),
-                &vars.build,
-            ));
-            steps.push(step(
-                "install",
-                format!("rm -rf {stage} && DESTDIR={stage} cmake --install {}", q(&vars.build), stage = q(&vars.stage)),
-                &vars.build,
-            ));
-        }
-        BuildSystem::PythonWheel => {
-            let venv = venv_steps(recipe, vars, &mut steps, &step)?;
-            user_steps(&mut steps)?;
-            let wheels = vars.stage.join(WHEEL_DIR);
-            let mut extra = String::new();
-            for a in &recipe.build.args {
-                extra.push(' ');
-                extra.push_str(&shell_quote(&x(a)?));
-            }
-            steps.push(step(
-                "wheel",
-                format!(
-                    "rm -rf {stage} && {} -m pip wheel --disable-pip-version-check --no-input --no-build-isolation --no-deps{extra} -w {} {}",
-                    q(&venv.join("bin/python")),
-                    q(&wheels),
-                    q(&vars.src),
-                    stage = q(&vars.stage)
-                ),
-                &vars.src,
-            ));
-        }
+        BuildSystem::Cmake => cmake_steps(recipe, vars, &mut steps, &step)?,
+        BuildSystem::PythonWheel => python_wheel_steps(recipe, vars, &mut steps, &step)?,
         BuildSystem::Script => {
             if uses_venv(recipe) {
                 venv_steps(recipe, vars, &mut steps, &step)?;
             }
-            steps.push(Step {
-                fresh_dir: Some(vars.stage.clone()),
-                ..step("clean-stage", format!("rm -rf {} && mkdir -p {}", q(&vars.stage), q(&vars.stage)), &vars.build)
-            });
+            steps.push(clean_stage_step(vars, &step));
             for (i, s) in recipe.build.steps.iter().enumerate() {
                 steps.push(step(&format!("step{}", i + 1), x(s)?, &vars.build));
             }
         }
-        BuildSystem::RuntimeWheel => {
-            // The wheel is written by rocmforge after the steps (`Engine::make_runtime_wheel`),
-            // into a fresh stage.
-            steps.push(Step {
-                fresh_dir: Some(vars.stage.clone()),
-                ..step("clean-stage", format!("rm -rf {} && mkdir -p {}", q(&vars.stage), q(&vars.stage)), &vars.build)
-            });
-        }
+        // The wheel is written by rocmforge after the steps (`Engine::make_runtime_wheel`), into
+        // a fresh stage.
+        BuildSystem::RuntimeWheel => steps.push(clean_stage_step(vars, &step)),
         BuildSystem::PrebuiltWheel => {
             // The source is the verified wheel file; it is collected as the output.
             steps.push(step(
@@ -345,17 +273,126 @@ pub fn steps(recipe: &Recipe, vars: &Vars, env: &BTreeMap<String, String>) -> Re
             ));
         }
     }
-    // Checks after install: each line a step, in the check's own directory under {build}. A
-    // host-only recipe's checks compile for the requested targets.
+    check_steps(recipe, vars, &mut steps, &step)?;
+    Ok(steps)
+}
+
+/// A cmake recipe's: the venv (if it has one), its own `steps` (in the source), then
+/// configure, build and install (into the stage).
+fn cmake_steps(
+    recipe: &Recipe,
+    vars: &Vars,
+    steps: &mut Vec<Step>,
+    step: &dyn Fn(&str, String, &Path) -> Step,
+) -> Result<(), ExpandError> {
+    let q = |p: &Path| shell_quote(&p.display().to_string());
+    let mut configure = format!(
+        "cmake -G Ninja -S {} -B {} -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX={} -DCMAKE_PREFIX_PATH={} -DCMAKE_INSTALL_LIBDIR=lib",
+        q(&vars.src),
+        q(&vars.build),
+        q(&vars.prefix),
+        q(&vars.prefix)
+    );
+    if uses_venv(recipe) {
+        venv_steps(recipe, vars, steps, step)?;
+    }
+    // The Python steps use (the venv's; else the stack's, which a stack with `python` gives only
+    // to recipes that use `{python}`), named to CMake: FindPython otherwise takes another. Where
+    // a CMakeLists asks for less than CMake 3.15 (CMP0094 OLD) it takes the newest on PATH even
+    // over VIRTUAL_ENV: clr's hipamd/src found /usr/bin/python3.14 without CppHeaderParser on
+    // the night (rocBLAS, which made Tensile's virtualenv from it, names `{python}` itself).
+    // Before `args`, which may override it.
+    if let Some(py) = &vars.python {
+        let py = q(py);
+        configure.push_str(&format!(" -DPython3_EXECUTABLE={py} -DPython_EXECUTABLE={py}"));
+    }
+    configure.push_str(&expanded_args(recipe, vars)?);
+    user_steps(recipe, vars, steps, step)?;
+    steps.push(step("configure", configure, &vars.build));
+    steps.push(step("build", format!("cmake --build {} --parallel {}", q(&vars.build), vars.jobs), &vars.build));
+    steps.push(step(
+        "install",
+        format!("rm -rf {stage} && DESTDIR={stage} cmake --install {}", q(&vars.build), stage = q(&vars.stage)),
+        &vars.build,
+    ));
+    Ok(())
+}
+
+/// A python-wheel recipe's: its venv, its own `steps` (in the source), then `pip wheel` of the
+/// source into the stage.
+fn python_wheel_steps(
+    recipe: &Recipe,
+    vars: &Vars,
+    steps: &mut Vec<Step>,
+    step: &dyn Fn(&str, String, &Path) -> Step,
+) -> Result<(), ExpandError> {
+    let q = |p: &Path| shell_quote(&p.display().to_string());
+    let venv = venv_steps(recipe, vars, steps, step)?;
+    user_steps(recipe, vars, steps, step)?;
+    let wheels = vars.stage.join(WHEEL_DIR);
+    let extra = expanded_args(recipe, vars)?;
+    steps.push(step(
+        "wheel",
+        format!(
+            "rm -rf {stage} && {} -m pip wheel --disable-pip-version-check --no-input --no-build-isolation --no-deps{extra} -w {} {}",
+            q(&venv.join("bin/python")),
+            q(&wheels),
+            q(&vars.src),
+            stage = q(&vars.stage)
+        ),
+        &vars.src,
+    ));
+    Ok(())
+}
+
+/// The recipe's `args`, expanded and quoted, each after a space.
+fn expanded_args(recipe: &Recipe, vars: &Vars) -> Result<String, ExpandError> {
+    let mut out = String::new();
+    for a in &recipe.build.args {
+        out.push(' ');
+        out.push_str(&shell_quote(&vars.expand(&recipe.name, a)?));
+    }
+    Ok(out)
+}
+
+/// The recipe's own `steps` (`step1`, `step2`...), run in the source.
+fn user_steps(
+    recipe: &Recipe,
+    vars: &Vars,
+    steps: &mut Vec<Step>,
+    step: &dyn Fn(&str, String, &Path) -> Step,
+) -> Result<(), ExpandError> {
+    for (i, s) in recipe.build.steps.iter().enumerate() {
+        steps.push(step(&format!("step{}", i + 1), vars.expand(&recipe.name, s)?, &vars.src));
+    }
+    Ok(())
+}
+
+/// `clean-stage`: the stage emptied, by rocmforge itself (`fresh_dir`).
+fn clean_stage_step(vars: &Vars, step: &dyn Fn(&str, String, &Path) -> Step) -> Step {
+    let q = |p: &Path| shell_quote(&p.display().to_string());
+    Step {
+        fresh_dir: Some(vars.stage.clone()),
+        ..step("clean-stage", format!("rm -rf {} && mkdir -p {}", q(&vars.stage), q(&vars.stage)), &vars.build)
+    }
+}
+
+/// Checks after install: each line a step, in the check's own directory under {build}. A
+/// host-only recipe's checks compile for the requested targets.
+fn check_steps(
+    recipe: &Recipe,
+    vars: &Vars,
+    steps: &mut Vec<Step>,
+    step: &dyn Fn(&str, String, &Path) -> Step,
+) -> Result<(), ExpandError> {
     let vars = &Vars { targets: vars.targets.clone().or_else(|| vars.requested.clone()), ..vars.clone() };
-    let x = |t: &str| vars.expand(&recipe.name, t);
     for c in &recipe.checks {
         let dir = vars.build.join("checks").join(&c.name);
         for (name, line) in super::proofs::check_step_names(c).iter().zip(&c.steps) {
-            steps.push(step(name, x(line)?, &dir));
+            steps.push(step(name, vars.expand(&recipe.name, line)?, &dir));
         }
     }
-    Ok(steps)
+    Ok(())
 }
 
 /// Does the recipe build in a venv of its own (`{build}/venv`, first on PATH, `{python}`)?

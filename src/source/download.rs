@@ -356,6 +356,15 @@ enum Attempt {
     Retry { why: RetryWhy, reached: u64 },
 }
 
+/// How an attempt's `.part` file was opened for the answer it got.
+enum PartOpened {
+    /// For the body, which goes after the `done` bytes it holds; `total`: the whole length, if
+    /// the server gave it.
+    Writing { file: File, done: u64, total: Option<u64> },
+    /// Not for a body: the answer is the attempt's end.
+    Answered(Attempt),
+}
+
 /// The sha256 of the `.part` file's first bytes, kept while it grows so the finished file is
 /// never read again to hash it.
 type Hashed = crate::digest::HashingWriter<std::io::Sink>;
@@ -544,43 +553,62 @@ impl Downloader<'_> {
         client: &reqwest::blocking::Client,
         hashed: &mut Option<Hashed>,
     ) -> Result<Attempt, DownloadError> {
-        let part = self.part();
-        let have = std::fs::metadata(&part).map(|m| m.len()).unwrap_or(0);
-        let validator = std::fs::read_to_string(self.validator_path()).ok().filter(|v| !v.is_empty());
+        let have = std::fs::metadata(self.part()).map(|m| m.len()).unwrap_or(0);
+        let mut resp = match self.request(client, have).send() {
+            Ok(r) => r,
+            Err(e) => return Ok(Attempt::Retry { why: RetryWhy::Network(e), reached: have }),
+        };
+        match self.open_part(&resp, have, hashed)? {
+            PartOpened::Writing { file, done, total } => self.write_body(&mut resp, file, done, total, hashed),
+            PartOpened::Answered(a) => Ok(a),
+        }
+    }
+
+    /// The GET: for the bytes after the `have` the `.part` file holds, if any, and only while the
+    /// file is the one the part came from (`If-Range` with its validator).
+    fn request(&self, client: &reqwest::blocking::Client, have: u64) -> reqwest::blocking::RequestBuilder {
         let mut req = client.get(self.fetch_url);
         if have > 0 {
             req = req.header(RANGE, format!("bytes={have}-"));
-            if let Some(v) = &validator {
-                req = req.header(IF_RANGE, v.as_str());
+            if let Some(v) = std::fs::read_to_string(self.validator_path()).ok().filter(|v| !v.is_empty()) {
+                req = req.header(IF_RANGE, v);
             }
             self.progress.message(self.label, &format!("resuming {} at byte {have}", self.url));
         } else {
             self.progress.message(self.label, &format!("downloading {}{}", self.url, self.via()));
         }
-        let mut resp = match req.send() {
-            Ok(r) => r,
-            Err(e) => return Ok(Attempt::Retry { why: RetryWhy::Network(e), reached: have }),
-        };
-        let status = resp.status();
-        let (mut file, mut done, total) = match status {
+        req
+    }
+
+    /// The `.part` file opened for what the server's status says: appended to (a range that
+    /// starts where the part ends), started over (the whole file), or not written at all (the
+    /// attempt's answer: the part already whole, a restart, a retry).
+    fn open_part(
+        &self,
+        resp: &reqwest::blocking::Response,
+        have: u64,
+        hashed: &mut Option<Hashed>,
+    ) -> Result<PartOpened, DownloadError> {
+        let part = self.part();
+        match resp.status() {
             StatusCode::PARTIAL_CONTENT if have > 0 => {
                 let range =
                     resp.headers().get(CONTENT_RANGE).and_then(|v| v.to_str().ok()).and_then(parse_content_range);
                 match range {
                     Some((start, total)) if start == have => {
-                        let mut f = OpenOptions::new().append(true).open(&part).map_err(self.io(&part))?;
-                        f.seek(SeekFrom::End(0)).map_err(self.io(&part))?;
+                        let mut file = OpenOptions::new().append(true).open(&part).map_err(self.io(&part))?;
+                        file.seek(SeekFrom::End(0)).map_err(self.io(&part))?;
                         // The bytes already there are hashed once (a part left by an earlier
                         // run); within a run the digest follows the file.
                         if hashed.as_ref().is_none_or(|h| h.len() != have) {
                             *hashed = Some(hash_prefix(&part, have).map_err(self.io(&part))?);
                         }
-                        (f, have, total)
+                        Ok(PartOpened::Writing { file, done: have, total })
                     }
                     _ => {
                         self.discard_part();
                         *hashed = None;
-                        return Ok(Attempt::Retry { why: RetryWhy::Restart, reached: 0 });
+                        Ok(PartOpened::Answered(Attempt::Retry { why: RetryWhy::Restart, reached: 0 }))
                     }
                 }
             }
@@ -590,7 +618,7 @@ impl Downloader<'_> {
                     self.progress
                         .message(self.label, &format!("{}: the server sent the whole file; starting over", self.url));
                 }
-                let f = File::create(&part).map_err(self.io(&part))?;
+                let file = File::create(&part).map_err(self.io(&part))?;
                 let validator = resp
                     .headers()
                     .get(ETAG)
@@ -601,7 +629,7 @@ impl Downloader<'_> {
                     .to_string();
                 std::fs::write(self.validator_path(), validator).map_err(self.io(&self.validator_path()))?;
                 *hashed = Some(Hashed::new(std::io::sink()));
-                (f, 0, resp.content_length())
+                Ok(PartOpened::Writing { file, done: 0, total: resp.content_length() })
             }
             StatusCode::RANGE_NOT_SATISFIABLE if have > 0 => {
                 // Perhaps the part file is already whole; the hash decides.
@@ -609,20 +637,26 @@ impl Downloader<'_> {
                     Some(h) if h.len() == have => h,
                     _ => hash_prefix(&part, have).map_err(self.io(&part))?,
                 };
-                return Ok(Attempt::Complete { sha256: h.finish().0, bytes: have });
+                Ok(PartOpened::Answered(Attempt::Complete { sha256: h.finish().0, bytes: have }))
             }
             s if s.is_server_error() || s == StatusCode::TOO_MANY_REQUESTS || s == StatusCode::REQUEST_TIMEOUT => {
-                return Ok(Attempt::Retry { why: RetryWhy::Status(s), reached: have });
+                Ok(PartOpened::Answered(Attempt::Retry { why: RetryWhy::Status(s), reached: have }))
             }
-            s => {
-                return Err(DownloadError::Http {
-                    url: self.url.into(),
-                    via: self.via(),
-                    status: s.as_u16(),
-                    attempts: 1,
-                });
-            }
-        };
+            s => Err(DownloadError::Http { url: self.url.into(), via: self.via(), status: s.as_u16(), attempts: 1 }),
+        }
+    }
+
+    /// The body written after the `done` bytes the part holds, hashed as it arrives; a body cut
+    /// short (an error, or fewer bytes than the length the server gave) is a retry.
+    fn write_body(
+        &self,
+        resp: &mut reqwest::blocking::Response,
+        mut file: File,
+        mut done: u64,
+        total: Option<u64>,
+        hashed: &mut Option<Hashed>,
+    ) -> Result<Attempt, DownloadError> {
+        let part = self.part();
         let h = hashed.as_mut().expect("a digest follows every part being written");
         let mut buf = vec![0u8; 256 * 1024];
         let mut last_report = 0u64;
