@@ -117,6 +117,54 @@ pub const TOC_LIMIT: u64 = 64 << 20;
 /// never read, so an archive (or a wheel's member) of any size costs its table.
 pub fn read(src: &mut dyn Source) -> Result<Archive, OffloadError> {
     let len = source::len_of(src).map_err(io)?;
+    let toc_offset = read_header(src, len)?;
+    let mut toc_bytes = Vec::new();
+    src.seek(SeekFrom::Start(toc_offset)).map_err(io)?;
+    (&mut *src).take(len - toc_offset).read_to_end(&mut toc_bytes).map_err(io)?;
+    let toc = msgpack::decode(&toc_bytes).map_err(|e| bad(format!("table of contents at offset {toc_offset}: {e}")))?;
+    let field = |k: &str| toc.get(k).ok_or_else(|| bad(format!("the table of contents has no `{k}`")));
+    if field("gfx_arches")?.as_array().ok_or_else(|| bad("`gfx_arches` is not a list"))?.any(|a| a.as_str().is_none()) {
+        return Err(bad("`gfx_arches` holds a non-string"));
+    }
+    let scheme = field("compression_scheme")?.as_str().ok_or_else(|| bad("`compression_scheme` is not a string"))?;
+    let zstd = match scheme {
+        "none" => false,
+        "zstd-per-kernel" => true,
+        other => return Err(bad(format!("compression scheme `{other}`, which this reader does not know"))),
+    };
+    let entries = toc_entries(&field("toc")?, len)?;
+    let wanted: std::collections::BTreeSet<u64> = entries.iter().map(|e| e.ordinal).collect();
+    let (frames, count) = if zstd {
+        let (o, s) = (field("zstd_offset")?.as_u64(), field("zstd_size")?.as_u64());
+        let (Some(o), Some(s)) = (o, s) else { return Err(bad("`zstd_offset`/`zstd_size` are not numbers")) };
+        if o.checked_add(s).is_none_or(|end| end > len) {
+            return Err(bad(format!("the zstd blob ({s} bytes at {o}) lies outside the file")));
+        }
+        zstd_frames(src, o, s, &wanted).map_err(|e| bad(format!("the zstd blob at {o}: {e}")))?
+    } else {
+        blob_frames(&field("blobs")?, &wanted, len)?
+    };
+    let heads = read_heads(src, &frames, zstd)?;
+    let mut kernels = Vec::new();
+    for e in entries {
+        let at = format!("kernel `{}` for {}", e.binary, e.arch);
+        let (Some(&(_, frame_size)), Some(head)) = (frames.get(&e.ordinal), heads.get(&e.ordinal)) else {
+            return Err(bad(format!("{at}: ordinal {}, but the archive holds {count} kernels", e.ordinal)));
+        };
+        let head = head.as_ref().map_err(|m| bad(format!("{at}: {m}")))?;
+        let target = elf::code_object_header(head).map_err(|m| bad(format!("{at}: {m}")))?;
+        if super::processor(&target) != e.arch {
+            return Err(bad(format!("{at}: its code object is for {target}, not {}", e.arch)));
+        }
+        kernels.push(Kernel { binary: e.binary.to_string(), target, size: e.size.unwrap_or(frame_size) });
+    }
+    let scheme: &'static str = if zstd { "zstd-per-kernel" } else { "none" };
+    Ok(Archive { scheme, kernels })
+}
+
+/// The 16-byte header: magic, format version and the table of contents' offset, which must lie
+/// in the file with at most [`TOC_LIMIT`] bytes after it.
+fn read_header(src: &mut dyn Source, len: u64) -> Result<u64, OffloadError> {
     let mut head = [0u8; HEADER];
     if len < HEADER as u64 || at(src, 0, &mut head).is_err() || !is_kpack(&head) {
         return Err(bad("no 16-byte header starting with `KPAK`"));
@@ -136,29 +184,20 @@ pub fn read(src: &mut dyn Source) -> Result<Archive, OffloadError> {
             TOC_LIMIT >> 20
         )));
     }
-    let mut toc_bytes = Vec::new();
-    src.seek(SeekFrom::Start(toc_offset)).map_err(io)?;
-    (&mut *src).take(len - toc_offset).read_to_end(&mut toc_bytes).map_err(io)?;
-    let toc = msgpack::decode(&toc_bytes).map_err(|e| bad(format!("table of contents at offset {toc_offset}: {e}")))?;
-    let field = |k: &str| toc.get(k).ok_or_else(|| bad(format!("the table of contents has no `{k}`")));
-    if field("gfx_arches")?.as_array().ok_or_else(|| bad("`gfx_arches` is not a list"))?.any(|a| a.as_str().is_none()) {
-        return Err(bad("`gfx_arches` holds a non-string"));
-    }
-    let scheme = field("compression_scheme")?.as_str().ok_or_else(|| bad("`compression_scheme` is not a string"))?;
-    let zstd = match scheme {
-        "none" => false,
-        "zstd-per-kernel" => true,
-        other => return Err(bad(format!("compression scheme `{other}`, which this reader does not know"))),
-    };
-    let table = field("toc")?.as_map().ok_or_else(|| bad("`toc` is not a map"))?;
-    // The table's entries first (what each kernel is filed under, and its ordinal), then the
-    // frames they need, in the order they lie in the archive.
-    struct Entry<'t> {
-        binary: &'t str,
-        arch: &'t str,
-        ordinal: u64,
-        size: Option<u64>,
-    }
+    Ok(toc_offset)
+}
+
+/// A kernel as the table files it: under its binary's name and architecture, with its ordinal.
+struct Entry<'t> {
+    binary: &'t str,
+    arch: &'t str,
+    ordinal: u64,
+    size: Option<u64>,
+}
+
+/// The table's `toc` map (binary -> architecture -> entry), one [`Entry`] per kernel.
+fn toc_entries<'t>(toc: &msgpack::Value<'t>, len: u64) -> Result<Vec<Entry<'t>>, OffloadError> {
+    let table = toc.as_map().ok_or_else(|| bad("`toc` is not a map"))?;
     let mut entries = Vec::new();
     // Each kernel keeps its binary's name: a table naming one long name for many kernels would
     // make the names cost more than the archive holds, which no archive written by rocm-kpack
@@ -182,33 +221,44 @@ pub fn read(src: &mut dyn Source) -> Result<Archive, OffloadError> {
             entries.push(Entry { binary, arch, ordinal, size });
         }
     }
-    let wanted: std::collections::BTreeSet<u64> = entries.iter().map(|e| e.ordinal).collect();
-    let (frames, count) = if zstd {
-        let (o, s) = (field("zstd_offset")?.as_u64(), field("zstd_size")?.as_u64());
-        let (Some(o), Some(s)) = (o, s) else { return Err(bad("`zstd_offset`/`zstd_size` are not numbers")) };
+    Ok(entries)
+}
+
+/// An uncompressed archive's frames: its `blobs` list's (offset, size) at the ordinals
+/// `wanted`, each inside the file, and the list's length.
+fn blob_frames(
+    blobs: &msgpack::Value<'_>,
+    wanted: &std::collections::BTreeSet<u64>,
+    len: u64,
+) -> Result<Frames, OffloadError> {
+    let blobs = blobs.as_array().ok_or_else(|| bad("`blobs` is not a list"))?;
+    let mut count = 0;
+    let mut frames = std::collections::BTreeMap::new();
+    for (i, b) in (0..).zip(blobs) {
+        count = i + 1;
+        if !wanted.contains(&i) {
+            continue;
+        }
+        let (o, s) = (b.get("offset").and_then(|v| v.as_u64()), b.get("size").and_then(|v| v.as_u64()));
+        let (Some(o), Some(s)) = (o, s) else { return Err(bad(format!("blob {i} has no offset and size"))) };
         if o.checked_add(s).is_none_or(|end| end > len) {
-            return Err(bad(format!("the zstd blob ({s} bytes at {o}) lies outside the file")));
+            return Err(bad(format!("blob {i} ({s} bytes at {o}) lies outside the file")));
         }
-        zstd_frames(src, o, s, &wanted).map_err(|e| bad(format!("the zstd blob at {o}: {e}")))?
-    } else {
-        let blobs = field("blobs")?.as_array().ok_or_else(|| bad("`blobs` is not a list"))?;
-        let mut count = 0;
-        let mut frames = std::collections::BTreeMap::new();
-        for (i, b) in (0..).zip(blobs) {
-            count = i + 1;
-            if !wanted.contains(&i) {
-                continue;
-            }
-            let (o, s) = (b.get("offset").and_then(|v| v.as_u64()), b.get("size").and_then(|v| v.as_u64()));
-            let (Some(o), Some(s)) = (o, s) else { return Err(bad(format!("blob {i} has no offset and size"))) };
-            if o.checked_add(s).is_none_or(|end| end > len) {
-                return Err(bad(format!("blob {i} ({s} bytes at {o}) lies outside the file")));
-            }
-            frames.insert(i, (o, s));
-        }
-        (frames, count)
-    };
-    // The heads, read in the order the frames lie (a wheel's member is inflated forward).
+        frames.insert(i, (o, s));
+    }
+    Ok((frames, count))
+}
+
+/// The first 64 bytes of each frame's code object (decompressed when `zstd`), by ordinal, read
+/// in the order the frames lie (a wheel's member is inflated forward); a frame that cannot be
+/// read is its kernel's error, not the archive's.
+type Heads = std::collections::BTreeMap<u64, Result<Vec<u8>, String>>;
+
+fn read_heads(
+    src: &mut dyn Source,
+    frames: &std::collections::BTreeMap<u64, (u64, u64)>,
+    zstd: bool,
+) -> Result<Heads, OffloadError> {
     let mut by_offset: Vec<(u64, u64, u64)> = frames.iter().map(|(&i, &(o, s))| (o, s, i)).collect();
     by_offset.sort_unstable();
     let mut heads = std::collections::BTreeMap::new();
@@ -227,21 +277,7 @@ pub fn read(src: &mut dyn Source) -> Result<Archive, OffloadError> {
         };
         heads.insert(i, head);
     }
-    let mut kernels = Vec::new();
-    for e in entries {
-        let at = format!("kernel `{}` for {}", e.binary, e.arch);
-        let (Some(&(_, frame_size)), Some(head)) = (frames.get(&e.ordinal), heads.get(&e.ordinal)) else {
-            return Err(bad(format!("{at}: ordinal {}, but the archive holds {count} kernels", e.ordinal)));
-        };
-        let head = head.as_ref().map_err(|m| bad(format!("{at}: {m}")))?;
-        let target = elf::code_object_header(head).map_err(|m| bad(format!("{at}: {m}")))?;
-        if super::processor(&target) != e.arch {
-            return Err(bad(format!("{at}: its code object is for {target}, not {}", e.arch)));
-        }
-        kernels.push(Kernel { binary: e.binary.to_string(), target, size: e.size.unwrap_or(frame_size) });
-    }
-    let scheme: &'static str = if zstd { "zstd-per-kernel" } else { "none" };
-    Ok(Archive { scheme, kernels })
+    Ok(heads)
 }
 
 fn io(e: std::io::Error) -> OffloadError {

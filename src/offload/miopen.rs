@@ -121,7 +121,32 @@ fn read_from<R: object::ReadCacheOps>(file: R, len: u64) -> Result<Embedded, Off
     let cache = object::ReadCache::new(file);
     let elf = ElfFile64::<Endianness, _>::parse(&cache)
         .map_err(|e| malformed(format!("not a 64-bit ELF library MIOpen's kernels could be read from: {e}")))?;
-    // Every section with data must lie inside the file before any is read.
+    check_sections_inside(&elf, len)?;
+    let syms = kernel_symbols(&elf)?;
+    let mut files = embedded_files(&elf, &syms, len)?;
+    let rodata = elf
+        .section_by_name(".rodata")
+        .filter(|s| s.kind() != SectionKind::UninitializedData && s.size() <= MAX_RODATA)
+        .and_then(|s| s.data().ok())
+        .unwrap_or(&[]);
+    let strings = Strings::of(rodata);
+    name_files(&mut files, &strings);
+    Ok(Embedded {
+        miopen_version: strings.version(", MIOpen version "),
+        hip_version: strings.version(", HIP version "),
+        files,
+        host_defines: strings.defines(),
+        host_names: strings.names(),
+    })
+}
+
+type Elf<'data, Rd> = ElfFile64<'data, Endianness, Rd>;
+
+/// Every section with data lies inside the file (checked before any is read).
+fn check_sections_inside<'data, Rd: object::ReadRef<'data>>(
+    elf: &Elf<'data, Rd>,
+    len: u64,
+) -> Result<(), OffloadError> {
     for s in elf.sections() {
         if let Some((offset, size)) = s.file_range() {
             if offset.checked_add(size).is_none_or(|end| end > len) {
@@ -133,6 +158,13 @@ fn read_from<R: object::ReadCacheOps>(file: R, len: u64) -> Result<Embedded, Off
             }
         }
     }
+    Ok(())
+}
+
+/// The `MIOPEN_KERNEL_*` symbols of the dynamic symbol table, each defined once, in a section.
+fn kernel_symbols<'data, Rd: object::ReadRef<'data>>(
+    elf: &Elf<'data, Rd>,
+) -> Result<BTreeMap<String, Sym>, OffloadError> {
     let mut syms: BTreeMap<String, Sym> = BTreeMap::new();
     for s in elf.dynamic_symbols() {
         let Ok(name) = s.name() else { continue };
@@ -151,35 +183,50 @@ fn read_from<R: object::ReadCacheOps>(file: R, len: u64) -> Result<Embedded, Off
             "no {SYMBOL_PREFIX}* symbol in its dynamic symbol table: not a libMIOpen that embeds its kernels"
         )));
     }
+    Ok(syms)
+}
+
+/// The bytes of a symbol, checked to lie inside its section's data.
+fn symbol_bytes<'data, Rd: object::ReadRef<'data>>(
+    elf: &Elf<'data, Rd>,
+    name: &str,
+    sym: &Sym,
+) -> Result<&'data [u8], OffloadError> {
+    let section = elf
+        .section_by_index(sym.section)
+        .map_err(|e| malformed(format!("symbol {name}: its section {}: {e}", sym.section.0)))?;
+    let (offset, size) = section
+        .file_range()
+        .ok_or_else(|| malformed(format!("symbol {name} lies in a section without data in the file")))?;
+    let start = sym.address.checked_sub(section.address());
+    match start.and_then(|s| Some((s, s.checked_add(sym.size)?))) {
+        Some((s, e)) if e <= size => section
+            .data_range(section.address() + s, sym.size)
+            .ok()
+            .flatten()
+            .filter(|d| d.len() as u64 == sym.size)
+            .ok_or_else(|| malformed(format!("symbol {name}: its {} bytes cannot be read", sym.size))),
+        _ => Err(malformed(format!(
+            "symbol {name} ({} bytes at {:#x}) lies outside its section {} ({size} bytes at file offset {offset}): a lying symbol table",
+            sym.size,
+            sym.address,
+            section.name().unwrap_or("?")
+        ))),
+    }
+}
+
+/// Each kernel symbol's text (not yet named), checked against its `_SIZE` symbol, the NUL after
+/// it, the file's length and the other symbols (no two overlap).
+fn embedded_files<'data, Rd: object::ReadRef<'data>>(
+    elf: &Elf<'data, Rd>,
+    syms: &BTreeMap<String, Sym>,
+    len: u64,
+) -> Result<Vec<EmbeddedFile>, OffloadError> {
     let big_endian = elf.endian() == Endianness::Big;
-    // The bytes of a symbol, checked to lie inside its section's data.
-    let bytes_of = |name: &str, sym: &Sym| -> Result<&[u8], OffloadError> {
-        let section = elf
-            .section_by_index(sym.section)
-            .map_err(|e| malformed(format!("symbol {name}: its section {}: {e}", sym.section.0)))?;
-        let (offset, size) = section
-            .file_range()
-            .ok_or_else(|| malformed(format!("symbol {name} lies in a section without data in the file")))?;
-        let start = sym.address.checked_sub(section.address());
-        match start.and_then(|s| Some((s, s.checked_add(sym.size)?))) {
-            Some((s, e)) if e <= size => section
-                .data_range(section.address() + s, sym.size)
-                .ok()
-                .flatten()
-                .filter(|d| d.len() as u64 == sym.size)
-                .ok_or_else(|| malformed(format!("symbol {name}: its {} bytes cannot be read", sym.size))),
-            _ => Err(malformed(format!(
-                "symbol {name} ({} bytes at {:#x}) lies outside its section {} ({size} bytes at file offset {offset}): a lying symbol table",
-                sym.size,
-                sym.address,
-                section.name().unwrap_or("?")
-            ))),
-        }
-    };
     let mut files = Vec::new();
     let mut claimed: Vec<(u64, u64, String)> = Vec::new();
     let mut total: u64 = 0;
-    for (name, sym) in &syms {
+    for (name, sym) in syms {
         if name.ends_with(SIZE_SUFFIX) && syms.contains_key(name.trim_end_matches(SIZE_SUFFIX)) {
             continue;
         }
@@ -190,7 +237,7 @@ fn read_from<R: object::ReadCacheOps>(file: R, len: u64) -> Result<Embedded, Off
         if size_sym.size != 8 {
             return Err(malformed(format!("symbol {size_name} is {} bytes, not the 8 of a size_t", size_sym.size)));
         }
-        let raw: [u8; 8] = bytes_of(&size_name, size_sym)?.try_into().map_err(|_| malformed("8 bytes"))?;
+        let raw: [u8; 8] = symbol_bytes(elf, &size_name, size_sym)?.try_into().map_err(|_| malformed("8 bytes"))?;
         let stated = if big_endian { u64::from_be_bytes(raw) } else { u64::from_le_bytes(raw) };
         if stated.checked_add(1) != Some(sym.size) {
             return Err(malformed(format!(
@@ -205,7 +252,7 @@ fn read_from<R: object::ReadCacheOps>(file: R, len: u64) -> Result<Embedded, Off
             )));
         }
         claimed.push((sym.address, sym.size, name.clone()));
-        let data = bytes_of(name, sym)?;
+        let data = symbol_bytes(elf, name, sym)?;
         let (text, nul) = data.split_at(data.len() - 1);
         if nul != [0] {
             return Err(malformed(format!("symbol {name} does not end in the NUL MIOpen stores after the text")));
@@ -225,20 +272,7 @@ fn read_from<R: object::ReadCacheOps>(file: R, len: u64) -> Result<Embedded, Off
             return Err(malformed(format!("symbols {} and {} overlap: a lying symbol table", w[0].2, w[1].2)));
         }
     }
-    let rodata = elf
-        .section_by_name(".rodata")
-        .filter(|s| s.kind() != SectionKind::UninitializedData && s.size() <= MAX_RODATA)
-        .and_then(|s| s.data().ok())
-        .unwrap_or(&[]);
-    let strings = Strings::of(rodata);
-    name_files(&mut files, &strings);
-    Ok(Embedded {
-        miopen_version: strings.version(", MIOpen version "),
-        hip_version: strings.version(", HIP version "),
-        files,
-        host_defines: strings.defines(),
-        host_names: strings.names(),
-    })
+    Ok(files)
 }
 
 /// The NUL-terminated strings of a section.
