@@ -6,6 +6,7 @@
 //! Built in for every recipe that builds something: none of its host libraries and executables
 //! needs an executable stack, which glibc 2.41 and later refuse to load.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -37,12 +38,13 @@ pub fn check_step_names(c: &PostCheck) -> Vec<String> {
 
 /// Writes a fresh copy of the check's files into its directory, and of its helpers beside it
 /// (`<dir>/../<helpers>/`, where the check's code finds them as in the recipe tree), before its
-/// first step runs.
-pub fn materialize(c: &PostCheck, dir: &Path) -> Result<(), BuildError> {
+/// first step runs. A helpers folder already in `laid` (laid out by an earlier check of the same
+/// build: the checks of a recipe share one) is not written again.
+pub fn materialize(c: &PostCheck, dir: &Path, laid: &mut BTreeSet<PathBuf>) -> Result<(), BuildError> {
     write_fresh(dir, &c.files)?;
-    if let Some((name, files)) = &c.helpers {
-        let beside = dir.parent().unwrap_or(dir).join(name);
+    if let Some((beside, files)) = c.helpers_beside(dir).filter(|(at, _)| !laid.contains(at)) {
         write_fresh(&beside, files)?;
+        laid.insert(beside);
     }
     Ok(())
 }

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::proofs;
-use super::step::{self, StepError};
+use super::step::{self, Step, StepError};
 use super::systems::{self, Vars};
 use super::undeclared;
 use super::{io_err, BuildError, Engine, Outcome};
@@ -297,38 +297,17 @@ impl Engine<'_> {
             (vars.find_links, vars.install_wheels) =
                 self.dependency_wheels(r, prefix, &wd.build().join("dependency-wheels"))?;
         }
-        let keyed = &d.inputs.env;
-        let toolchain = crate::digest::sha256_hex(
-            serde_json::to_string(&(&d.inputs.toolchain, &d.inputs.deps)).expect("serialises").as_bytes(),
-        );
-        let env = |vars: &Vars| -> Result<BTreeMap<String, String>, BuildError> {
-            let mut env = systems::step_env(r, vars, keyed)?;
-            self.opts.launchers.apply(r, &mut env, &self.cfg.work_dir, wd, &toolchain);
-            Ok(env)
-        };
-        let mut steps = systems::steps(r, &vars, &env(&vars)?)?;
+        let mut steps = self.expand_steps(r, d, wd, &vars)?;
         let produced = vars.installed.clone();
-        // A store interrupted after it took the stage: redo the steps that fill the stage.
-        if !produced.exists() {
-            if let Some(first) = steps.iter().position(|s| s.fills_stage) {
-                let refill: Vec<&str> = steps[first..].iter().map(|s| s.name.as_str()).collect();
-                state.steps_done.retain(|n| !refill.contains(&n.as_str()));
-            }
-        }
+        redo_steps_of_a_taken_stage(&steps, &produced, state);
         // The steps' temp dir starts empty: what a killed run's steps left there goes (their
         // processes were stopped before this).
         crate::fsutil::remove_dir_all_if_exists(&vars.tmp).map_err(io_err("cannot empty", &vars.tmp))?;
         std::fs::create_dir_all(&vars.tmp).map_err(io_err("cannot create", &vars.tmp))?;
-        // A compiler cache's server, if it has one, runs while the steps do (outside their
-        // process groups, which are stopped after each step).
-        let server = match steps.iter().find(|s| !state.steps_done.contains(&s.name)) {
-            Some(first) => self.opts.launchers.start_server(&first.env, wd).unwrap_or_else(|e| {
-                self.progress.warn(&r.name, &format!("{e}: the compiles are not counted for the report"));
-                None
-            }),
-            None => None,
-        };
+        let server = self.start_compiler_cache_server(r, wd, &steps, state);
         let mut retried_oom = false;
+        // Each helpers folder is laid out once per build, by the first check that names it.
+        let mut helpers_laid = BTreeSet::new();
         let mut i = 0;
         while i < steps.len() {
             let s = &steps[i];
@@ -338,43 +317,15 @@ impl Engine<'_> {
             }
             // A check's first step starts from a fresh copy of its files.
             if let Some(c) = r.checks.iter().find(|c| proofs::check_step_names(c).first() == Some(&s.name)) {
-                proofs::materialize(c, &s.cwd)?;
+                proofs::materialize(c, &s.cwd, &mut helpers_laid)?;
             }
-            self.progress.message(&r.name, &format!("{} ({} jobs)", s.name, vars.jobs));
-            self.progress.step_command(&r.name, &s.name, &s.command);
-            self.progress.step_started(&r.name, &s.name, &wd.step_log(&s.name));
-            let result = step::run(&r.name, i, s, wd, Some(&client));
-            self.progress.step_finished(&r.name, &s.name, result.is_ok());
-            // CMake has searched by now (configure; build, which may configure again): its
-            // cache says whether it found what the recipe does not depend on. A configure that
-            // failed may have failed for want of such a package, which had not finished yet.
-            let searched = r.build.system == BuildSystem::Cmake && matches!(s.name.as_str(), "configure" | "build");
-            if searched && (result.is_ok() || s.name == "configure") {
-                if let Err(u) = self.check_undeclared(r, &wd.build().join("CMakeCache.txt"), prefix) {
-                    if let Err(StepError::Failed(f)) = &result {
-                        self.progress.warn(
-                            &r.name,
-                            &format!("step `{}` failed ({}; log: {})", f.step, f.status, f.log.display()),
-                        );
-                    }
-                    return Err(u);
-                }
-            }
-            match result {
+            match self.run_step(r, wd, i, s, &client, vars.jobs, prefix)? {
                 Ok(()) => crate::fault::point(&format!("step:{}", steps[i].name), &r.name),
                 // Killed for memory: once, with half the jobs.
                 Err(StepError::Failed(f)) if f.looks_oom && !retried_oom => {
                     retried_oom = true;
-                    let half = (vars.jobs / 2).max(1);
-                    self.progress.warn(
-                        &r.name,
-                        &format!(
-                            "step `{}` looks killed for lack of memory ({}); retrying once with {half} jobs instead of {}",
-                            f.step, f.status, vars.jobs
-                        ),
-                    );
-                    vars.jobs = half;
-                    steps = systems::steps(r, &vars, &env(&vars)?)?;
+                    vars.jobs = self.halve_jobs_after_oom(r, &f, vars.jobs);
+                    steps = self.expand_steps(r, d, wd, &vars)?;
                     continue;
                 }
                 Err(StepError::Failed(f)) => {
@@ -393,23 +344,108 @@ impl Engine<'_> {
             }
             i += 1;
         }
-        // A CMake run inside other systems' steps (PyTorch's setup.py) leaves its cache below
-        // the source or build dir.
-        if matches!(r.build.system, BuildSystem::PythonWheel | BuildSystem::Script) {
-            let mut caches = undeclared::caches_below(&wd.build());
-            if vars.src != wd.build() {
-                caches.extend(undeclared::caches_below(&vars.src));
-            }
-            for cache in caches {
-                self.check_undeclared(r, &cache, prefix)?;
-            }
-        }
+        self.check_undeclared_caches_below(r, wd, &vars.src, prefix)?;
         drop(server);
         if let Some(stats) = self.opts.launchers.stats(wd).filter(|s| s.hits + s.misses + s.uncacheable > 0) {
             self.progress.message(&r.name, &stats.summary());
             self.progress.compiler_cache(&r.name, &stats);
         }
         Ok(produced)
+    }
+
+    /// The recipe's steps with `vars` filled in, each with its environment (the keyed variables,
+    /// the compiler launchers).
+    fn expand_steps(&self, r: &Recipe, d: &PlanEntry, wd: &WorkDir, vars: &Vars) -> Result<Vec<Step>, BuildError> {
+        let toolchain = crate::digest::sha256_hex(
+            serde_json::to_string(&(&d.inputs.toolchain, &d.inputs.deps)).expect("serialises").as_bytes(),
+        );
+        let mut env = systems::step_env(r, vars, &d.inputs.env)?;
+        self.opts.launchers.apply(r, &mut env, &self.cfg.work_dir, wd, &toolchain);
+        Ok(systems::steps(r, vars, &env)?)
+    }
+
+    /// A compiler cache's server, if it has one, runs while the steps do (outside their process
+    /// groups, which are stopped after each step); none when every step is done.
+    fn start_compiler_cache_server(
+        &self,
+        r: &Recipe,
+        wd: &WorkDir,
+        steps: &[Step],
+        state: &WorkState,
+    ) -> Option<super::sccache::Server> {
+        let first = steps.iter().find(|s| !state.steps_done.contains(&s.name))?;
+        self.opts.launchers.start_server(&first.env, wd).unwrap_or_else(|e| {
+            self.progress.warn(&r.name, &format!("{e}: the compiles are not counted for the report"));
+            None
+        })
+    }
+
+    /// Runs step `i`, telling the progress; the outer error is what CMake's cache shows after it
+    /// searched (a package found outside the recipe's closure), the inner the step's own.
+    #[allow(clippy::too_many_arguments)]
+    fn run_step(
+        &self,
+        r: &Recipe,
+        wd: &WorkDir,
+        i: usize,
+        s: &Step,
+        client: &jobserver::Client,
+        jobs: usize,
+        prefix: &Prefix,
+    ) -> Result<Result<(), StepError>, BuildError> {
+        self.progress.message(&r.name, &format!("{} ({jobs} jobs)", s.name));
+        self.progress.step_command(&r.name, &s.name, &s.command);
+        self.progress.step_started(&r.name, &s.name, &wd.step_log(&s.name));
+        let result = step::run(&r.name, i, s, wd, Some(client));
+        self.progress.step_finished(&r.name, &s.name, result.is_ok());
+        // CMake has searched by now (configure; build, which may configure again): its
+        // cache says whether it found what the recipe does not depend on. A configure that
+        // failed may have failed for want of such a package, which had not finished yet.
+        let searched = r.build.system == BuildSystem::Cmake && matches!(s.name.as_str(), "configure" | "build");
+        if searched && (result.is_ok() || s.name == "configure") {
+            if let Err(u) = self.check_undeclared(r, &wd.build().join("CMakeCache.txt"), prefix) {
+                if let Err(StepError::Failed(f)) = &result {
+                    self.progress
+                        .warn(&r.name, &format!("step `{}` failed ({}; log: {})", f.step, f.status, f.log.display()));
+                }
+                return Err(u);
+            }
+        }
+        Ok(result)
+    }
+
+    /// The jobs for the retry of a step that looks killed for memory: half, and the user told.
+    fn halve_jobs_after_oom(&self, r: &Recipe, f: &step::StepFailure, jobs: usize) -> usize {
+        let half = (jobs / 2).max(1);
+        self.progress.warn(
+            &r.name,
+            &format!(
+                "step `{}` looks killed for lack of memory ({}); retrying once with {half} jobs instead of {jobs}",
+                f.step, f.status
+            ),
+        );
+        half
+    }
+
+    /// A CMake run inside other systems' steps (PyTorch's setup.py) leaves its cache below the
+    /// source or build dir: each is checked as a CMake recipe's own is.
+    fn check_undeclared_caches_below(
+        &self,
+        r: &Recipe,
+        wd: &WorkDir,
+        src: &Path,
+        prefix: &Prefix,
+    ) -> Result<(), BuildError> {
+        if matches!(r.build.system, BuildSystem::PythonWheel | BuildSystem::Script) {
+            let mut caches = undeclared::caches_below(&wd.build());
+            if src != wd.build() {
+                caches.extend(undeclared::caches_below(src));
+            }
+            for cache in caches {
+                self.check_undeclared(r, &cache, prefix)?;
+            }
+        }
+        Ok(())
     }
 
     /// Fails when the CMake cache at `cache` shows the build using what recipes outside its
@@ -653,6 +689,16 @@ const NEARLY_FULL: u64 = 64 << 20;
 /// directory of rocmforge's on that disk (its state writes need room too, so moving the work
 /// dir alone is not enough while the failed tree fills the disk), what the recipe left there,
 /// and the commands that go on.
+/// A store interrupted after it took the stage: the steps that fill the stage are redone.
+fn redo_steps_of_a_taken_stage(steps: &[Step], produced: &Path, state: &mut WorkState) {
+    if !produced.exists() {
+        if let Some(first) = steps.iter().position(|s| s.fills_stage) {
+            let refill: Vec<&str> = steps[first..].iter().map(|s| s.name.as_str()).collect();
+            state.steps_done.retain(|n| !refill.contains(&n.as_str()));
+        }
+    }
+}
+
 fn disk_full(cfg: &crate::config::Config, root: &std::path::Path, tail: &[String]) -> Option<String> {
     let said = tail.iter().any(|l| l.contains("No space left on device") || l.contains("Disk quota exceeded"));
     let space = crate::fsutil::disk_space(root)?;

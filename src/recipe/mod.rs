@@ -619,6 +619,14 @@ pub struct PostCheck {
     pub estimate: Option<CheckEstimate>,
 }
 
+impl PostCheck {
+    /// Where the helpers of a check run in `dir` are laid out, and their files: beside it
+    /// (`<dir>/../<helpers>/`), where the check's code finds them as in the recipe tree.
+    pub fn helpers_beside(&self, dir: &std::path::Path) -> Option<(std::path::PathBuf, &FolderFiles)> {
+        self.helpers.as_ref().map(|(name, files)| (dir.parent().unwrap_or(dir).join(name), files))
+    }
+}
+
 /// A check's work in the night's model (`[[check]] estimate`): seconds it takes whatever the jobs
 /// (a configure, one long compile), and core-seconds per requested target spread over the jobs.
 /// It lengthens its recipe: the check runs after the install, before the recipe counts as built.

@@ -161,6 +161,48 @@ fn a_check_is_taken_from_the_stacks_own_folder_before_the_shared_one() {
     );
 }
 
+/// Two checks of one recipe naming the same `helpers` folder: it is laid out once per build, by
+/// the first check, and the second finds it as the first left it (rewritten for each check, the
+/// second would find only its own line in `runs`).
+#[test]
+fn a_helpers_folder_two_checks_share_is_laid_out_once_per_build() {
+    let p = Proofs::new();
+    let common = p.tree.join("recipes/proofs/checks/common");
+    std::fs::create_dir_all(&common).unwrap();
+    std::fs::write(common.join("helper.txt"), "shared\n").unwrap();
+    std::fs::write(
+        p.tree.join("recipes/proofs/pair.toml"),
+        r#"[package]
+name = "pair"
+version = "1.0"
+summary = "two checks sharing one helpers folder"
+
+[build]
+system = "script"
+steps = ["mkdir -p {stage}/share && touch {stage}/share/pair"]
+
+[[check]]
+name = "first"
+helpers = "common"
+steps = ["test -f ../common/helper.txt && echo first >> ../common/runs"]
+
+[[check]]
+name = "second"
+helpers = "common"
+steps = ["test -f ../common/helper.txt && echo second >> ../common/runs"]
+
+[targets]
+gpu = false
+"#,
+    )
+    .unwrap();
+    let out = p.build(&["pair"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let checks = p.work("pair").join("build/checks");
+    assert_eq!(std::fs::read_to_string(checks.join("common/helper.txt")).unwrap(), "shared\n");
+    assert_eq!(std::fs::read_to_string(checks.join("common/runs")).unwrap(), "first\nsecond\n");
+}
+
 #[test]
 fn a_check_that_fails_names_the_check_its_command_and_the_compilers_error() {
     let p = Proofs::new();
