@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::offload::miopen;
-use crate::recipe::RecipeTree;
+use crate::recipe::{PostCheck, RecipeTree};
 
 /// The control target every check also compiles for: a failure there too is the check's sample
 /// values, not the target (gfx9: the DPP reduction, the gfx9 buffer resource word).
@@ -23,14 +23,16 @@ pub const CONTROL: &str = "gfx900";
 /// How long one check may compile (the legacy-CK reductions: about 100 s per target on 2 cores).
 const CHECK_TIMEOUT: Duration = Duration::from_secs(3600);
 
-/// The checks an audit runs: (name, folder under `recipes/checks/`, what it proves).
-pub const CHECKS: [(&str, &str, &str); 2] = [
-    ("batchnorm", "miopen-batchnorm", "batchnorm's OpenCL kernels (DPP `row_bcast` reduction)"),
-    ("legacy-ck", "miopen-legacy-ck", "the legacy composable-kernel reductions (target macro, buffer resource dword)"),
-];
+/// The recipe whose `[[check]]`s an audit runs, (stack, recipe): MIOpen's source build runs the
+/// same checks after install. Their folders (`files`, `helpers`) are the recipe's, read from the
+/// audit's recipe tree, so a change there is the one place.
+pub const CHECKS_RECIPE: (&str, &str) = ("rocm-6.2", "miopen");
 
-/// The folder under `recipes/checks/` the kernel checks share (their `[[check]] helpers`).
-const KERNEL_HELPERS: &str = "kernel-common";
+/// The checks an audit runs: (its name in the audit, the recipe's `[[check]]`, what it proves).
+pub const CHECKS: [(&str, &str, &str); 2] = [
+    ("batchnorm", "batchnorm-gfx101x", "batchnorm's OpenCL kernels (DPP `row_bcast` reduction)"),
+    ("legacy-ck", "legacy-ck-gfx101x", "the legacy composable-kernel reductions (target macro, buffer resource dword)"),
+];
 
 /// The compiler the checks run with, and where it was found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -308,7 +310,7 @@ pub struct Settings {
     pub work: PathBuf,
     /// The user's ROCm (compiler, HIP headers), when one is known.
     pub rocm: Option<PathBuf>,
-    /// The recipe tree holding the checks (`recipes/checks/`).
+    /// The recipe tree holding the checks: [`CHECKS_RECIPE`]'s `[[check]]`s and their folders.
     pub checks: RecipeTree,
     /// The filesystem root the compiler is looked for under (`/`; tests point it elsewhere).
     pub host: PathBuf,
@@ -392,11 +394,45 @@ pub fn audit(req: &AuditRequest<'_>) -> Audit {
         a.error = Some("no python3 on PATH to run the checks with".into());
         return a;
     };
-    for (name, dir, what) in CHECKS {
-        a.checks.push(run_check(req, &a.tree, &compiler, &python, name, dir, what));
+    let declared = recipe_checks(&req.settings.checks);
+    for (name, check, what) in CHECKS {
+        let c = declared.as_ref().map_err(Clone::clone).and_then(|all| {
+            all.iter().find(|c| c.name == check).ok_or_else(|| {
+                format!("recipes/{}/{}.toml has no [[check]] `{check}`", CHECKS_RECIPE.0, CHECKS_RECIPE.1)
+            })
+        });
+        a.checks.push(run_check(req, &a.tree, &compiler, &python, name, c, what));
     }
     a.compiler = Some(compiler);
     a
+}
+
+/// The `[[check]]`s of [`CHECKS_RECIPE`] in `tree`, with their files and helpers.
+fn recipe_checks(tree: &RecipeTree) -> Result<Vec<PostCheck>, String> {
+    let (stack, recipe) = CHECKS_RECIPE;
+    let loaded = crate::recipe::load_stack(tree, stack).map_err(|d| {
+        let first = d.to_string().lines().next().unwrap_or_default().to_string();
+        format!("the checks' stack `{stack}` does not load ({first}; {} problems: `rocmforge recipes check`)", d.len())
+    })?;
+    loaded
+        .recipes
+        .get(recipe)
+        .map(|r| r.checks.clone())
+        .ok_or_else(|| format!("stack `{stack}` has no recipe `{recipe}`"))
+}
+
+/// The check's files in `base`, and its helpers beside it, as the source build lays them out.
+fn lay_out(c: &PostCheck, base: &Path) -> Result<(), String> {
+    if c.files.is_empty() {
+        return Err(format!("the recipe's [[check]] `{}` names no `files`", c.name));
+    }
+    let folders = std::iter::once((base.to_path_buf(), &c.files)).chain(c.helpers_beside(base));
+    for (at, files) in folders {
+        crate::fsutil::write_fresh(&at, files).map_err(|(what, path, e)| {
+            format!("cannot write the check into {}: {what} {}: {e}", at.display(), path.display())
+        })?;
+    }
+    Ok(())
 }
 
 fn run_check(
@@ -405,7 +441,7 @@ fn run_check(
     compiler: &Compiler,
     python: &Path,
     name: &str,
-    dir: &str,
+    check: Result<&PostCheck, String>,
     what: &str,
 ) -> CheckOutcome {
     let base = req.work.join(name);
@@ -419,22 +455,8 @@ fn run_check(
         result: CheckJson::default(),
         log: log.clone(),
     };
-    let shared = |dir: &str| -> crate::recipe::FolderFiles {
-        req.settings
-            .checks
-            .files_under(&format!("recipes/{}/{dir}/", crate::recipe::proofs::SHARED_CHECKS))
-            .map(|(r, b)| (r.to_string(), b.to_vec()))
-            .collect()
-    };
-    // The check's folder, and beside it the helpers it imports (as the recipes' `[[check]]`
-    // `helpers` lay them out).
-    let folders = [(base.clone(), shared(dir)), (req.work.join(KERNEL_HELPERS), shared(KERNEL_HELPERS))];
-    if let Some(empty) = [dir, KERNEL_HELPERS].iter().zip(&folders).find(|(_, (_, f))| f.is_empty()) {
-        out.error = Some(format!("the recipe tree has no recipes/checks/{}/", empty.0));
-        return out;
-    }
-    if let Err((what, path, e)) = folders.iter().try_for_each(|(at, files)| crate::fsutil::write_fresh(at, files)) {
-        out.error = Some(format!("cannot write the check into {}: {what} {}: {e}", base.display(), path.display()));
+    if let Err(e) = check.and_then(|c| lay_out(c, &base)) {
+        out.error = Some(e);
         return out;
     }
     let mut targets = req.settings.targets.clone();
@@ -534,6 +556,54 @@ mod tests {
         assert_eq!(c.failures().map(|f| f.kernel.as_str()).collect::<Vec<_>>(), ["a.cl"]);
         assert_eq!(c.inconclusive().map(|f| f.kernel.as_str()).collect::<Vec<_>>(), ["b.cl"]);
         assert_eq!(c.on_targets(), 3);
+    }
+
+    /// The files under `dir`, by path relative to it.
+    fn files_in(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+        crate::fsutil::list_tree(dir)
+            .unwrap()
+            .into_iter()
+            .filter(|e| matches!(e.kind, crate::fsutil::EntryKind::File { .. }))
+            .map(|e| (e.path.clone(), std::fs::read(dir.join(&e.path)).unwrap()))
+            .collect()
+    }
+
+    /// The audit runs the checks the recipe declares, in the folders its `[[check]]`s name
+    /// (`files`, `helpers`), read here from the recipe's own text: an audit that took another
+    /// folder (its own list of them) lays out other files, or others beside them.
+    #[test]
+    fn the_audit_lays_out_the_folders_the_recipes_checks_name_and_nothing_else() {
+        let tree = RecipeTree::embedded();
+        let (stack, recipe) = CHECKS_RECIPE;
+        let text = std::str::from_utf8(tree.get(&format!("recipes/{stack}/{recipe}.toml")).unwrap()).unwrap();
+        let declared: toml::Value = toml::from_str(text).unwrap();
+        let declared = declared["check"].as_array().unwrap();
+        let folder = |dir: &str| -> std::collections::BTreeMap<String, Vec<u8>> {
+            tree.files_under(&format!("recipes/checks/{dir}/")).map(|(r, b)| (r.to_string(), b.to_vec())).collect()
+        };
+        let checks = recipe_checks(&tree).unwrap();
+        for (name, check, _) in CHECKS {
+            let d = declared
+                .iter()
+                .find(|c| c["name"].as_str() == Some(check))
+                .unwrap_or_else(|| panic!("{recipe}.toml declares no [[check]] `{check}`"));
+            let (files, helpers) = (d["files"].as_str().unwrap(), d["helpers"].as_str().unwrap());
+            let work = tempfile::tempdir().unwrap();
+            let base = work.path().join(name);
+            lay_out(checks.iter().find(|c| c.name == check).unwrap(), &base).unwrap();
+            let (want_files, want_helpers) = (folder(files), folder(helpers));
+            assert!(want_files.contains_key("check.py") && !want_helpers.is_empty(), "{check}: {files}, {helpers}");
+            assert_eq!(files_in(&base), want_files, "{check}: the files of recipes/checks/{files}/");
+            assert_eq!(files_in(&work.path().join(helpers)), want_helpers, "{check}: recipes/checks/{helpers}/");
+            let mut laid: Vec<String> = std::fs::read_dir(work.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            laid.sort();
+            let mut expected = vec![name.to_string(), helpers.to_string()];
+            expected.sort();
+            assert_eq!(laid, expected, "{check}");
+        }
     }
 
     #[test]
