@@ -22,9 +22,17 @@ pub fn len_of(src: &mut dyn Source) -> io::Result<u64> {
 /// read starts: a read there past the stream's position reads past what lies between; one
 /// before it is served from the last [`BACK_WINDOW`] bytes read when it lies there, else starts
 /// inflating again from the member's start, at most [`MAX_RESTARTS`] times (then the read
-/// fails, naming why). A stream read from the member's start to its end is checked against the
-/// CRC-32 the wheel's directory gives (zip's own check, which a damaged deflate stream that
-/// still inflates fails). Only what a read asks for, and the window, is held.
+/// fails, naming why).
+///
+/// Which reads verify the CRC-32 the wheel's directory gives (zip's own check, which a damaged
+/// deflate stream that still inflates fails): the first read that reaches the member's end,
+/// whatever the reader did before. The member's bytes are hashed in order from its start as
+/// streams pass them ([`Hashed`]): bytes a seek skips forward are read through, not skipped (a
+/// stored member's too: its first stream starts at the member's start, and its stream after a
+/// read back starts no later than where hashing stopped), and a stream started again for a read
+/// back hashes only what lies past that point. A reader that never reads up to the end (an ELF
+/// file's headers and sections when its section table is not last) gets no check. Only what a
+/// read asks for, and the window, is held.
 pub struct Member<'a> {
     wheel: &'a File,
     data_start: u64,
@@ -59,16 +67,35 @@ struct Stream<'a> {
     read: Box<dyn Read + 'a>,
     /// How far into the member it has read.
     at: u64,
-    /// The CRC-32 of what it read, when it started at the member's start.
-    crc: Option<flate2::Crc>,
+    /// The member's bytes hashed so far, handed on to the stream that replaces this one.
+    hashed: Hashed,
+}
+
+/// The CRC-32 of a member's first `upto` bytes, in order: a stream's bytes extend it when they
+/// begin at or before `upto` and go past it.
+#[derive(Default)]
+struct Hashed {
+    upto: u64,
+    crc: flate2::Crc,
+    /// The sum matched the directory's (a later read to the end is not checked again).
+    checked: bool,
+}
+
+impl Hashed {
+    /// `bytes` read at `start` into the member.
+    fn feed(&mut self, start: u64, bytes: &[u8]) {
+        let end = start + bytes.len() as u64;
+        if start <= self.upto && self.upto < end {
+            self.crc.update(&bytes[(self.upto - start) as usize..]);
+            self.upto = end;
+        }
+    }
 }
 
 impl Read for Stream<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.read.read(buf)?;
-        if let Some(c) = &mut self.crc {
-            c.update(&buf[..n]);
-        }
+        self.hashed.feed(self.at, &buf[..n]);
         self.at += n as u64;
         Ok(n)
     }
@@ -111,16 +138,19 @@ impl<'a> Member<'a> {
         self.restarts
     }
 
-    /// A stream of the member from `from` (stored) or from its start (deflated).
-    fn open(&self, from: u64) -> Stream<'a> {
+    /// A stream of the member for a read at `from`, carrying on `hashed`: from its start
+    /// (deflated), or (stored) from `from` or where hashing stopped, whichever comes first, so
+    /// no byte is skipped unhashed.
+    fn open(&self, from: u64, hashed: Hashed) -> Stream<'a> {
         let end = self.data_start.saturating_add(self.compressed);
         let (read, at): (Box<dyn Read + 'a>, u64) = if self.deflated {
             let raw = At { file: self.wheel, pos: self.data_start, end };
             (Box::new(flate2::read::DeflateDecoder::new(raw)), 0)
         } else {
-            (Box::new(At { file: self.wheel, pos: self.data_start.saturating_add(from), end }), from)
+            let at = from.min(hashed.upto);
+            (Box::new(At { file: self.wheel, pos: self.data_start.saturating_add(at), end }), at)
         };
-        Stream { read, at, crc: (at == 0).then(flate2::Crc::new) }
+        Stream { read, at, hashed }
     }
 
     fn read_on(&mut self, buf: &mut [u8]) -> io::Result<usize> {
@@ -149,7 +179,7 @@ impl<'a> Member<'a> {
                     }
                 }
                 self.back.clear();
-                self.open(self.want)
+                self.open(self.want, before.map(|s| s.hashed).unwrap_or_default())
             }
         };
         let short = || {
@@ -177,20 +207,21 @@ impl<'a> Member<'a> {
         if self.back.len() > 2 * BACK_WINDOW {
             self.back.drain(..self.back.len() - BACK_WINDOW);
         }
-        if stream.at == self.size {
-            if let Some(crc) = stream.crc.take() {
-                if crc.sum() != self.crc32 {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!(
-                            "its bytes do not match the wheel's directory: their CRC-32 is {:08x}, the directory says {:08x} \
-                             (the wheel is damaged: download or build it again)",
-                            crc.sum(),
-                            self.crc32
-                        ),
-                    ));
-                }
+        let hashed = &mut stream.hashed;
+        if hashed.upto == self.size && !hashed.checked {
+            if hashed.crc.sum() != self.crc32 {
+                // (The stream and what it hashed go: a read again from the start checks again.)
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "its bytes do not match the wheel's directory: their CRC-32 is {:08x}, the directory says {:08x} \
+                         (the wheel is damaged: download or build it again)",
+                        hashed.crc.sum(),
+                        self.crc32
+                    ),
+                ));
             }
+            hashed.checked = true;
         }
         self.stream = Some(stream);
         self.want += got as u64;
@@ -320,6 +351,54 @@ mod tests {
         let mut all = Vec::new();
         m.read_to_end(&mut all).unwrap();
         assert_eq!(all, body);
+    }
+
+    /// A stored member's reads that skip the damage by seeking (a first read past it, a read
+    /// back past the window after a read over it) still end in the CRC check when they reach
+    /// the member's end: the skipped bytes are read through and hashed.
+    #[test]
+    fn a_stored_member_skipped_through_by_seeking_is_checked_when_a_read_reaches_its_end() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("w.whl");
+        let body: Vec<u8> = (0..200_000u32).flat_map(|i| i.to_le_bytes()).collect();
+        one_member(&path, &body, zip::CompressionMethod::Stored);
+        let good = std::fs::read(&path).unwrap();
+        let mut bad = good.clone();
+        let at = bad.windows(8).position(|w| w == &body[200_000..200_008]).unwrap();
+        bad[at] ^= 0x40;
+        let bad_path = d.path().join("bad.whl");
+        std::fs::write(&bad_path, &bad).unwrap();
+        // Each way of reading: the bytes it read, from where to the end.
+        let ways: [(&str, &dyn Fn(&mut Member<'_>) -> io::Result<Vec<u8>>); 2] = [
+            ("a first read past the damage", &|m| {
+                m.seek(SeekFrom::Start(700_000))?;
+                let mut v = Vec::new();
+                m.read_to_end(&mut v).map(|_| v)
+            }),
+            ("a read over it, then a read back past the window", &|m| {
+                let mut part = vec![0u8; 300_000];
+                m.read_exact(&mut part)?;
+                m.seek(SeekFrom::Start(10))?;
+                let mut v = Vec::new();
+                m.read_to_end(&mut v).map(|_| v)
+            }),
+        ];
+        for (what, read) in ways {
+            let file = File::open(&path).unwrap();
+            let mut zip = zip::ZipArchive::new(File::open(&path).unwrap()).unwrap();
+            let mut m = Member::of(&mut zip, &file, "m.so").unwrap();
+            let got = read(&mut m).unwrap_or_else(|e| panic!("{what}, undamaged: {e}"));
+            assert_eq!(got, &body[body.len() - got.len()..], "{what}");
+            assert_eq!(m.failure(), None, "{what}");
+
+            let file = File::open(&bad_path).unwrap();
+            let mut zip = zip::ZipArchive::new(File::open(&bad_path).unwrap()).unwrap();
+            let mut m = Member::of(&mut zip, &file, "m.so").unwrap();
+            let e = read(&mut m).expect_err(what);
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{what}: {e}");
+            assert!(e.to_string().contains("their CRC-32 is"), "{what}: {e}");
+            assert!(m.failure().is_some_and(|f| f.contains("the wheel is damaged")), "{what}");
+        }
     }
 
     #[test]

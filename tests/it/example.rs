@@ -430,3 +430,120 @@ fn a_second_machine_gets_the_example_stack_from_a_shared_cache_and_compiles_noth
     // A's wheel, under A's label (its first build: serial 1).
     assert!(page.contains("pyvec-1.0.0+rocm5.2.3.1.k"), "{page}");
 }
+
+/// Live processes (zombies aside) whose environment mentions `dir` in any value: rocmforge,
+/// the step's supervisor and everything the step started carry the test's home somewhere
+/// (`HOME`, `VIRTUAL_ENV`, `TMPDIR`).
+fn processes_mentioning(dir: &Path) -> Vec<(i32, String)> {
+    let want = dir.as_os_str().as_encoded_bytes();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| *pid as u32 != std::process::id())
+        .filter_map(|pid| {
+            let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let state = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next()).unwrap_or("Z");
+            let mentions = env.split(|b| *b == 0).any(|kv| kv.windows(want.len()).any(|w| w == want));
+            (state != "Z" && state != "X" && mentions).then(|| (pid, stat))
+        })
+        .collect()
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Issue 42: a SIGKILL of the build (its whole process group) while `pyvec: venv` runs, with
+/// pip's files in the step's temp dir, leaves nothing in the user's `$TMPDIR` and nothing
+/// running; the next build clears the step's temp dir, finishes, and `cache verify` is clean.
+#[test]
+fn a_build_killed_during_pyvecs_venv_step_leaves_nothing_in_tmpdir_and_resumes() {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    use rustix::process::{Pid, Signal};
+
+    let e = Example::new();
+    let home = e.home.path();
+    let user_tmp = home.join("user-tmp");
+    std::fs::create_dir_all(&user_tmp).unwrap();
+    let work = home.join("cache/rocmforge/work/example/pyvec");
+    let step_tmp = work.join("tmp");
+    let venv_log = work.join("logs/venv.log");
+    let pip_files = |dir: &Path| {
+        std::fs::read_dir(dir)
+            .is_ok_and(|mut d| d.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("pip-"))))
+    };
+    let mut child = e
+        .process(home)
+        .env("TMPDIR", &user_tmp)
+        .env("TMP", &user_tmp)
+        .env("TEMP", &user_tmp)
+        .args(["build", "pyvec", "--target", "gfx1010", "--prefix"])
+        .arg(e.prefix())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    // The venv step runs, and pip (which ensurepip runs to install pip into the venv) has made
+    // its temp dirs: in the step's temp dir, or (were the user's `$TMPDIR` passed on) there.
+    // Only a hang reaches the bound: the steps before take a minute or two on a loaded machine.
+    let start = Instant::now();
+    while !(venv_log.exists() && (pip_files(&step_tmp) || pip_files(&user_tmp))) {
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("the build ended ({st}) before its venv step made pip's temp files; step dir {:?}", entries(&work));
+        }
+        assert!(start.elapsed() < Duration::from_secs(600), "timed out waiting for pyvec's venv step to run pip");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let running = std::fs::read_to_string(work.join("running.pid")).expect("the venv step records itself as running");
+    let step_group: i32 = running.lines().next().unwrap().parse().unwrap();
+    assert!(!processes_mentioning(home).is_empty());
+    rustix::process::kill_process_group(Pid::from_child(&child), Signal::KILL).unwrap();
+    assert_eq!(child.wait().unwrap().signal(), Some(9), "the build died of the SIGKILL");
+    // Nothing of the build is left: not rocmforge, not the step's supervisor, not python or pip.
+    let start = Instant::now();
+    while !processes_mentioning(home).is_empty()
+        || rustix::process::test_kill_process_group(Pid::from_raw(step_group).unwrap()).is_ok()
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "left running after the build's group was killed: {:?}",
+            processes_mentioning(home)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(entries(&user_tmp), Vec::<String>::new(), "the killed build left these in the user's TMPDIR");
+    let stale = entries(&step_tmp);
+    assert!(
+        stale.iter().any(|n| n.starts_with("pip-")),
+        "the kill landed while pip's files were in the step's temp dir: {stale:?}"
+    );
+
+    // The next build clears them, finishes, and leaves nothing behind either.
+    let out = e
+        .cmd(home)
+        .env("TMPDIR", &user_tmp)
+        .env("TMP", &user_tmp)
+        .env("TEMP", &user_tmp)
+        .args(["build", "pyvec", "--target", "gfx1010", "--prefix"])
+        .arg(e.prefix())
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("built 1 recipe(s): pyvec; 3 from the cache"), "{t}");
+    assert_eq!(entries(&user_tmp), Vec::<String>::new(), "{t}");
+    assert!(!step_tmp.exists(), "pyvec's temp dir stays after its artifact was stored: {:?}", entries(&step_tmp));
+    let verify = e.cmd(home).args(["cache", "verify"]).output().unwrap();
+    assert!(verify.status.success() && text(&verify).contains("ok: "), "{}", text(&verify));
+    assert!(!text(&verify).contains("left by"), "{}", text(&verify));
+}

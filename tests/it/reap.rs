@@ -45,6 +45,16 @@ fn ended(pid: i32) -> bool {
     stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next()).is_none_or(|s| s == "Z" || s == "X")
 }
 
+/// Is every thread of `pid` stopped (state `T` in `/proc/<pid>/task/*/stat`)? A SIGSTOP is
+/// only queued when `kill` returns: until the kernel gets to each thread, the threads run on.
+fn stopped(pid: i32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    tasks.filter_map(Result::ok).all(|t| {
+        std::fs::read_to_string(t.path().join("stat"))
+            .is_ok_and(|s| s.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next()) == Some("T"))
+    })
+}
+
 /// A build running mid's compile-like step; whatever is left of it is killed when dropped.
 struct Build {
     child: Child,
@@ -117,9 +127,13 @@ fn status_names_what_a_dead_build_left_running_and_building_again_stops_it() {
     // `pkill -9 rocmforge` kills the step's supervisor too (it runs the rocmforge binary): the
     // step's processes are then on their own. (rocmforge is frozen first, so it cannot see its
     // step fail and go on; a frozen supervisor would take its step down with it: its process
-    // group, orphaned with a stopped member, gets SIGHUP.)
+    // group, orphaned with a stopped member, gets SIGHUP.) Frozen means every thread stopped:
+    // one still running when the supervisor dies sees its step end, removes `running.pid` and
+    // marks the step failed, and `status` then has nothing to name (as under load it did).
     let supervisor = Pid::from_raw(b.group).unwrap();
     b.kill(Signal::STOP);
+    let build = Pid::from_child(&b.child).as_raw_nonzero().get();
+    wait_for("every thread of rocmforge to stop", LOADED, || stopped(build));
     rustix::process::kill_process(supervisor, Signal::KILL).unwrap();
     b.kill(Signal::KILL);
     b.child.wait().unwrap();

@@ -182,7 +182,12 @@ impl Example {
     }
 
     pub fn cmd(&self, home: &Path) -> assert_cmd::Command {
-        let mut c = rocmforge(home);
+        assert_cmd::Command::from_std(self.process(home))
+    }
+
+    /// [`Example::cmd`] as a plain process, to spawn, signal and stop.
+    pub fn process(&self, home: &Path) -> std::process::Command {
+        let mut c = rocmforge_process(home);
         c.env("ROCMFORGE_CONFIG", &self.config)
             .env("PIP_NO_INDEX", "1")
             .env("PIP_FIND_LINKS", wheelhouse())
