@@ -369,7 +369,8 @@ mod tests {
         let bad_path = d.path().join("bad.whl");
         std::fs::write(&bad_path, &bad).unwrap();
         // Each way of reading: the bytes it read, from where to the end.
-        let ways: [(&str, &dyn Fn(&mut Member<'_>) -> io::Result<Vec<u8>>); 2] = [
+        type Way<'a> = (&'a str, &'a dyn Fn(&mut Member<'_>) -> io::Result<Vec<u8>>);
+        let ways: [Way<'_>; 2] = [
             ("a first read past the damage", &|m| {
                 m.seek(SeekFrom::Start(700_000))?;
                 let mut v = Vec::new();

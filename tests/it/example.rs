@@ -445,7 +445,7 @@ fn processes_mentioning(dir: &Path) -> Vec<(i32, String)> {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
             let state = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next()).unwrap_or("Z");
             let mentions = env.split(|b| *b == 0).any(|kv| kv.windows(want.len()).any(|w| w == want));
-            (state != "Z" && state != "X" && mentions).then(|| (pid, stat))
+            (state != "Z" && state != "X" && mentions).then_some((pid, stat))
         })
         .collect()
 }
