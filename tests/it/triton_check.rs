@@ -49,18 +49,19 @@ fn shipped_step() -> String {
 /// The recipe's wheel in the test wheelhouse, its sha256 the recipe's pin.
 fn pinned_wheel() -> PathBuf {
     let r = recipe();
-    let url = r["source"]["url"].as_str().unwrap();
+    in_wheelhouse(r["source"]["url"].as_str().unwrap(), r["source"]["sha256"].as_str().unwrap())
+}
+
+/// The file `url` names in the test wheelhouse (ci/setup.sh downloads it there), checked to be
+/// the one whose sha256 is `sha256`.
+fn in_wheelhouse(url: &str, sha256: &str) -> PathBuf {
     let name = url.rsplit('/').next().unwrap();
     let wheel = wheelhouse().join(name);
-    assert!(
-        wheel.is_file(),
-        "{} is missing: run ci/setup.sh (it downloads the triton recipe's wheel, {url}, there)",
-        wheel.display()
-    );
+    assert!(wheel.is_file(), "{} is missing: run ci/setup.sh (it downloads {url} there)", wheel.display());
     let out = Command::new("sha256sum").arg(&wheel).output().expect("sha256sum (coreutils) runs");
     assert!(out.status.success(), "{}", text(&out));
     let got = String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap_or_default().to_string();
-    assert_eq!(got, r["source"]["sha256"].as_str().unwrap(), "{}: not the recipe's pinned file", wheel.display());
+    assert_eq!(got, sha256, "{}: not the pinned file", wheel.display());
     wheel
 }
 
@@ -239,13 +240,11 @@ fn the_rocm_7_14_profile_keeps_triton_3_7_off_buffer_operations_on_gfx1010() {
     let pin: toml::Value =
         toml::from_str(&std::fs::read_to_string(repo_root().join("tests/fixtures/triton-3.7.1.toml")).unwrap())
             .unwrap();
-    let url = pin["url"].as_str().unwrap();
-    let wheel = wheelhouse().join(url.rsplit('/').next().unwrap());
-    assert!(wheel.is_file(), "{} is missing: run ci/setup.sh (it downloads {url} there)", wheel.display());
-    let out = Command::new("sha256sum").arg(&wheel).output().expect("sha256sum (coreutils) runs");
-    let got = String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap_or_default().to_string();
-    assert_eq!(got, pin["sha256"].as_str().unwrap(), "{}: not the pinned file", wheel.display());
-    let python = python312();
+    let wheel = in_wheelhouse(pin["url"].as_str().unwrap(), pin["sha256"].as_str().unwrap());
+    // The 3.7.1 wheel is cp312: a Python 3.12 found as rocmforge finds a stack's.
+    let python = rocmforge::host::python::find_python("3.12")
+        .expect("Python 3.12 is needed for triton 3.7.1 (cp312): ci/setup.sh installs one (uv python install 3.12)");
+    let python = python.to_str().unwrap();
 
     let stack: toml::Value =
         toml::from_str(&std::fs::read_to_string(repo_root().join("recipes/rocm-7.14-binary/stack.toml")).unwrap())
@@ -261,7 +260,7 @@ fn the_rocm_7_14_profile_keeps_triton_3_7_off_buffer_operations_on_gfx1010() {
     let step = shipped_step().replace("AMDGCN_USE_BUFFER_OPS=0 ", "");
     assert!(!step.contains("AMDGCN_USE_BUFFER_OPS"), "{step}");
 
-    let (code, out, _dir) = run_with(&step, "gfx1010", &wheel, &python, &profile_env);
+    let (code, out, _dir) = run_with(&step, "gfx1010", &wheel, python, &profile_env);
     assert!(out.starts_with("triton 3.7.1 from "), "{out}");
     assert!(out.contains("; AMDGCN_USE_BUFFER_OPS=0; "), "{out}");
     assert!(!out.contains("buffer descriptor"), "the profile's Triton builds no buffer descriptor:\n{out}");
@@ -272,45 +271,11 @@ fn the_rocm_7_14_profile_keeps_triton_3_7_off_buffer_operations_on_gfx1010() {
 
     let without: Vec<(String, String)> =
         profile_env.iter().filter(|(k, _)| k != "AMDGCN_USE_BUFFER_OPS").cloned().collect();
-    let (code, out, _dir) = run_with(&step, "gfx1010", &wheel, &python, &without);
+    let (code, out, _dir) = run_with(&step, "gfx1010", &wheel, python, &without);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("; AMDGCN_USE_BUFFER_OPS=(unset); "), "{out}");
     for k in KERNELS {
         let want = format!("FAIL gfx1010 {k}: buffer descriptor 0x27000 is not a GFX10 descriptor ");
         assert!(out.lines().any(|l| l.starts_with(&want)), "want `{want}` in:\n{out}");
     }
-}
-
-/// A Python 3.12 (the 3.7.1 wheel is cp312): one of pyenv's, else uv's, else `python3.12`.
-fn python312() -> String {
-    let root = std::env::var_os("PYENV_ROOT")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".pyenv")));
-    if let Some(versions) = root.map(|r| r.join("versions")) {
-        let mut found: Vec<PathBuf> = std::fs::read_dir(&versions)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path().join("bin/python3.12"))
-            .filter(|p| {
-                p.is_file()
-                    && p.parent().unwrap().parent().unwrap().file_name().unwrap().to_string_lossy().starts_with("3.12.")
-            })
-            .collect();
-        if let Some(p) = found.pop() {
-            return p.to_string_lossy().into_owned();
-        }
-    }
-    let runs = |cmd: &mut Command| cmd.output().map(|o| o.status.success()).unwrap_or(false);
-    if let Ok(o) = Command::new("uv").args(["python", "find", "3.12"]).output() {
-        let p = String::from_utf8_lossy(&o.stdout).trim().to_string();
-        if o.status.success() && !p.is_empty() {
-            return p;
-        }
-    }
-    assert!(
-        runs(Command::new("python3.12").arg("--version")),
-        "Python 3.12 is needed for triton 3.7.1 (cp312): ci/setup.sh installs one (uv python install 3.12)"
-    );
-    "python3.12".to_string()
 }
