@@ -168,8 +168,8 @@ fn the_recipes_step_takes_the_hip_headers_from_clrs_root() {
 
 /// The rocm-6.2 stack's own MIOpen read as a library (`rocmforge inspect`): patch 0003's host
 /// code gives every gfx101* device the family macro ` -DCK_AMD_GPU_GFX101X`, which the
-/// library's strings name; the audit takes it for gfx1010 and the patched reduction compiles,
-/// its code holding config.hpp's GFX10 buffer dword. A library whose strings name only
+/// library's strings name; the audit takes it for gfx1010 and the patched reduction compiles.
+/// A library whose strings name only
 /// upstream's targets fails on gfx1010 with the `#error`. (The first real night's libMIOpen,
 /// patched, failed the audit so while the audit knew only a device's own macro.)
 #[test]
