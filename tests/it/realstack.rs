@@ -942,6 +942,22 @@ fn the_recipes_the_real_night_measured_estimate_their_measured_core_time_within_
     assert!(failures.is_empty(), "estimates more than 2x off the real night:\n{}", failures.join("\n"));
 }
 
+/// Issue 37: docs/real-night.md's outcome table has a row for every rocm-6.2 recipe (a row may
+/// name several), so a recipe added to the stack is not left out of the night's record.
+#[test]
+fn the_real_nights_record_has_a_row_for_every_rocm_6_2_recipe() {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/real-night.md")).unwrap();
+    let outcomes = doc.split("## Outcomes").nth(1).and_then(|s| s.split("\n## ").next()).expect("no outcome table");
+    let named: Vec<String> = outcomes
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| recipe |"))
+        .flat_map(|l| l.split('|').nth(1).unwrap().split(',').map(|n| n.trim().split(' ').next().unwrap().to_string()))
+        .collect();
+    let stack = rocmforge::recipe::load_stack(&rocmforge::recipe::RecipeTree::embedded(), "rocm-6.2").unwrap();
+    let missing: Vec<&String> = stack.recipes.keys().filter(|r| !named.contains(r)).collect();
+    assert!(missing.is_empty(), "docs/real-night.md has no outcome row for {missing:?} (rows name {named:?})");
+}
+
 /// Issue 38: the default stack publishes its ROCm runtime as a wheel of its index, and its torch
 /// and torchvision wheels would require it exactly and find its libraries through RUNPATH
 /// relative to `$ORIGIN` (the RUNPATH rule on a stand-in torch wheel: the lib test
