@@ -206,6 +206,18 @@ impl Installation {
         Vec::new()
     }
 
+    /// What a runtime wheel takes for a path or glob written for ROCm's layout: (its path in the
+    /// wheel, the file). A literal path is one file, the newest the layout holds
+    /// (`lib/llvm-21/bin/ld.lld` over `lib/llvm-19/...`), kept at the path as written, where a
+    /// profile may name it (`rocmforge_rocm/llvm/bin/ld.lld`); a glob's matches keep the
+    /// installation's own paths, since its libraries find their data from where they lie.
+    pub fn wheel_members(&self, rel: &str) -> Vec<(String, PathBuf)> {
+        if !rel.contains(['*', '?', '[', '{']) {
+            return self.locate(rel).filter(|p| p.is_file()).map(|p| (rel.to_string(), p)).into_iter().collect();
+        }
+        self.matching(rel).into_iter().map(|m| (m.clone(), self.root.join(m))).collect()
+    }
+
     /// One file or folder written for ROCm's layout (`lib/cmake/hip`, `llvm`): where it lies,
     /// the newest of several (`lib/llvm-21` over `lib/llvm-19`).
     pub fn locate(&self, rel: &str) -> Option<PathBuf> {
@@ -597,5 +609,30 @@ mod tests {
         assert_eq!(i.locate("llvm/bin/clang").unwrap(), d.path().join("usr/lib/llvm-21/bin/clang"));
         assert_eq!(i.locate("llvm").unwrap(), d.path().join("usr/lib/llvm-21"));
         assert!(i.locate("llvm/bin/lld").is_none());
+    }
+
+    /// Issue 38: under `--rocm-path /usr` the runtime wheel's `llvm/bin/ld.lld` (Triton's linker,
+    /// named by the profile at `rocmforge_rocm/llvm/bin/ld.lld`) is the newest LLVM's, once, at
+    /// ROCm's path; a library glob keeps the distribution's folder.
+    #[test]
+    fn a_runtime_wheels_literal_path_is_the_newest_file_at_rocms_path_and_a_glob_keeps_the_installations() {
+        let d = tempfile::tempdir().unwrap();
+        for v in ["19", "21"] {
+            std::fs::create_dir_all(d.path().join(format!("usr/lib/llvm-{v}/bin"))).unwrap();
+            std::fs::write(d.path().join(format!("usr/lib/llvm-{v}/bin/ld.lld")), v).unwrap();
+        }
+        let lib = d.path().join("usr/lib/x86_64-linux-gnu");
+        std::fs::create_dir_all(&lib).unwrap();
+        std::fs::write(lib.join("libamd_comgr.so.3"), "").unwrap();
+        let i = Installation::open(&d.path().join("usr"), d.path());
+        assert_eq!(
+            i.wheel_members("llvm/bin/ld.lld"),
+            vec![("llvm/bin/ld.lld".to_string(), d.path().join("usr/lib/llvm-21/bin/ld.lld"))]
+        );
+        assert_eq!(
+            i.wheel_members("lib/libamd_comgr.so*"),
+            vec![("lib/x86_64-linux-gnu/libamd_comgr.so.3".to_string(), lib.join("libamd_comgr.so.3"))]
+        );
+        assert!(i.wheel_members("llvm/bin/llvm-mc").is_empty());
     }
 }

@@ -229,12 +229,12 @@ impl Engine<'_> {
                 };
                 let mut found = Vec::new();
                 for g in &expanded {
-                    let matched = match (&files, &installation) {
+                    let matched: Vec<(String, PathBuf)> = match (&files, &installation) {
                         (Some(files), _) => {
                             let m = crate::offload::coverage::matcher(g).map_err(&fail)?;
-                            files.iter().filter(|f| m.is_match(f.as_str())).cloned().collect()
+                            files.iter().filter(|f| m.is_match(f.as_str())).map(|f| (f.clone(), root.join(f))).collect()
                         }
-                        (None, Some(inst)) => inst.matching(g),
+                        (None, Some(inst)) => inst.wheel_members(g),
                         (None, None) => Vec::new(),
                     };
                     found.extend(matched);
@@ -246,8 +246,7 @@ impl Engine<'_> {
                         r.file
                     )));
                 }
-                chosen
-                    .extend(found.into_iter().map(|rel| crate::wheel::runtime::Chosen { path: root.join(&rel), rel }));
+                chosen.extend(found.into_iter().map(|(rel, path)| crate::wheel::runtime::Chosen { path, rel }));
             }
         }
         let below = self.runtime_wheels_below(r, prefix);
