@@ -5,7 +5,7 @@
 # wheelhouse of setuptools/wheel so tests can build wheels offline; zsh and fish, in which
 # the tests source `rocmforge env` output; gfortran, which the rocm-5.4 stack's hipBLAS, hipSPARSE,
 # rocSPARSE and hipSOLVER configure with (its preflight test checks the host for it); patchelf, which
-# sets the RUNPATH of the libraries in the stacks' wheels (src/wheel/runtime.rs); LLVM 15's lld,
+# sets the RUNPATH of the libraries in the stacks' wheels (src/wheel/runtime.rs); LLVM 19's lld,
 # the linker of the Triton check's test (tests/it/triton_check.rs), and the triton wheels it runs
 # (rocm-6.2's recipe's file and rocm-7.14-binary's series, checked against their sha256, in the
 # wheelhouse); Python 3.12 for the second (pyenv's, or uv's).
@@ -22,9 +22,13 @@ done
 # PROPFIND for sccache's WebDAV storage on the test nginx
 [ -f /usr/lib/nginx/modules/ngx_http_dav_ext_module.so ] || need_apt+=(libnginx-mod-http-dav-ext)
 command -v objcopy >/dev/null 2>&1 || need_apt+=(binutils)   # the inspect tests cut hipcc's bundle out with it
-# The Triton check's stand-in for the stack's llvm: its ld.lld, llvm-mc, llvm-objdump, llvm-readelf.
+# LLVM 15's tools (llvm-objdump for the lookback-fence test, ld.lld), and the Triton check's
+# stand-in for the stack's llvm, LLVM 19 (Debian 12's newest): its ld.lld, llvm-mc, llvm-objdump,
+# llvm-readelf (LLVM 15's llvm-mc refuses a VOP3 literal Triton 3.7 writes for gfx1010).
 [ -x /usr/lib/llvm-15/bin/ld.lld ] || need_apt+=(lld-15)
 [ -x /usr/lib/llvm-15/bin/llvm-mc ] || need_apt+=(llvm-15)
+[ -x /usr/lib/llvm-19/bin/ld.lld ] || need_apt+=(lld-19)
+[ -x /usr/lib/llvm-19/bin/llvm-mc ] || need_apt+=(llvm-19)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 [ -f "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ] || need_apt+=(python3-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -52,7 +52,8 @@ pub struct LayeredStore {
 /// The upload queue of a build ([`Store::run_uploads`]).
 #[derive(Default)]
 struct Uploads {
-    /// An upload thread is running: `put` queues instead of uploading itself.
+    /// An upload thread runs (or is about to: [`Store::open_uploads`]): `put` queues instead of
+    /// uploading itself.
     running: bool,
     /// No more will be queued: the thread ends when the queue is empty.
     closed: bool,
@@ -492,8 +493,12 @@ impl Store for LayeredStore {
         Ok(a)
     }
 
-    fn run_uploads(&self) {
+    fn open_uploads(&self) {
         self.uploads.lock().unwrap_or_else(|e| e.into_inner()).running = true;
+    }
+
+    fn run_uploads(&self) {
+        self.open_uploads();
         loop {
             let mut q = self.uploads.lock().unwrap_or_else(|e| e.into_inner());
             let next = loop {

@@ -72,9 +72,13 @@ pub trait Store: Send + Sync {
     fn prefetch(&self, keys: &[CacheKey]) {
         let _ = keys;
     }
-    /// Runs, on the calling thread, the uploads `put` queues from now on (a store with a remote
-    /// tier uploads in the background of a build this way), until [`Store::close_uploads`] and
-    /// the queue is empty. Without a thread in here, `put` uploads before it returns.
+    /// From now on `put` queues its uploads for [`Store::run_uploads`] instead of uploading
+    /// before it returns: called before the thread that runs them is spawned, so no `put` of the
+    /// build finds the queue not yet open however late that thread starts.
+    fn open_uploads(&self) {}
+    /// Runs, on the calling thread, the uploads `put` queues (a store with a remote tier uploads
+    /// in the background of a build this way), until [`Store::close_uploads`] and the queue is
+    /// empty. Without a thread in here, `put` uploads before it returns.
     fn run_uploads(&self) {}
     /// No more uploads will be queued: `run_uploads` returns once the queue is empty.
     fn close_uploads(&self) {}

@@ -202,6 +202,7 @@ impl<'a> Engine<'a> {
             std::fs::create_dir_all(&self.plan.prefix).map_err(io_err("cannot create prefix", &self.plan.prefix))?;
             // Uploads to a shared cache run beside the recipes, and end with the build.
             std::thread::scope(|s| {
+                self.store.open_uploads();
                 s.spawn(|| self.store.run_uploads());
                 // Closed however the schedule ends (a panic too), or the scope would wait forever.
                 struct Close<'s>(&'s dyn Store);

@@ -280,7 +280,7 @@ fn sccache_webdav_on_nginx_gives_an_empty_local_cache_remote_hits_counted_per_re
     assert!(!f.home("b").join(".cache/sccache").exists(), "B used a local sccache dir");
 
     // The recipes' servers are gone with the build.
-    let left = crate::support::processes_with_env("SCCACHE_WEBDAV_ENDPOINT", &remote);
+    let left = crate::support::procs::processes_with_env("SCCACHE_WEBDAV_ENDPOINT", &remote);
     assert!(left.is_empty(), "sccache servers left running: {left:?}");
 }
 

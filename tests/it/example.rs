@@ -431,25 +431,6 @@ fn a_second_machine_gets_the_example_stack_from_a_shared_cache_and_compiles_noth
     assert!(page.contains("pyvec-1.0.0+rocm5.2.3.1.k"), "{page}");
 }
 
-/// Live processes (zombies aside) whose environment mentions `dir` in any value: rocmforge,
-/// the step's supervisor and everything the step started carry the test's home somewhere
-/// (`HOME`, `VIRTUAL_ENV`, `TMPDIR`).
-fn processes_mentioning(dir: &Path) -> Vec<(i32, String)> {
-    let want = dir.as_os_str().as_encoded_bytes();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| *pid as u32 != std::process::id())
-        .filter_map(|pid| {
-            let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let state = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next()).unwrap_or("Z");
-            let mentions = env.split(|b| *b == 0).any(|kv| kv.windows(want.len()).any(|w| w == want));
-            (state != "Z" && state != "X" && mentions).then_some((pid, stat))
-        })
-        .collect()
-}
-
 fn entries(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -469,6 +450,8 @@ fn a_build_killed_during_pyvecs_venv_step_leaves_nothing_in_tmpdir_and_resumes()
     use std::time::{Duration, Instant};
 
     use rustix::process::{Pid, Signal};
+
+    use crate::support::procs;
 
     let e = Example::new();
     let home = e.home.path();
@@ -506,18 +489,18 @@ fn a_build_killed_during_pyvecs_venv_step_leaves_nothing_in_tmpdir_and_resumes()
     }
     let running = std::fs::read_to_string(work.join("running.pid")).expect("the venv step records itself as running");
     let step_group: i32 = running.lines().next().unwrap().parse().unwrap();
-    assert!(!processes_mentioning(home).is_empty());
+    assert!(!procs::processes_naming(home).is_empty());
     rustix::process::kill_process_group(Pid::from_child(&child), Signal::KILL).unwrap();
     assert_eq!(child.wait().unwrap().signal(), Some(9), "the build died of the SIGKILL");
     // Nothing of the build is left: not rocmforge, not the step's supervisor, not python or pip.
     let start = Instant::now();
-    while !processes_mentioning(home).is_empty()
+    while !procs::processes_naming(home).is_empty()
         || rustix::process::test_kill_process_group(Pid::from_raw(step_group).unwrap()).is_ok()
     {
         assert!(
             start.elapsed() < Duration::from_secs(120),
             "left running after the build's group was killed: {:?}",
-            processes_mentioning(home)
+            procs::described(&procs::processes_naming(home))
         );
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -168,8 +168,8 @@ fn the_recipes_step_takes_the_hip_headers_from_clrs_root() {
 
 /// The rocm-6.2 stack's own MIOpen read as a library (`rocmforge inspect`): patch 0003's host
 /// code gives every gfx101* device the family macro ` -DCK_AMD_GPU_GFX101X`, which the
-/// library's strings name; the audit takes it for gfx1010 and the patched reduction compiles.
-/// A library whose strings name only
+/// library's strings name; the audit takes it for gfx1010 and the patched reduction compiles,
+/// building its buffer resources with GFX10's dword 0x31014000. A library whose strings name only
 /// upstream's targets fails on gfx1010 with the `#error`. (The first real night's libMIOpen,
 /// patched, failed the audit so while the audit knew only a device's own macro.)
 #[test]
@@ -213,6 +213,11 @@ fn inspect_takes_patch_0003s_family_macro_from_a_librarys_strings() {
                 "{all}"
             );
             assert!(gfx1010.iter().all(|c| c["ok"] == true), "{ck}");
+            // The buffer resource the code builds holds GFX10's third dword (config.hpp's
+            // gfx103x branch, which patch 0003 gives gfx101x), not gfx900's 0x00020000.
+            for c in &gfx1010 {
+                assert_eq!(c["buffer_dwords"], serde_json::json!(["0x31014000"]), "{c}\n{all}");
+            }
         } else {
             assert!(all.contains("assumed: gfx1010: no CK_AMD_GPU_* macro"), "{all}");
             let msg = gfx1010[0]["message"][0].as_str().unwrap_or_default();

@@ -869,10 +869,19 @@ fn lock_and_downloads_trust_the_certificates_ssl_cert_file_names_and_name_a_refu
         "{err}"
     );
 
-    // Trusted through SSL_CERT_FILE, as curl and pip read it: lock reads the page over TLS.
+    // Trusted through SSL_CERT_DIR (a folder of PEM files, as `openssl rehash` makes), then
+    // SSL_CERT_FILE, as curl and pip read them: lock reads the page over TLS.
     let ca = tls.ca_pem.clone();
+    let dir = w.home.path().join("cert-dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(&ca, dir.join("proxy-ca.pem")).unwrap();
+    let out = w.cmd(&["lock"]).env("SSL_CERT_DIR", &dir).output().unwrap();
+    assert!(out.status.success(), "{}", crate::support::text(&out));
+    assert!(!w.lock_text().is_empty(), "locked through SSL_CERT_DIR");
+    std::fs::remove_file(w.home.path().join("tree/recipes/w/rocmforge.lock")).unwrap();
     let out = w.cmd(&["lock"]).env("SSL_CERT_FILE", &ca).output().unwrap();
     assert!(out.status.success(), "{}", crate::support::text(&out));
+    assert!(!w.lock_text().is_empty(), "locked through SSL_CERT_FILE");
 
     // A download refused the same way says so; trusted, it goes through.
     let out = w.cmd(&["build", "torch", "--locked"]).output().unwrap();

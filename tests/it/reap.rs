@@ -1,11 +1,13 @@
 //! Nothing left running: a step's whole process tree dies with a SIGKILLed rocmforge, and
 //! `status` names what a dead build left running when its step's supervisor died with it.
 
+use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal};
 
+use crate::support::procs;
 use crate::support::ScriptsStack as Env;
 
 /// mid's slow step, made compile-like: a three-level tree (bash -> bash -> bash -> sleep), a
@@ -15,15 +17,14 @@ const STEP: &str = r#"if [ -e {prefix}/../slow-mid ]; then export RF_REAP_MARK=@
 
 /// The marked processes alive now.
 fn marked(mark: &str) -> Vec<i32> {
-    crate::support::processes_with_env("RF_REAP_MARK", mark)
+    procs::processes_with_env("RF_REAP_MARK", mark)
 }
 
 /// The session id from `/proc/<pid>/stat` (0 when the session's leader lies outside this pid
 /// namespace, as in many containers; `getsid` wrappers that assume a positive id panic on it).
 fn session_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // After "(comm)": state, ppid, pgrp, session.
-    stat.rsplit_once(')')?.1.split_whitespace().nth(3)?.parse().ok()
+    procs::stat_fields(Path::new(&format!("/proc/{pid}/stat")))?.get(3)?.parse().ok()
 }
 
 fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
@@ -41,18 +42,16 @@ const LOADED: Duration = Duration::from_secs(300);
 
 /// Is `pid` gone, or dead and only waiting to be reaped (its state `Z` in `/proc/<pid>/stat`)?
 fn ended(pid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return true };
-    stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next()).is_none_or(|s| s == "Z" || s == "X")
+    !procs::alive(pid)
 }
 
 /// Is every thread of `pid` stopped (state `T` in `/proc/<pid>/task/*/stat`)? A SIGSTOP is
 /// only queued when `kill` returns: until the kernel gets to each thread, the threads run on.
 fn stopped(pid: i32) -> bool {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
-    tasks.filter_map(Result::ok).all(|t| {
-        std::fs::read_to_string(t.path().join("stat"))
-            .is_ok_and(|s| s.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next()) == Some("T"))
-    })
+    tasks
+        .filter_map(Result::ok)
+        .all(|t| procs::stat_fields(&t.path().join("stat")).is_some_and(|f| f.first().is_some_and(|s| s == "T")))
 }
 
 /// A build running mid's compile-like step; whatever is left of it is killed when dropped.

@@ -411,6 +411,19 @@ fn cache_push_uploads_what_a_build_could_not_and_refuses_what_it_must() {
 /// Starts `build top` on `a` with base's upload held at its start (a fault pause), and returns
 /// once top has been built: the running build, and the pause file to remove to let it go.
 fn build_with_base_upload_held(s: &ScriptsStack, a: &Machine) -> (std::process::Child, PathBuf) {
+    build_with_uploads_held(s, a, false)
+}
+
+/// As [`build_with_base_upload_held`]; with `top_held`, top's build also waits after writing
+/// `top.runs` for as long as `<out>/hold-top` exists (the test never removes it: the interrupt
+/// stops the step, and the temp home's removal ends it should the test fail first), so top is
+/// not stored when the test acts: base's upload is under way and mid's and tool's are queued.
+fn build_with_uploads_held(s: &ScriptsStack, a: &Machine, top_held: bool) -> (std::process::Child, PathBuf) {
+    if top_held {
+        std::fs::write(s.out().join("hold-top"), "").unwrap();
+        let runs = "\"echo built >> {prefix}/../top.runs\",";
+        s.edit("top", runs, &format!("{runs}\n  \"while [ -e {{prefix}}/../hold-top ]; do sleep 0.05; done\","));
+    }
     let pause = s.home.path().join("pause");
     let prefix = s.prefix().display().to_string();
     let child = a
@@ -514,20 +527,26 @@ fn plan_asks_for_the_manifests_side_by_side_and_each_once() {
 fn an_interrupted_build_names_its_unfinished_uploads_and_cache_push_makes_them() {
     let (s, nginx) = setup();
     let (a, _) = uploader(&s, "a", &cache_url(&nginx));
-    let (child, pause) = build_with_base_upload_held(&s, &a);
+    // The signal comes while base's upload is held and top's step waits (on marks, not on
+    // time): base's upload is under way, mid's and tool's are queued, top is not stored.
+    let (child, pause) = build_with_uploads_held(&s, &a, true);
+    assert!(pause.exists(), "base's upload was let go before top was built");
     let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
     let out = child.wait_with_output().unwrap();
     let _ = std::fs::remove_file(&pause);
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(130), "{text}");
-    // base, mid and tool are queued; top too if it was stored before the signal.
-    let said = " upload(s) to the shared cache did not finish: `rocmforge cache push` uploads what the server lacks";
-    let n = ["3", "4"].into_iter().find(|n| text.contains(&format!("{n}{said}"))).unwrap_or_else(|| panic!("{text}"));
+    let said = "3 upload(s) to the shared cache did not finish: `rocmforge cache push` uploads what the server lacks";
+    assert!(text.contains(said), "{text}");
     assert!(!nginx.root.join("cache/ac").exists(), "nothing was uploaded:\n{text}");
     let out = a.cmd(&s).env("ROCMFORGE_CACHE_PASSWORD", PASSWORD).args(["cache", "push"]).output().unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success() && text.contains(&format!("{n} artifact(s) uploaded")), "{text}");
+    assert!(out.status.success() && text.contains("3 artifact(s) uploaded"), "{text}");
+    for (r, key) in a.keys(&s) {
+        let there = cache_file(&nginx, &format!("ac/{key}")).is_file();
+        assert_eq!(there, r != "top", "{r}: on the server {there}, top never stored:\n{text}");
+    }
 }
 
 /// A blob transfer that breaks off is resumed where it stopped (`Range`), not refused and built

@@ -79,13 +79,13 @@ fn python3() -> PathBuf {
 
 /// The marked processes alive now.
 fn marked(mark: &str) -> Vec<i32> {
-    crate::support::processes_with_env("RF_VERIFY_MARK", mark)
+    crate::support::procs::processes_with_env("RF_VERIFY_MARK", mark)
 }
 
 /// The escapees alive now: processes of a case that left its process group (`setsid`) and its
 /// environment (`env -i`: no token, no mark but this one), whose parent ended.
 fn escaped(mark: &str) -> Vec<i32> {
-    crate::support::processes_with_env("RF_VERIFY_ESCAPED", mark)
+    crate::support::procs::processes_with_env("RF_VERIFY_ESCAPED", mark)
 }
 
 /// Kills what a failed test left (so it does not outlive the test run), and says what it was.

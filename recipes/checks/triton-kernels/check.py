@@ -6,7 +6,9 @@ each code object is read back with an LLVM that has the AMDGPU target (not Trito
 1. its target (amdhsa.target of the metadata note) is the requested one, and every kernel's
    wave size (.wavefront_size) is the target's: 32 on GFX10 and later, 64 on GFX9;
 2. its disassembly for the target (llvm-objdump --mcpu) decodes every word, and every
-   instruction re-assembles for the target (llvm-mc --mcpu) to the bytes the object holds;
+   instruction re-assembles for the target (llvm-mc --mcpu) to the bytes the object holds
+   (a GFX10 VOP3 whose unused src2 holds 0x80, as newer LLVMs write it and LLVM up to 21
+   cannot decode, is read with it cleared, and counted);
 3. on GFX10 and later, no DPP row_bcast (GFX9 only) in the object or in Triton's assembly;
 4. every buffer instruction's descriptor (its fourth dword, set by an s_mov_b32 of a constant
    before it) has the target's control bits: on GFX10 and later RESOURCE_LEVEL (bit 24) 1 and
@@ -23,6 +25,7 @@ import argparse
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import zipfile
@@ -95,8 +98,8 @@ SREG = re.compile(r"^s(\d+)$")
 SRANGE = re.compile(r"^s\[(\d+):(\d+)\]$")
 
 
-def disassemble(llvm: Path, target: str, obj: Path) -> list[tuple[str, bytes]]:
-    """(instruction text, its bytes) for each instruction of the object's .text."""
+def objdump(llvm: Path, target: str, obj: Path) -> list[tuple[str, int, bytes]]:
+    """(instruction text, its address, its bytes) for each instruction of the object's .text."""
     p = run([str(llvm / "bin/llvm-objdump"), "-d", f"--mcpu={target}", str(obj)])
     if p.returncode != 0:
         raise CheckError(f"llvm-objdump failed: {p.stderr.strip()}")
@@ -107,10 +110,85 @@ def disassemble(llvm: Path, target: str, obj: Path) -> list[tuple[str, bytes]]:
             if line.startswith("\t") and line.strip():
                 raise CheckError(f"llvm-objdump line not understood: {line.strip()}")
             continue
-        text = m.group("text")
         data = b"".join(int(w, 16).to_bytes(4, "little") for w in m.group("words").split())
-        out.append((text, data))
+        out.append((m.group("text"), int(m.group("addr"), 16), data))
     return out
+
+
+def text_section(image: bytes) -> tuple[int, int, int]:
+    """(address, file offset, size) of an ELF64 object's .text."""
+    shoff, = struct.unpack_from("<Q", image, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", image, 0x3A)
+    def header(i):
+        return struct.unpack_from("<IIQQQQ", image, shoff + i * shentsize)
+    names = header(shstrndx)[4]
+    for i in range(shnum):
+        name, _, _, addr, offset, size = header(i)
+        if image[names + name:image.index(b"\0", names + name)] == b".text":
+            return addr, offset, size
+    raise CheckError("no .text section")
+
+
+# A GFX10 VOP3 word (bits 26-31 110101) whose second dword's src2 (bits 18-26) holds 0x80, the
+# inline constant 0: Triton 3.7's LLVM writes it into the src2 of instructions with two sources
+# (v_add_co_u32, v_lshlrev_b64, v_cmp_*_e64, ...), where LLVM 15 and 19 write 0 and decode
+# nothing else (docs/triton.md).
+VOP3 = 0b110101
+SRC2 = 0x1FF << 18
+SRC2_ZERO = 0x80 << 18
+
+
+def disassemble(llvm: Path, target: str, obj: Path) -> tuple[list[tuple[str, bytes]], int]:
+    """(instruction text, its bytes) for each instruction of the object's .text, and how many
+    VOP3 instructions were read with their unused src2 0x80 cleared to 0. A word pair the
+    disassembler cannot decode as it is is cleared when it decodes with src2 0 and not with
+    src2 vcc_lo: the disassembler takes src2 as bits that must be 0, so the instruction reads
+    no src2 (one that reads it decodes with vcc_lo, and is left undecodable). The cleared
+    bytes are what the re-assembly compares with."""
+    instrs = objdump(llvm, target, obj)
+    if gfx_major(target) < 10:
+        return [(t, d) for t, _, d in instrs], 0
+    image = bytearray(obj.read_bytes())
+    addr, offset, size = text_section(image)
+    at_file = lambda at: offset + at - addr + 4
+    tried, cleared = set(), set()
+
+    def with_src2(ats, value):
+        copy = bytearray(image)
+        for at in ats:
+            second, = struct.unpack_from("<I", copy, at_file(at))
+            struct.pack_into("<I", copy, at_file(at), second & ~SRC2 | value << 18)
+        return copy
+
+    def decoded_at(copy, name):
+        path = obj.with_suffix(name)
+        path.write_bytes(copy)
+        return path, {at: text for text, at, _ in objdump(llvm, target, path)}
+
+    # Each pass takes the words the last one could not decode (after one, the disassembler
+    # reads the next word as an instruction of its own, so a pass may show more).
+    while True:
+        found = []
+        for text, at, data in instrs:
+            if not text.startswith(".long") or len(data) != 4 or at + 8 > addr + size or at in tried:
+                continue
+            first, second = struct.unpack_from("<II", image, at_file(at) - 4)
+            if first >> 26 == VOP3 and second & SRC2 == SRC2_ZERO:
+                found.append(at)
+        if not found:
+            break
+        tried.update(found)
+        _, probe = decoded_at(with_src2(found, 0x6A), ".src2-vcc.hsaco")
+        unused = [at for at in found if probe.get(at, ".long").startswith(".long")]
+        if not unused:
+            break
+        image = with_src2(unused, 0)
+        cleared.update(unused)
+        read, _ = decoded_at(image, ".src2-cleared.hsaco")
+        instrs = objdump(llvm, target, read)
+    # A cleared pair that still does not decode counts as no clearing: it stays undecodable.
+    decoded = sum(1 for t, at, _ in instrs if at in cleared and not t.startswith(".long"))
+    return [(t, d) for t, _, d in instrs], decoded
 
 
 class CheckError(Exception):
@@ -254,7 +332,7 @@ def check_kernel(llvm: Path, target: str, name: str, kernel, work: Path) -> tupl
     for k, w in waves.items():
         if w != expected_wave(target):
             problems.append(f"kernel {k} has wave size {w}, {target} runs Triton's kernels as wave{expected_wave(target)}")
-    instrs = disassemble(llvm, target, obj)
+    instrs, cleared = disassemble(llvm, target, obj)
     if not instrs:
         problems.append("no instructions in .text")
     asm_problems, differ = reassemble(llvm, target, instrs)
@@ -272,7 +350,8 @@ def check_kernel(llvm: Path, target: str, name: str, kernel, work: Path) -> tupl
             problems.append(f"buffer descriptor {bad}")
     desc = ", ".join(f"0x{v:x}" for v in sorted(set(values))) or "none"
     dpp = ", no row_bcast" if gfx_major(target) >= 10 else ""
-    summary = f"{got_target} wave{','.join(str(w) for w in sorted(set(waves.values())))}, {len(instrs)} instructions re-assembled ({differ} to other bytes){dpp}, buffer descriptors: {desc}"
+    src2 = f"; {cleared} VOP3 read with their unused src2 0x80 as 0" if cleared else ""
+    summary = f"{got_target} wave{','.join(str(w) for w in sorted(set(waves.values())))}, {len(instrs)} instructions re-assembled ({differ} to other bytes{src2}){dpp}, buffer descriptors: {desc}"
     return problems, summary
 
 

@@ -11,6 +11,7 @@ pub mod git;
 pub mod host;
 pub mod http;
 pub mod kpack;
+pub mod procs;
 pub mod tls;
 pub mod wheel;
 pub mod nginx;
@@ -251,24 +252,6 @@ pub fn snapshot(p: &Path, skip: &[&str]) -> Vec<(String, String)> {
         .collect();
     v.sort();
     v
-}
-
-/// The live processes (zombies are dead, only not yet reaped) whose environment holds
-/// `var=value`, sorted.
-pub fn processes_with_env(var: &str, value: &str) -> Vec<i32> {
-    let want = format!("{var}={value}");
-    let mut pids: Vec<i32> = std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let state = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next()).unwrap_or("Z");
-            state != "Z" && env.split(|b| *b == 0).any(|kv| kv == want.as_bytes())
-        })
-        .collect();
-    pids.sort();
-    pids
 }
 
 /// Makes a FIFO (named pipe) at `path`: opening it for reading blocks until a writer comes.
