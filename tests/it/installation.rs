@@ -715,3 +715,49 @@ fn a_taken_compiler_finds_device_libraries_built_into_the_prefix() {
     assert!(out.status.success(), "{log}");
     assert!(prefix.join("share/k.co").is_file(), "{log}");
 }
+
+/// An installation's clang without clang-offload-bundler is not taken for the rocm-5.4 stack's
+/// llvm: Debian 12 keeps the bundler in clang-tools-15, and with clang-15 alone taken the night
+/// stopped at hipamd's hip-toolchain check (`Executable "clang-offload-bundler" doesn't
+/// exist!`). A distribution's layout with every other file of the recipe's `[external]`.
+#[test]
+fn an_installed_clang_without_its_offload_bundler_does_not_stand_in_for_rocm_5_4s_llvm() {
+    let d = tempfile::tempdir().unwrap();
+    let usr = d.path().join("usr");
+    let llvm = usr.join("lib/llvm-15");
+    for f in [
+        "bin/clang",
+        "bin/ld.lld",
+        "lib/cmake/llvm/LLVMConfig.cmake",
+        "lib/clang/15.0.6/lib/linux/libclang_rt.builtins-x86_64.a",
+    ] {
+        std::fs::create_dir_all(llvm.join(f).parent().unwrap()).unwrap();
+        std::fs::write(llvm.join(f), "").unwrap();
+    }
+    std::fs::create_dir_all(usr.join("lib/x86_64-linux-gnu")).unwrap();
+    std::fs::create_dir_all(d.path().join("home")).unwrap();
+    let plan = || -> Value {
+        let out = rocmforge(&d.path().join("home"))
+            .args([
+                "--stack",
+                "rocm-5.4",
+                "plan",
+                "device-libs",
+                "--json",
+                "--accept-rocm-version",
+                "any",
+                "--rocm-path",
+            ])
+            .arg(&usr)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let p = plan();
+    assert_ne!(entry(&p, "llvm")["state"], "external", "{}", reason(&p, "llvm"));
+    assert!(reason(&p, "llvm").contains("clang-offload-bundler absent"), "{}", reason(&p, "llvm"));
+    std::fs::write(llvm.join("bin/clang-offload-bundler"), "").unwrap();
+    let p = plan();
+    assert_eq!(entry(&p, "llvm")["state"], "external", "{}", reason(&p, "llvm"));
+}
