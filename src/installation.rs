@@ -65,6 +65,9 @@ impl Layout {
                 let mut out = vec![format!("lib/{ma}/{rest}")];
                 if let Some(pkg) = rest.strip_prefix("cmake/") {
                     out.push(format!("lib/llvm-*/lib/cmake/{pkg}"));
+                    // Arch-independent packages: Debian 12's rocm-device-libs 5.2.3 installs
+                    // /usr/lib/cmake/AMDDeviceLibs.
+                    out.push(format!("lib/{rest}"));
                 } else if let Some((dir, inner)) = rest.split_once('/') {
                     // Debian keeps a library's data in a versioned folder: rocblas/<ver>/library.
                     out.push(format!("lib/{ma}/{dir}/*/{inner}"));
@@ -99,14 +102,15 @@ impl Version {
     }
 }
 
-/// `lib/clang/18/...` as `lib/clang/*/...`: clang's resource folder is named by its LLVM major,
+/// `lib/clang/18/...` as `lib/clang/*/...`: clang's resource folder is named by its LLVM major
+/// (LLVM 16 and later) or its full version (`15.0.0` in ROCm 5.4.3, `15.0.6` in Debian 12),
 /// which an installation of another version (accepted with `--accept-rocm-version`) differs in.
 fn any_clang_version(rel: &str) -> String {
     let parts: Vec<&str> = rel.split('/').collect();
     let mut out: Vec<&str> = Vec::with_capacity(parts.len());
+    let is_version = |p: &str| p.split('.').all(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
     for (i, p) in parts.iter().enumerate() {
-        let versioned =
-            i >= 2 && parts[i - 1] == "clang" && parts[i - 2] == "lib" && p.chars().all(|c| c.is_ascii_digit());
+        let versioned = i >= 2 && parts[i - 1] == "clang" && parts[i - 2] == "lib" && is_version(p);
         out.push(if versioned && !p.is_empty() { "*" } else { p });
     }
     out.join("/")

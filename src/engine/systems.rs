@@ -196,9 +196,15 @@ pub fn step_env(
     // Device libraries taken from an installation: clang looks for them under `--rocm-path`
     // (hipcc passes `$ROCM_PATH`), which fails where a distribution keeps them apart (Debian:
     // `ROCM_PATH=/usr`, libraries in `lib/llvm-21/lib/clang/21/amdgcn/bitcode`). Clang's own
-    // `HIP_DEVICE_LIB_PATH` names them wherever they lie.
-    if !vars.rocm_device_libs.starts_with(&vars.prefix) {
+    // `HIP_DEVICE_LIB_PATH` names them wherever they lie. So too for device libraries built
+    // into the prefix when the compiler is taken: clang looks beside its own installation
+    // (the rocm-5.4 night: Debian 12's clang-15, ROCR's blit kernels).
+    // ROCm 5.x's perl hipcc passes `--hip-device-lib-path=$DEVICE_LIB_PATH`, which wins over
+    // clang's variable, defaulting it to `$ROCM_PATH/amdgcn/bitcode` or else `$ROCM_PATH/lib`
+    // (HIP rocm-5.4.3 bin/hipcc.pl:78,138-146,716-719): it gets the same folder.
+    if !vars.rocm_device_libs.starts_with(&vars.prefix) || !vars.rocm_llvm.starts_with(&vars.prefix) {
         env.insert("HIP_DEVICE_LIB_PATH".into(), vars.rocm_device_libs.display().to_string());
+        env.insert("DEVICE_LIB_PATH".into(), vars.rocm_device_libs.display().to_string());
     }
     env.insert("LD_LIBRARY_PATH".into(), format!("{prefix}/lib"));
     env.insert("PKG_CONFIG_PATH".into(), format!("{prefix}/lib/pkgconfig:{prefix}/share/pkgconfig"));
@@ -544,9 +550,21 @@ mod tests {
         let r = python_wheel_recipe();
         let mut v = vars();
         v.rocm_device_libs = "/opt/rf/amdgcn/bitcode".into();
+        v.rocm_llvm = "/opt/rf/llvm".into();
         assert!(
             !step_env(&r, &v, &BTreeMap::new()).unwrap().contains_key("HIP_DEVICE_LIB_PATH"),
-            "built ones: ROCM_PATH finds them"
+            "built ones with the built compiler: ROCM_PATH finds them"
+        );
+        v.rocm_llvm = "/usr/lib/llvm-15".into();
+        assert_eq!(
+            step_env(&r, &v, &BTreeMap::new()).unwrap()["HIP_DEVICE_LIB_PATH"],
+            "/opt/rf/amdgcn/bitcode",
+            "built ones with a taken compiler"
+        );
+        assert_eq!(
+            step_env(&r, &v, &BTreeMap::new()).unwrap()["DEVICE_LIB_PATH"],
+            "/opt/rf/amdgcn/bitcode",
+            "the perl hipcc's own variable"
         );
         v.rocm = "/usr".into();
         v.rocm_device_libs = "/usr/lib/llvm-21/lib/clang/21/amdgcn/bitcode".into();

@@ -405,13 +405,23 @@ fn taken_toolchain(
     host: &Host,
     recipes: &[PlanEntry],
 ) -> (Option<std::path::PathBuf>, Option<std::path::PathBuf>) {
+    // The folder that holds a taken recipe's own file (`llvm/bin/clang` in `lib/llvm-15`), not
+    // merely the newest such folder: a host may have a newer `lib/llvm-19` without clang.
     let taken_dir = |top: &str, dir: &str| {
         let rocm = host.rocm.as_ref()?;
-        let takes = recipes.iter().any(|e| {
-            e.state() == State::External
-                && stack.recipes[&e.name].external.as_ref().is_some_and(|x| x.files.iter().any(|f| f.starts_with(top)))
-        });
-        takes.then(|| rocm.locate(dir)).flatten()
+        let file = recipes.iter().filter(|e| e.state() == State::External).find_map(|e| {
+            stack.recipes[&e.name].external.as_ref()?.files.iter().find(|f| f.starts_with(top)).cloned()
+        })?;
+        let below = file.strip_prefix(dir).map(|rest| rest.trim_matches('/').split('/').count());
+        match (rocm.locate(&file), below) {
+            (Some(mut found), Some(n)) if file != dir => {
+                for _ in 0..n {
+                    found.pop();
+                }
+                Some(found)
+            }
+            _ => rocm.locate(dir),
+        }
     };
     (taken_dir("llvm/", "llvm"), taken_dir("amdgcn/", "amdgcn/bitcode"))
 }

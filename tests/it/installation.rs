@@ -604,3 +604,160 @@ fn a_taken_cmake_package_is_found_where_the_distribution_keeps_it() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(std::fs::read_to_string(prefix.join("share/user/found.txt")).unwrap(), dir.display().to_string());
 }
+
+/// Debian 12's own LLVM 15 and device libraries (this host's `/usr`: clang-15 15.0.6 and
+/// rocm-device-libs 5.2.3, which ci/setup.sh's hipcc brings) stand in for the rocm-5.4 stack's
+/// `llvm` and `device-libs` (the rocm-5.4 night). Before LLVM 16 clang's resource folder is
+/// the full version: the recipe names ROCm 5.4.3's `llvm/lib/clang/15.0.0/...`, Debian has
+/// `lib/llvm-15/lib/clang/15.0.6/...`. And Debian 12 keeps AMDDeviceLibs in `lib/cmake/`, not
+/// under `lib/<multiarch>/` or LLVM's folder.
+#[test]
+fn debian_12s_llvm_15_and_device_libraries_stand_in_for_rocm_5_4s() {
+    let usr = Path::new("/usr");
+    let builtins = usr.join("lib/llvm-15/lib/clang/15.0.6/lib/linux/libclang_rt.builtins-x86_64.a");
+    let dl = usr.join("lib/cmake/AMDDeviceLibs/AMDDeviceLibsConfig.cmake");
+    assert!(
+        builtins.is_file() && dl.is_file(),
+        "{} or {} missing: this test reads Debian 12's clang-15 and rocm-device-libs (ci/setup.sh installs hipcc, which brings them)",
+        builtins.display(),
+        dl.display()
+    );
+    let (d, recipes) = deb_stack("5.4.3");
+    let recipe = |name: &str, external: &str, deps: &str| {
+        format!(
+            "[package]\nname = \"{name}\"\nversion = \"1\"\nsummary = \"s\"\n{deps}\n[build]\nsystem = \"script\"\nsteps = [\"mkdir -p {{stage}}/share && touch {{stage}}/share/{name}\"]\n[targets]\ngpu = false\n[external]\n{external}\n"
+        )
+    };
+    let write = |name: &str, text: String| std::fs::write(recipes.join(format!("{name}.toml")), text).unwrap();
+    // The external specs of recipes/rocm-5.4/llvm.toml and device-libs.toml.
+    write(
+        "llvm",
+        recipe(
+            "llvm",
+            "files = [\"llvm/bin/clang\", \"llvm/lib/cmake/llvm/LLVMConfig.cmake\", \"llvm/lib/clang/15.0.0/lib/linux/libclang_rt.builtins-x86_64.a\"]",
+            "",
+        ),
+    );
+    write(
+        "device-libs",
+        recipe("device-libs", "cmake-package = \"AMDDeviceLibs\"\nfiles = [\"amdgcn/bitcode/ocml.bc\"]", ""),
+    );
+    write(
+        "app",
+        recipe(
+            "app",
+            "files = [\"bin/nothing-provides-app\"]",
+            "[dependencies]\nbuild = [\"llvm\", \"device-libs\"]\n",
+        ),
+    );
+    let out = rocmforge(&d.path().join("home"))
+        .arg("--recipes")
+        .arg(d.path().join("tree"))
+        .args(["plan", "app", "--json", "--accept-rocm-version", "any", "--rocm-path", "/usr"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(entry(&plan, "llvm")["state"], "external", "{}", reason(&plan, "llvm"));
+    assert!(
+        reason(&plan, "llvm").contains("lib/llvm-15/lib/clang/15.0.6/lib/linux/libclang_rt.builtins-x86_64.a"),
+        "{}",
+        reason(&plan, "llvm")
+    );
+    assert_eq!(entry(&plan, "device-libs")["state"], "external", "{}", reason(&plan, "device-libs"));
+    assert_eq!(plan["taken_cmake_dirs"]["AMDDeviceLibs"], "/usr/lib/cmake/AMDDeviceLibs", "{plan}");
+}
+
+/// The compiler taken from an installation, the device libraries built into the prefix (the
+/// rocm-5.4 night: Debian 12's clang-15 taken, ROCm-Device-Libs 5.4.3 built): clang looks for
+/// the bitcode beside its own installation (`lib/llvm-15/..`) and under `--rocm-path`, never in
+/// the prefix, so ROCR's blit kernels stopped with "cannot find ROCm device library"
+/// (ROCR-Runtime rocm-5.4.3 src/image/blit_src/CMakeLists.txt runs plain `clang -x cl -target
+/// amdgcn-amd-amdhsa`). A real clang-15 compile of an OpenCL kernel against device libraries a
+/// recipe installed into the prefix.
+#[test]
+fn a_taken_compiler_finds_device_libraries_built_into_the_prefix() {
+    let usr = Path::new("/usr");
+    let bitcode = usr.join("lib/x86_64-linux-gnu/amdgcn/bitcode");
+    assert!(
+        usr.join("lib/llvm-15/bin/clang").is_file() && bitcode.join("ocml.bc").is_file(),
+        "this test runs Debian 12's clang-15 with the device libraries of rocm-device-libs (ci/setup.sh installs hipcc, which brings both)"
+    );
+    let (d, recipes) = deb_stack("5.4.3");
+    let write = |name: &str, text: String| std::fs::write(recipes.join(format!("{name}.toml")), text).unwrap();
+    write(
+        "llvm",
+        "[package]\nname = \"llvm\"\nversion = \"1\"\nsummary = \"s\"\n[build]\nsystem = \"script\"\nsteps = [\"false\"]\n[targets]\ngpu = false\n[external]\nfiles = [\"llvm/bin/clang\"]\n".into(),
+    );
+    // Built, never taken (no [external]): the bitcode copied into the prefix's amdgcn/bitcode,
+    // where the stack's device-libs installs it.
+    write(
+        "device-libs",
+        format!(
+            "[package]\nname = \"device-libs\"\nversion = \"1\"\nsummary = \"s\"\n[build]\nsystem = \"script\"\nsteps = [\"mkdir -p {{stage}}/amdgcn && cp -r {} {{stage}}/amdgcn/bitcode\"]\n[targets]\ngpu = false\n",
+            bitcode.display()
+        ),
+    );
+    write(
+        "kernels",
+        "[package]\nname = \"kernels\"\nversion = \"1\"\nsummary = \"s\"\n[dependencies]\nbuild = [\"llvm\", \"device-libs\"]\n[build]\nsystem = \"script\"\nsteps = [\"printf '__kernel void k(__global float* x) {{ x[get_global_id(0)] = sqrt(x[0]); }}' > k.cl && {rocm_llvm}/bin/clang -O2 -x cl -Xclang -finclude-default-header -cl-std=CL2.0 -target amdgcn-amd-amdhsa -mcpu=gfx1010 -o k.co k.cl && mkdir -p {stage}/share && cp k.co {stage}/share/k.co\"]\n[targets]\ngpu = false\n".into(),
+    );
+    let prefix = d.path().join("prefix");
+    let out = rocmforge(&d.path().join("home"))
+        .arg("--recipes")
+        .arg(d.path().join("tree"))
+        .args(["build", "kernels", "--accept-rocm-version", "any", "--rocm-path", "/usr", "--prefix"])
+        .arg(&prefix)
+        .output()
+        .unwrap();
+    let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(log.contains("llvm: provided by /usr"), "{log}");
+    assert!(out.status.success(), "{log}");
+    assert!(prefix.join("share/k.co").is_file(), "{log}");
+}
+
+/// An installation's clang without clang-offload-bundler is not taken for the rocm-5.4 stack's
+/// llvm: Debian 12 keeps the bundler in clang-tools-15, and with clang-15 alone taken the night
+/// stopped at hipamd's hip-toolchain check (`Executable "clang-offload-bundler" doesn't
+/// exist!`). A distribution's layout with every other file of the recipe's `[external]`.
+#[test]
+fn an_installed_clang_without_its_offload_bundler_does_not_stand_in_for_rocm_5_4s_llvm() {
+    let d = tempfile::tempdir().unwrap();
+    let usr = d.path().join("usr");
+    let llvm = usr.join("lib/llvm-15");
+    for f in [
+        "bin/clang",
+        "bin/ld.lld",
+        "lib/cmake/llvm/LLVMConfig.cmake",
+        "lib/clang/15.0.6/lib/linux/libclang_rt.builtins-x86_64.a",
+    ] {
+        std::fs::create_dir_all(llvm.join(f).parent().unwrap()).unwrap();
+        std::fs::write(llvm.join(f), "").unwrap();
+    }
+    std::fs::create_dir_all(usr.join("lib/x86_64-linux-gnu")).unwrap();
+    std::fs::create_dir_all(d.path().join("home")).unwrap();
+    let plan = || -> Value {
+        let out = rocmforge(&d.path().join("home"))
+            .args([
+                "--stack",
+                "rocm-5.4",
+                "plan",
+                "device-libs",
+                "--json",
+                "--accept-rocm-version",
+                "any",
+                "--rocm-path",
+            ])
+            .arg(&usr)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let p = plan();
+    assert_ne!(entry(&p, "llvm")["state"], "external", "{}", reason(&p, "llvm"));
+    assert!(reason(&p, "llvm").contains("clang-offload-bundler absent"), "{}", reason(&p, "llvm"));
+    std::fs::write(llvm.join("bin/clang-offload-bundler"), "").unwrap();
+    let p = plan();
+    assert_eq!(entry(&p, "llvm")["state"], "external", "{}", reason(&p, "llvm"));
+}
