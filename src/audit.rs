@@ -2,7 +2,9 @@
 //! carries: its embedded kernel sources ([`crate::offload::miopen`]) are laid out as a kernel
 //! tree, and the stack's own gfx101x checks (`recipes/checks/miopen-batchnorm`,
 //! `recipes/checks/miopen-legacy-ck`, the same scripts the source stacks run after install)
-//! compile them for the requested targets, with the compiler found here ([`find_compiler`]).
+//! compile them for the requested targets, with the compiler found here ([`find_compiler`]),
+//! each by the recipe's own `[[check]]` step line with the placeholders filled
+//! ([`step_command`]); `recipes/checks/miopen-sweep` compiles every embedded kernel file.
 //! Where the host code's defines are not readable from the library the checks compile every
 //! variant the kernels' own `#if`s admit and say what they assumed. Each failure is reported
 //! with its kernel, target, compiler message and what the user can do ([`remedy`]).
@@ -29,10 +31,26 @@ const CHECK_TIMEOUT: Duration = Duration::from_secs(3600);
 pub const CHECKS_RECIPE: (&str, &str) = ("rocm-6.2", "miopen");
 
 /// The checks an audit runs: (its name in the audit, the recipe's `[[check]]`, what it proves).
-pub const CHECKS: [(&str, &str, &str); 2] = [
+/// A list, not every `[[check]]` of the recipe: a check runs on a library's tree only if it has
+/// a mode for a tree without host code (its script reads the manifest `rocmforge` writes,
+/// kernelcheck.EMBEDDED), which a new recipe check need not have; and the audit's report names
+/// each and says what to do about its failures ([`remedy`]). What a check is run with is the
+/// recipe's: its step line, its files, its helpers.
+pub const CHECKS: [(&str, &str, &str); 3] = [
     ("batchnorm", "batchnorm-gfx101x", "batchnorm's OpenCL kernels (DPP `row_bcast` reduction)"),
     ("legacy-ck", "legacy-ck-gfx101x", "the legacy composable-kernel reductions (target macro, buffer resource dword)"),
+    (
+        "sweep",
+        "kernel-sweep-gfx101x",
+        "every embedded kernel file (.cl, .cpp, .s) compiled, against the gfx900 control",
+    ),
 ];
+
+/// The placeholder an audit leaves out of a step, with the option before it: an audit links no
+/// code object (MIOpen's comgr links the device libraries when it builds a kernel), and without
+/// `--device-libs` each check stops before linking (OpenCL and assembly to relocatable objects,
+/// HIP to GPU assembly, then assembled), which is also the text legacy-CK's dword reading reads.
+const LEFT_OUT: &str = "rocm_device_libs";
 
 /// The compiler the checks run with, and where it was found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -59,6 +77,20 @@ pub struct Compile {
     /// The compiler's first error lines (or the check's reason) when it failed.
     #[serde(default)]
     pub message: Vec<String>,
+    /// The sweep's classification (`ok`, `FAILED`, `known`, `inconclusive`, `unverified`:
+    /// fails on the target alone, where the rocm-6.2 host code never builds it, which a tree
+    /// without host code cannot confirm; `control`), and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl Compile {
+    /// Not proved either way whatever the control did (the sweep's `unverified`).
+    fn unproved(&self) -> bool {
+        self.status.as_deref() == Some("unverified")
+    }
 }
 
 /// What a check's `--json` file holds.
@@ -82,12 +114,17 @@ pub struct CheckOutcome {
     /// `batchnorm`, `legacy-ck`.
     pub name: String,
     pub what: String,
-    /// `pass`, `fail`, or `error` (the check could not run; `error` says why).
+    /// `pass`, `fail`, `inconclusive` (no compile fails on the targets alone, but some are not
+    /// proved either way: they fail on the control too, or [`Compile::unproved`]), or `error`
+    /// (the check could not run; `error` says why).
     pub status: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     #[serde(flatten)]
     pub result: CheckJson,
+    /// What of the recipe's step the audit did not pass (`--device-libs {rocm_device_libs}`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
     /// The check's full output.
     pub log: PathBuf,
 }
@@ -95,12 +132,25 @@ pub struct CheckOutcome {
 impl CheckOutcome {
     /// Compiles that fail on a requested target and pass on the control: the target's failures.
     pub fn failures(&self) -> impl Iterator<Item = &Compile> {
-        self.result.compiles.iter().filter(|c| !c.ok && c.target != CONTROL && !self.control_fails(c))
+        self.result.compiles.iter().filter(|c| !c.ok && c.target != CONTROL && !self.control_fails(c) && !c.unproved())
     }
 
-    /// Compiles that fail on a requested target and on the control too: not proved either way.
+    /// Compiles that fail on a requested target and on the control too, or that the check
+    /// could not tell ([`Compile::unproved`]): not proved either way.
     pub fn inconclusive(&self) -> impl Iterator<Item = &Compile> {
-        self.result.compiles.iter().filter(|c| !c.ok && c.target != CONTROL && self.control_fails(c))
+        self.result.compiles.iter().filter(|c| !c.ok && c.target != CONTROL && (self.control_fails(c) || c.unproved()))
+    }
+
+    /// `fail` (a compile fails on the targets alone, or a problem), else `inconclusive` (some
+    /// are not proved either way), else `pass`: an unproved compile never reads as a pass.
+    pub fn verdict(&self) -> &'static str {
+        if self.failures().next().is_some() || !self.result.problems.is_empty() {
+            "fail"
+        } else if self.inconclusive().next().is_some() {
+            "inconclusive"
+        } else {
+            "pass"
+        }
     }
 
     fn control_fails(&self, c: &Compile) -> bool {
@@ -141,6 +191,20 @@ impl Audit {
         self.checks.iter().any(|c| c.name == check && c.status == "fail")
     }
 
+    /// What could not be checked: the whole library (its `error`) or each check that could not
+    /// run, one line each naming the library (`inspect` exits 1 on any).
+    pub fn not_run(&self) -> Vec<String> {
+        let lib = self.library.display();
+        if let Some(e) = &self.error {
+            return vec![format!("{lib}: kernels not checked: {e}")];
+        }
+        self.checks
+            .iter()
+            .filter(|c| c.status == "error")
+            .map(|c| format!("{lib}: the {} check could not run: {}", c.name, c.error.as_deref().unwrap_or("?")))
+            .collect()
+    }
+
     /// One line: each check's outcome and the kernels that fail on the targets
     /// (`batchnorm: FAIL (MIOpenBatchNormBwdSpatial.cl ...); legacy-ck: pass`).
     pub fn summary(&self) -> String {
@@ -158,6 +222,9 @@ impl Audit {
                     format!("{}: FAIL on {} ({})", c.name, self.targets.join(" "), what.join(", "))
                 }
                 "pass" => format!("{}: pass", c.name),
+                "inconclusive" => {
+                    format!("{}: INCONCLUSIVE ({} not proved either way)", c.name, c.inconclusive().count())
+                }
                 _ => format!("{}: not checked ({})", c.name, c.error.as_deref().unwrap_or("?")),
             })
             .collect();
@@ -202,11 +269,20 @@ impl Audit {
                 "fail" => {
                     format!("FAIL: {failed} of {n} compiles for {targets} fail, and compile for {CONTROL}{unproved}")
                 }
-                _ => format!("not checked: {}", c.error.as_deref().unwrap_or("?")),
+                "inconclusive" => format!(
+                    "INCONCLUSIVE (not a pass): {n} compiles for {targets}, none fails on them alone, {} not proved either way",
+                    c.inconclusive().count()
+                ),
+                _ => format!("NOT RUN: {}", c.error.as_deref().unwrap_or("?")),
             };
             s.push_str(&format!("  {} ({}): {head}\n", c.name, c.what));
             for a in &c.result.assumed {
                 s.push_str(&format!("    assumed: {a}\n"));
+            }
+            for l in &c.left_out {
+                s.push_str(&format!(
+                    "    not passed: {l} (an audit links no code object: each compile stops before linking)\n"
+                ));
             }
             // One line per kernel and target: the first failing variant's message.
             let mut seen = std::collections::BTreeSet::new();
@@ -219,6 +295,18 @@ impl Audit {
             }
             for p in &c.result.problems {
                 s.push_str(&format!("    FAILED {p}\n"));
+            }
+            // The unproved, one line per kernel and target, when they decide the outcome.
+            let mut seen = std::collections::BTreeSet::new();
+            for f in c.inconclusive().filter(|_| c.status == "inconclusive") {
+                if !seen.insert((f.kernel.clone(), f.target.clone())) {
+                    continue;
+                }
+                let why = match (&f.detail, f.unproved()) {
+                    (Some(d), true) => d.clone(),
+                    _ => format!("fails on {CONTROL} too"),
+                };
+                s.push_str(&format!("    not proved {} {}: {why}\n", f.target, f.kernel));
             }
             if c.status == "fail" {
                 s.push_str(&format!("    what to do: {}\n", remedy(&c.name)));
@@ -233,6 +321,7 @@ impl Audit {
 pub fn remedy(check: &str) -> &'static str {
     match check {
         "batchnorm" => "build MIOpen with the rocm-6.2 stack (its patch 0001 takes the LDS reduction on gfx101x: `rocmforge build pytorch --target gfx1010`); with this MIOpen, run batchnorm without it: `torch.backends.cudnn.enabled = False` makes PyTorch use its own batchnorm kernels",
+        "sweep" => "build MIOpen with the rocm-6.2 stack, whose kernels pass this sweep for gfx101x (`rocmforge build pytorch --target gfx1010`); with this MIOpen, a failing kernel fails when a solver builds it: find the solver (`MIOPEN_LOG_LEVEL=6` names the kernel file it builds) and turn it off with its `MIOPEN_DEBUG_*` variable (MIOpen's docs/debugging list)",
         "legacy-ck" => "build MIOpen with the rocm-6.2 stack (its patch 0003 gives gfx101x a target macro); with this MIOpen, `MIOPEN_RNNWRW_REDUCTION=0` makes RNN backward add the bias with OpTensor instead of ReduceTensor's legacy-CK kernels (src/ocl/rnnocl.cpp ReducAddBias)",
         _ => "see the check's log",
     }
@@ -314,6 +403,9 @@ pub struct Settings {
     pub checks: RecipeTree,
     /// The filesystem root the compiler is looked for under (`/`; tests point it elsewhere).
     pub host: PathBuf,
+    /// A regex: the sweep compiles only the kernel files whose name it matches (`--only`),
+    /// to bound a run (a whole library is some hundred compiles).
+    pub sweep_only: Option<String>,
 }
 
 impl Settings {
@@ -435,6 +527,78 @@ fn lay_out(c: &PostCheck, base: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The argv of a check's step line (one command, as `shlex` splits it) with its placeholders
+/// filled by `fill`, and what was left out: [`LEFT_OUT`] with the option before it. A line that
+/// is not one command (`&&`, a pipe, a redirection) or a placeholder `fill` refuses is an error.
+pub fn step_command(
+    step: &str,
+    fill: impl Fn(&str) -> Result<String, String>,
+) -> Result<(Vec<String>, Vec<String>), String> {
+    use crate::recipe::placeholders::{pieces, Piece};
+    let words = shlex::split(step).ok_or_else(|| format!("the step `{step}` does not split into words"))?;
+    let (mut argv, mut left_out) = (Vec::<String>::new(), Vec::new());
+    for w in &words {
+        if ["&&", "||", ";", "|", ">", ">>", "<", "&"].contains(&w.as_str()) {
+            return Err(format!("the step `{step}` is more than one command (`{w}`): an audit runs one"));
+        }
+        let ps = pieces(w);
+        if ps.iter().any(|p| matches!(p, Piece::Name(n) if *n == LEFT_OUT)) {
+            match argv.last() {
+                Some(o) if o.starts_with("--") => left_out.push(format!("{} {w}", argv.pop().unwrap_or_default())),
+                _ => left_out.push(w.clone()),
+            }
+            continue;
+        }
+        let mut word = String::new();
+        for p in ps {
+            match p {
+                Piece::Text(t) => word.push_str(t),
+                Piece::Name(n) => word.push_str(&fill(n)?),
+                Piece::Unclosed(t) => return Err(format!("the step `{step}` has a placeholder cut short: `{t}`")),
+            }
+        }
+        argv.push(word);
+    }
+    if argv.is_empty() {
+        return Err("the step is empty".into());
+    }
+    Ok((argv, left_out))
+}
+
+/// An audit's value of a placeholder of a check's step: `{src}` the kernel tree, `{targets}`
+/// the targets and the control, `{rocm_llvm}` the LLVM root of the compiler found
+/// (`<root>/bin/clang`), `{rocm}` and `{root:<recipe>}` the root holding HIP's headers (the
+/// recipe's `{root:clr}`: the checks take `include/hip` from it), `{jobs}` this machine's cores.
+fn placeholder(
+    req: &AuditRequest<'_>,
+    tree: &Path,
+    compiler: &Compiler,
+    targets: &str,
+    name: &str,
+) -> Result<String, String> {
+    let p = |p: &Path| p.display().to_string();
+    match name {
+        "src" => Ok(p(tree)),
+        "targets" => Ok(targets.to_string()),
+        "jobs" => Ok(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).to_string()),
+        "rocm_llvm" => compiler
+            .clang
+            .parent()
+            .filter(|b| b.file_name().is_some_and(|n| n == "bin") && compiler.clang.file_name().is_some_and(|n| n == "clang"))
+            .and_then(Path::parent)
+            .map(p)
+            .ok_or_else(|| format!("the compiler {} is not `<llvm>/bin/clang`, which the step's `{{rocm_llvm}}/bin/clang` names", compiler.clang.display())),
+        n if n == "rocm" || n.starts_with("root:") => compiler.hip_root.as_deref().map(p).ok_or_else(|| {
+            format!(
+                "no include/hip/hip_runtime.h for the HIP kernels (looked in {}/usr{}): install HIP's headers (Debian: `apt-get install -y libamdhip64-dev`) or give --rocm-path",
+                req.settings.host.display().to_string().trim_end_matches('/'),
+                req.settings.rocm.as_ref().map(|r| format!(" and {}", r.display())).unwrap_or_default()
+            )
+        }),
+        other => Err(format!("the step names `{{{other}}}`, which an audit has no value for")),
+    }
+}
+
 fn run_check(
     req: &AuditRequest<'_>,
     tree: &Path,
@@ -453,64 +617,69 @@ fn run_check(
         status: "error".into(),
         error: None,
         result: CheckJson::default(),
+        left_out: Vec::new(),
         log: log.clone(),
     };
-    if let Err(e) = check.and_then(|c| lay_out(c, &base)) {
-        out.error = Some(e);
-        return out;
-    }
     let mut targets = req.settings.targets.clone();
     if !targets.iter().any(|t| t == CONTROL) {
         targets.push(CONTROL.into());
     }
     let targets = targets.join(";");
-    let mut cmd = Command::new(python);
-    cmd.arg(base.join("check.py"))
-        .arg("--src")
-        .arg(tree)
-        .arg("--clang")
-        .arg(&compiler.clang)
-        .args(["--targets", &targets])
-        .arg("--work")
-        .arg(base.join("kernels"))
-        .arg("--json")
-        .arg(&json)
-        .current_dir(&base);
-    match name {
-        "batchnorm" => {
-            cmd.arg("--objdump").arg(&compiler.objdump);
+    let argv = check.and_then(|c| {
+        lay_out(c, &base)?;
+        let [step] = c.steps.as_slice() else {
+            return Err(format!("the recipe's [[check]] `{}` has {} steps: an audit runs one", c.name, c.steps.len()));
+        };
+        step_command(step, |n| placeholder(req, tree, compiler, &targets, n))
+            .map_err(|e| format!("[[check]] `{}`: {e}", c.name))
+    });
+    let argv = match argv {
+        Ok((a, left_out)) => {
+            out.left_out = left_out;
+            a
         }
-        _ => match &compiler.hip_root {
-            Some(h) => {
-                cmd.arg("--rocm").arg(h);
-            }
-            None => {
-                out.error = Some(format!(
-                    "no include/hip/hip_runtime.h for the HIP kernels (looked in {}/usr{}): install HIP's headers (Debian: `apt-get install -y libamdhip64-dev`) or give --rocm-path",
-                    req.settings.host.display().to_string().trim_end_matches('/'),
-                    req.settings.rocm.as_ref().map(|r| format!(" and {}", r.display())).unwrap_or_default()
-                ));
-                return out;
-            }
-        },
+        Err(e) => {
+            out.error = Some(e);
+            return out;
+        }
+    };
+    // The step's `python3` is the one the audit found; the rest is the recipe's, then the
+    // results file every check writes, and the sweep's subset when one is asked.
+    let program = if argv[0] == "python3" { python.to_path_buf() } else { PathBuf::from(&argv[0]) };
+    let mut args: Vec<String> = argv[1..].to_vec();
+    args.extend(["--json".to_string(), json.display().to_string()]);
+    if let (Some(only), "sweep") = (&req.settings.sweep_only, name) {
+        args.extend(["--only".to_string(), only.clone()]);
     }
-    let shown = format!("{} {}", python.display(), base.join("check.py").display());
-    let run = crate::process::bounded::bounded(&mut cmd, CHECK_TIMEOUT);
-    let (status, [stdout, stderr]) = match run {
-        Ok(r) => r,
+    let shown = format!(
+        "{} {}",
+        program.display(),
+        shlex::try_join(args.iter().map(String::as_str)).unwrap_or_else(|_| args.join(" "))
+    );
+    // The output goes to the log, not a pipe: a whole library's sweep prints far more than a
+    // bounded read takes (a pipe closed on it ended the first by-hand run, BrokenPipeError).
+    if let Err(e) = std::fs::write(&log, format!("$ (cd {} && {shown})\n", base.display())) {
+        out.error = Some(format!("cannot write {}: {e}", log.display()));
+        return out;
+    }
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "log=$1; shift; exec \"$@\" >>\"$log\" 2>&1", "sh"])
+        .arg(&log)
+        .arg(&program)
+        .args(&args)
+        .current_dir(&base);
+    let status = match crate::process::bounded::bounded(&mut cmd, CHECK_TIMEOUT) {
+        Ok((status, _)) => status,
         Err(e) => {
             out.error = Some(format!("`{shown}` {e}"));
             return out;
         }
     };
-    let mut text = stdout;
-    text.extend_from_slice(&stderr);
-    let _ = std::fs::write(&log, &text);
+    let text = std::fs::read(&log).unwrap_or_default();
     match std::fs::read_to_string(&json).ok().and_then(|j| serde_json::from_str::<CheckJson>(&j).ok()) {
         Some(r) => {
             out.result = r;
-            let failed = out.failures().next().is_some() || !out.result.problems.is_empty();
-            out.status = if failed { "fail" } else { "pass" }.into();
+            out.status = out.verdict().into();
         }
         None => {
             let text = String::from_utf8_lossy(&text);
@@ -530,7 +699,15 @@ mod tests {
     use super::*;
 
     fn compile(target: &str, kernel: &str, ok: bool) -> Compile {
-        Compile { target: target.into(), kernel: kernel.into(), variant: serde_json::json!(1), ok, message: vec![] }
+        Compile {
+            target: target.into(),
+            kernel: kernel.into(),
+            variant: serde_json::json!(1),
+            ok,
+            message: vec![],
+            status: None,
+            detail: None,
+        }
     }
 
     #[test]
@@ -540,6 +717,7 @@ mod tests {
             what: String::new(),
             status: "fail".into(),
             error: None,
+            left_out: vec![],
             result: CheckJson {
                 compiles: vec![
                     compile("gfx1010", "a.cl", false),
@@ -556,6 +734,64 @@ mod tests {
         assert_eq!(c.failures().map(|f| f.kernel.as_str()).collect::<Vec<_>>(), ["a.cl"]);
         assert_eq!(c.inconclusive().map(|f| f.kernel.as_str()).collect::<Vec<_>>(), ["b.cl"]);
         assert_eq!(c.on_targets(), 3);
+        assert_eq!(c.verdict(), "fail");
+    }
+
+    /// A check whose only target failures fail on the control too, or that the sweep marks
+    /// `unverified`, is inconclusive, and reads so, never as a pass.
+    #[test]
+    fn an_unproved_compile_makes_a_check_inconclusive_not_a_pass() {
+        let mut unverified = compile("gfx1010", "u.s", false);
+        unverified.status = Some("unverified".into());
+        unverified.detail = Some("fails on gfx1010 alone, but the rocm-6.2 host code never builds it there".into());
+        let mut c = CheckOutcome {
+            name: "sweep".into(),
+            what: "w".into(),
+            status: String::new(),
+            error: None,
+            left_out: vec![],
+            result: CheckJson {
+                compiles: vec![
+                    compile("gfx1010", "b.cl", false),
+                    compile(CONTROL, "b.cl", false),
+                    compile("gfx1010", "c.cl", true),
+                    compile(CONTROL, "c.cl", true),
+                    unverified,
+                    compile(CONTROL, "u.s", true),
+                ],
+                ..Default::default()
+            },
+            log: PathBuf::new(),
+        };
+        assert_eq!(c.failures().count(), 0);
+        assert_eq!(c.inconclusive().map(|f| f.kernel.as_str()).collect::<Vec<_>>(), ["b.cl", "u.s"]);
+        c.status = c.verdict().into();
+        assert_eq!(c.status, "inconclusive");
+        let a = Audit {
+            library: "/l/libMIOpen.so".into(),
+            miopen_version: Some("3.5.1".into()),
+            hip_version: None,
+            targets: vec!["gfx1010".into()],
+            kernels: 3,
+            includes: 0,
+            unnamed: 0,
+            tree: PathBuf::new(),
+            compiler: None,
+            checks: vec![c.clone()],
+            error: None,
+        };
+        let text = a.render();
+        assert!(text.contains("  sweep (w): INCONCLUSIVE (not a pass): 3 compiles for gfx1010, none fails on them alone, 2 not proved either way\n"), "{text}");
+        assert!(text.contains("    not proved gfx1010 b.cl: fails on gfx900 too\n"), "{text}");
+        assert!(
+            text.contains("    not proved gfx1010 u.s: fails on gfx1010 alone, but the rocm-6.2 host code"),
+            "{text}"
+        );
+        assert!(!text.contains("pass:"), "{text}");
+        assert_eq!(a.summary(), "MIOpen 3.5.1: sweep: INCONCLUSIVE (2 not proved either way)");
+        assert!(a.not_run().is_empty());
+        c.result.compiles.retain(|x| x.kernel == "c.cl");
+        assert_eq!(c.verdict(), "pass");
     }
 
     /// The files under `dir`, by path relative to it.
@@ -592,7 +828,12 @@ mod tests {
             let base = work.path().join(name);
             lay_out(checks.iter().find(|c| c.name == check).unwrap(), &base).unwrap();
             let (want_files, want_helpers) = (folder(files), folder(helpers));
-            assert!(want_files.contains_key("check.py") && !want_helpers.is_empty(), "{check}: {files}, {helpers}");
+            // The script the step runs (`python3 check.py ...`, `python3 sweep.py ...`) is among them.
+            let script = d["steps"][0].as_str().unwrap().split_whitespace().nth(1).unwrap();
+            assert!(
+                want_files.contains_key(script) && !want_helpers.is_empty(),
+                "{check}: {script}, {files}, {helpers}"
+            );
             assert_eq!(files_in(&base), want_files, "{check}: the files of recipes/checks/{files}/");
             assert_eq!(files_in(&work.path().join(helpers)), want_helpers, "{check}: recipes/checks/{helpers}/");
             let mut laid: Vec<String> = std::fs::read_dir(work.path())
@@ -604,6 +845,60 @@ mod tests {
             expected.sort();
             assert_eq!(laid, expected, "{check}");
         }
+    }
+
+    /// The recipe's own step lines, filled with what an audit found: each check's script with
+    /// the recipe's arguments as they are (the sweep's exclusions and known list among them),
+    /// the compiler as `{rocm_llvm}/bin/clang`, HIP's root for `{root:clr}`, and
+    /// `--device-libs {rocm_device_libs}` left out and said; a line that is more than one
+    /// command, or names a placeholder without a value, is refused.
+    #[test]
+    fn the_recipes_step_lines_are_filled_with_what_the_audit_found() {
+        let checks = recipe_checks(&RecipeTree::embedded()).unwrap();
+        let fill = |n: &str| -> Result<String, String> {
+            match n {
+                "src" => Ok("/t".into()),
+                "rocm_llvm" => Ok("/llvm".into()),
+                "targets" => Ok("gfx1010;gfx900".into()),
+                "root:clr" => Ok("/hip".into()),
+                "jobs" => Ok("2".into()),
+                other => Err(format!("no value for {other}")),
+            }
+        };
+        let mut argvs = std::collections::BTreeMap::new();
+        for (name, check, _) in CHECKS {
+            let c = checks.iter().find(|c| c.name == check).unwrap();
+            assert_eq!(c.steps.len(), 1, "{check}");
+            let (argv, left_out) = step_command(&c.steps[0], fill).unwrap();
+            assert_eq!(left_out, ["--device-libs {rocm_device_libs}"], "{check}");
+            assert_eq!(argv[0], "python3", "{check}");
+            let pairs: Vec<(&str, &str)> = argv.windows(2).map(|w| (w[0].as_str(), w[1].as_str())).collect();
+            for want in [
+                ("--src", "/t"),
+                ("--clang", "/llvm/bin/clang"),
+                ("--targets", "gfx1010;gfx900"),
+                ("--work", "kernels"),
+            ] {
+                assert!(pairs.contains(&want), "{check}: {want:?} in {argv:?}");
+            }
+            assert!(!argv.iter().any(|a| a.contains('{') || a == "--device-libs"), "{check}: {argv:?}");
+            argvs.insert(name, argv);
+        }
+        assert!(argvs["legacy-ck"].windows(2).any(|w| w == ["--rocm", "/hip"]), "{argvs:?}");
+        let sweep = &argvs["sweep"];
+        for want in [
+            ["--rocm-path", "/hip"],
+            ["--exclusions", "exclusions-rocm-6.2.tsv"],
+            ["--known", "known-rocm-6.2.txt"],
+            ["--jobs", "2"],
+        ] {
+            assert!(sweep.windows(2).any(|w| w == want), "{want:?} in {sweep:?}");
+        }
+        assert_eq!(argvs["sweep"][1], "sweep.py");
+        let err = step_command("python3 check.py --src {src} && rm -rf /", fill).unwrap_err();
+        assert!(err.contains("more than one command (`&&`)"), "{err}");
+        let err = step_command("python3 check.py --work {build}", fill).unwrap_err();
+        assert!(err.contains("no value for build"), "{err}");
     }
 
     #[test]

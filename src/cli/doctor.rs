@@ -44,6 +44,7 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
             rocm: None,
             checks: tree.clone(),
             host: "/".into(),
+            sweep_only: None,
         }),
         installation: ctx.installation.clone(),
     };

@@ -218,6 +218,7 @@ pub fn run(ctx: &Context, args: Args) -> CliResult {
                     // No stack is loaded: rocmforge's own checks.
                     checks: crate::recipe::RecipeTree::embedded(),
                     host: "/".into(),
+                    sweep_only: None,
                 }),
             },
         };

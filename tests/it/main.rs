@@ -22,6 +22,7 @@ mod legacy_ck;
 mod lock;
 mod lookback_fence;
 mod miopen_audit;
+mod miopen_audit_sweep;
 mod memory;
 mod miopen_sweep;
 mod prebuilt;

@@ -48,6 +48,30 @@ def embedded_manifest(src):
     return json.loads(read(m)) if m.is_file() else None
 
 
+def embedded_ck_flag(manifest, device):
+    """The legacy composable kernel's target macro of a library's host code (miopen-legacy-ck,
+    miopen-sweep), from its strings: a bare ` -DCK_AMD_GPU_GFX` literal is completed with the device name at run time (MIOpen 3.5: gfx1010 ->
+    -DCK_AMD_GPU_GFX1010); otherwise the literal naming the device, if any (3.4 lists each
+    target it knows; one it does not list gets none), else a family literal whose stem begins
+    the device's name (-DCK_AMD_GPU_GFX101X for gfx1010). Returns (flag, how it was assumed)."""
+    defines = set(manifest.get("host_defines", []))
+    listed = sorted(d for d in defines if re.fullmatch(r"-DCK_AMD_GPU_GFX\w+", d))
+    if "-DCK_AMD_GPU_GFX" in defines:
+        macro = "CK_AMD_GPU_" + device.upper()
+        return " -D" + macro, "-D%s (the library's ` -DCK_AMD_GPU_GFX` literal, completed with the device name)" % macro
+    own = "-DCK_AMD_GPU_" + device.upper()
+    if own in defines:
+        return " " + own, "%s (named by the library's strings)" % own
+    # A family macro (the rocm-6.2 stack's patch 0003: `StartsWith(device_name, "gfx101")` gives
+    # -DCK_AMD_GPU_GFX101X): the literal ending in X whose stem begins the device's name.
+    family = [d for d in listed if d.endswith("X") and device.upper().startswith(d[len("-DCK_AMD_GPU_"):-1])]
+    if family:
+        return " " + family[0], "%s (named by the library's strings: a family macro, taken for every %s* device)" % (
+            family[0], family[0][len("-DCK_AMD_GPU_"):-1].lower())
+    return "", "no CK_AMD_GPU_* macro (the library's strings name only %s)" % (
+        " ".join(d[2:] for d in listed) or "none")
+
+
 def compiler_version(clang):
     """The first line of `clang --version` ('?' when it prints none); OSError when it cannot run."""
     out = subprocess.run([clang, "--version"], capture_output=True, text=True).stdout

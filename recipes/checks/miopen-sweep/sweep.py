@@ -22,9 +22,19 @@ target-specific failure; one that fails on both is a defect of the sweep's sampl
 ("inconclusive"), not of the kernel. Target failures named in a --known file are reported as
 known; any other target failure makes the exit status 1.
 
+A tree `rocmforge inspect` read out of a libMIOpen (miopen-embedded.json beside src/, the MIOpen
+audit) has no host code: there every embedded kernel is compiled for every target, with the
+build parameters read from its own text (see read_embedded_tree; every choice is printed as
+`assumed:`), and an exclusion, whose cited host file such a tree lacks, is not applied: a
+kernel it names that fails on a target alone is "unverified" (not proved either way), and a
+known line that compiles is not stale (the list is about the stack's tree, not this library).
+
+Without --device-libs nothing is linked: a HIP kernel stops at the GPU assembly (-S), which is
+assembled (a code object would need the device libraries' __ockl_* functions).
+
 Usage: sweep.py --src <MIOpen tree> --clang <clang> --targets 'gfx1010;gfx1012'
                 [--device-libs DIR] [--rocm-path DIR] [--control gfx900] [--known FILE]...
-                [--exclusions FILE] [--work DIR] [--jobs N] [--only REGEX]
+                [--exclusions FILE] [--work DIR] [--jobs N] [--only REGEX] [--json FILE]
 Exit: 0 no unexpected target failure, 1 a target-specific failure not named as known (or a
 known failure that no longer fails: the list is stale), 2 the tree or a list could not be read.
 """
@@ -396,24 +406,153 @@ def read_known(paths):
     return out
 
 
-def read_exclusions(paths, src):
+def read_exclusions(paths, src, embedded=False):
     """`<kernel glob> TAB <target glob> TAB <file under src> TAB <regex> TAB <reason>`: kernels
     a solver only builds for other devices in a way the gate reader cannot see (a data-type or
-    kernel-version choice inside the solver); the regex must still match the file."""
-    out = []
+    kernel-version choice inside the solver); the regex must still match the file. A tree read
+    out of a library (`embedded`) has no host code to check them against: there they are not
+    applied but returned apart, as (kernel glob, target glob, where and why), "unverified"."""
+    out, unverified = [], []
     for p, n, line in data_lines(paths):
         parts = line.split("\t")
         if len(parts) != 5:
             raise TreeError("%s:%d: want 5 tab-separated fields" % (p, n))
         glob, tglob, rel, rx, reason = parts
         f = src / rel
+        if embedded and not f.is_file():
+            unverified.append((glob, tglob, "%s:%d (%s): %s" % (Path(p).name, n, rel, reason)))
+            continue
         if not f.is_file():
             raise TreeError("%s:%d: %s is not in the tree (stale exclusion)" % (p, n, rel))
         m = re.search(rx, read(f))
         if not m:
             raise TreeError("%s:%d: `%s` no longer in %s (stale exclusion)" % (p, n, rx, rel))
         out.append((glob, tglob, "%s:%d %s" % (rel, line_of(read(f), m.start()), reason)))
-    return out
+    return (out, unverified) if embedded else out
+
+
+# ---------------------------------------------------------------- a tree read out of a library
+
+# A tree `rocmforge inspect` read out of a libMIOpen (kernelcheck.EMBEDDED beside src/) holds
+# the kernels and their includes and no host code: no solver says which kernels a target
+# reaches or which build parameters they get. So every embedded kernel is compiled for every
+# target, with the parameters read from the kernel's own text (and its includes'): each name of
+# a build parameter's shape (PARAM_PREFIXES, or one the library's strings name) that the code
+# uses as a value (in code, in an #if's value or a #define's body) and no text #defines gets its
+# sample value; one only tested by #ifdef/#ifndef/defined() is left undefined, the kernel's own
+# default (defining it would switch on a path, e.g. XDLOPS, that no host passes everywhere).
+# Every such choice is printed ("assumed:") and written to --json.
+PARAM_PREFIXES = ("MIO_", "MLO_", "MIOPEN_", "CK_PARAM_", "USE_")
+NAME = re.compile(r"\b[A-Z][A-Z0-9_]*[A-Z0-9]\b")
+
+
+def strip_comments(text):
+    return re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
+
+
+def includes_of(text):
+    return [Path(n).name for n in re.findall(r'^\s*(?:#\s*include|\.include)\s*[<"]([^">]+)[">]', text, re.M)]
+
+
+def include_closure(kdir, name):
+    """The texts of `name` and of every file of kdir it includes, transitively (by bare name,
+    as MIOpen hands includes over)."""
+    seen, todo, texts = set(), [name], []
+    while todo:
+        n = todo.pop()
+        if n in seen or not (kdir / n).is_file():
+            continue
+        seen.add(n)
+        t = strip_comments(read(kdir / n))
+        texts.append(t)
+        todo += includes_of(t)
+    return texts
+
+
+def embedded_params(texts, named, asm):
+    """(parameters to give a value, names tested only for being defined) of a kernel whose
+    include closure is `texts`."""
+    code = "\n".join(texts).replace("\\\n", " ")
+    defined = set(re.findall(r"^\s*#\s*define\s+(\w+)", code, re.M))
+    # A one-hot flag family with defaults (`#ifndef USE_SOFTMAX_LOG` / `#define USE_SOFTMAX_LOG 0`)
+    # is the host's to set: a parameter, so that `variants` sets one member at a time.
+    defined -= {n for n in re.findall(r"^\s*#\s*ifndef\s+(USE_\w+)\s*\n\s*#\s*define\s+\1\b", code, re.M)}
+    if asm:
+        defined |= set(re.findall(r"^\s*\.set\s+(\w+)", code, re.M)) | set(re.findall(r"^\s*(\w+)\s*=", code, re.M))
+    valued, tested = set(), set()
+    for line in code.splitlines():
+        m = re.match(r"\s*(?:#\s*|\.)(ifdef|ifndef|ifnotdef|if|elif|elseif|define|undef|include|pragma|error|warning|line)\b(.*)", line)
+        kind, rest = (m[1], m[2]) if m else (None, line)
+        if kind in ("ifdef", "ifndef", "ifnotdef", "undef"):
+            tested |= set(NAME.findall(rest))
+            continue
+        if kind in ("include", "pragma", "error", "warning", "line"):
+            continue
+        if kind == "define":
+            rest = re.sub(r"^\s*\w+(?:\([^)]*\))?", "", rest)
+        tested |= set(re.findall(r"\bdefined\s*\(?\s*(\w+)", rest))
+        valued |= set(NAME.findall(re.sub(r"\bdefined\s*\(?\s*\w+\s*\)?", " ", rest)))
+    shape = lambda n: n.startswith(PARAM_PREFIXES) or n in named or n == "ROCM_METADATA_VERSION"
+    params = {n for n in valued if shape(n) and not n.startswith("MIOPEN_USE_")} - defined
+    return params, {n for n in tested - valued - defined if shape(n)}
+
+
+def read_embedded_tree(src, manifest):
+    """(kernel dir, {kernel name: path}, data-type switches, what was assumed) of a tree read out
+    of a library: the kernels its manifest lists (not the includes) that are .cl/.cpp/.s files."""
+    kdir = src / "src" / "kernels"
+    if not kdir.is_dir():
+        raise TreeError("%s: no src/kernels directory" % src)
+    kernels = {}
+    for f in manifest.get("files", []):
+        name = f.get("name")
+        if name and not f.get("include") and Path(name).suffix in (".cl", ".cpp", ".s") and (kdir / name).is_file():
+            kernels[name] = kdir / name
+    if not kernels:
+        raise TreeError("%s: the library embeds no .cl, .cpp or .s kernel" % src)
+    # The data-type switches GetDataTypeKBP passes (src/include/miopen/datatype.hpp), as the
+    # kernels spell them; the other MIOPEN_USE_* (MIOPEN_USE_AMDGCN ...) stay undefined.
+    seen = set()
+    for p in kdir.iterdir():
+        if p.is_file():
+            seen |= set(re.findall(r"\bMIOPEN_USE_(?:FP16|FP32|FP64|BFP16|INT8|INT8x4|INT32|FP8|BFP8)\b", read(p)))
+    dtypes = {n: int(n == "MIOPEN_USE_FP32") for n in seen | {"MIOPEN_USE_FP32"}}
+    major = (manifest.get("miopen_version") or "3").split(".")[0]
+    std = "200" if not major.isdigit() or int(major) >= 3 else "120"
+    clstd = ["-cl-std=" + ("CL2.0" if std == "200" else "CL1.2"), "-D__OPENCL_VERSION__=" + std]
+    assumed = [
+        "no host code: every embedded kernel is taken as built for every target (no solver's IsApplicable to read)",
+        "data type fp32: MIOPEN_USE_FP32=1, the other data-type switches (%s) 0; other MIOPEN_USE_* undefined" % " ".join(sorted(n[len("MIOPEN_USE_"):] for n in dtypes if n != "MIOPEN_USE_FP32")),
+        "OpenCL %s (MIOpen %s: 3 and later compile 2.0, 2.x 1.2)" % (std, manifest.get("miopen_version") or "of unknown version"),
+        "build parameters: the names of a parameter's shape (%s..., or named by the library's strings) a kernel uses "
+        "as a value and does not #define, at this script's sample values (fp32, 3x3 direct conv, N=4 C=8 HW=64 "
+        "batchnorm; any other 1, *_TYPE float); names only tested with #ifdef/defined() left undefined" % "..., ".join(PARAM_PREFIXES),
+        "assembly for gfx10 and later with -mwavefrontsize64 -mcumode (what MIOpen's asm solvers pass there)",
+    ]
+    return kdir, kernels, dtypes, clstd, assumed
+
+
+def embedded_jobs(a, kdir, kernels, manifest, targets):
+    """{kernel: (defines, {target: extra defines}, modes, user text)} for a tree without host code,
+    and the per-kernel assumption lines."""
+    named = set(manifest.get("host_names", [])) | {d[2:] for d in manifest.get("host_defines", [])}
+    out, lines = {}, []
+    for kname, kpath in sorted(kernels.items()):
+        texts = include_closure(kdir, kname)
+        params, undefined = embedded_params(texts, named, kpath.suffix == ".s")
+        defines = {n: sample(n) for n in params}
+        per_target = {}
+        if kpath.suffix == ".cpp" and any("CK_AMD_GPU_" in t for t in texts):
+            for t in targets:
+                flag, how = kc.embedded_ck_flag(manifest, t.split(":")[0])
+                per_target[t] = {m: 1 for m in re.findall(r"-D(\w+)", flag)}
+                lines.append("%s: %s: %s" % (kname, t, how))
+        if params:
+            lines.append("%s: %s" % (kname, " ".join("%s=%s" % kv for kv in sorted(defines.items()))))
+        if undefined:
+            lines.append("%s: left undefined: %s" % (kname, " ".join(sorted(undefined))))
+        out[kname] = (defines, per_target, "the library (no host code)")
+    return out, lines
 
 
 # ---------------------------------------------------------------- compiling
@@ -425,6 +564,10 @@ def asm_target(t):
 
 
 def compile_cmd(a, kdir, kpath, defines, target, out, mopts=()):
+    """The commands that compile one kernel, run in turn. A HIP kernel compiled to a code object
+    links it, which needs the device libraries (`__ockl_*`); without --device-libs it stops at
+    the GPU assembly (-S) and that is assembled (inline asm is checked only by the assembler),
+    as comgr links the device libraries later. OpenCL and assembly make relocatable objects."""
     incs = ["-I" + str(kpath.parent), "-I" + str(kdir)] + ["-I" + str(d) for d in a.incdirs if d != kdir]
     if kpath.suffix == ".cl":
         cmd = [a.clang, "-mcpu=" + target] + CL_FLAGS + a.clstd + a.libflags + incs
@@ -432,18 +575,49 @@ def compile_cmd(a, kdir, kpath, defines, target, out, mopts=()):
     elif kpath.suffix == ".cpp":
         cmd = [a.clang, "--offload-arch=" + target] + HIP_FLAGS + a.libflags + a.rocmflags + incs
         cmd += ["-D%s=%s" % kv for kv in sorted(defines.items())]
+        if not a.device_libs:
+            s = out.with_suffix(".s")
+            asm = [a.clang, "-x", "assembler", "-target", "amdgcn-amd-amdhsa", "-mcpu=" + target.split(":")[0]]
+            return [cmd + list(mopts) + ["-S", str(kpath), "-o", str(s)], asm + ["-c", str(s), "-o", str(out)]]
     else:
         cmd = [a.clang, "-mcpu=" + asm_target(target)] + ASM_FLAGS + incs
         cmd += ["-Wa,-defsym,%s=%s" % kv for kv in sorted(defines.items()) if str(kv[1]).lstrip("-").isdigit()]
-    return cmd + list(mopts) + ["-c", str(kpath), "-o", str(out)]
+    return [cmd + list(mopts) + ["-c", str(kpath), "-o", str(out)]]
 
 
-def run_compile(cmd, log):
+# What the compiler names as missing: in a tree without host code, a parameter the text
+# reading did not find (one without a parameter's prefix: LOCAL_SIZE, INPUT_TYPE).
+MISSING = [(re.compile(r"unknown type name '([A-Z][A-Z0-9_]*)'"), "type"),
+           (re.compile(r"use of undeclared identifier '([A-Z][A-Z0-9_]*)'"), "value")]
+
+
+def run_compile(make, log, fill=False):
+    """Compiles with the commands make(extra defines) gives. With `fill` (a tree without host
+    code), a compile the compiler fails for ALL-CAPS names it does not know is retried with them
+    defined (a type name as TYPE_SAMPLE, a value as its sample value or 1), at most 4 times.
+    Returns (ok, first error lines, seconds, {name: value} added)."""
     t0 = time.time()
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    log.write_text(" ".join(cmd) + "\n\n" + r.stderr)
+    extra, text = {}, ""
+    for _ in range(5):
+        for cmd in make(extra):
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            text += " ".join(cmd) + "\n\n" + r.stderr + "\n"
+            if r.returncode != 0:
+                break
+        new = {}
+        if r.returncode != 0 and fill:
+            for rx, kind in MISSING:
+                for n in rx.findall(r.stderr):
+                    v = sample(n)
+                    new.setdefault(n, TYPE_SAMPLE if kind == "type" else (v if str(v).lstrip("-").isdigit() else 1))
+            new = {n: v for n, v in new.items() if n not in extra}
+        if not new:
+            break
+        extra.update(new)
+        text += "retried with %s (named by the compiler as unknown)\n\n" % " ".join("-D%s=%s" % kv for kv in sorted(new.items()))
+    log.write_text(text)
     lines = [l for l in r.stderr.splitlines() if "error" in l]
-    return r.returncode == 0, lines[:3], time.time() - t0
+    return r.returncode == 0, lines[:3], time.time() - t0, extra
 
 
 def main():
@@ -452,26 +626,37 @@ def main():
     ap.add_argument("--clang", required=True, help="clang with the AMDGPU target")
     ap.add_argument("--targets", required=True, help="e.g. 'gfx1010;gfx1012'")
     ap.add_argument("--control", default="gfx900", help="control target (default gfx900)")
-    ap.add_argument("--device-libs", help="ROCm device-libs bitcode dir (default: -nogpulib)")
+    ap.add_argument("--device-libs", help="ROCm device-libs bitcode dir (default: -nogpulib, and HIP kernels "
+                    "stop at the GPU assembly, which is assembled)")
     ap.add_argument("--rocm-path", help="where HIP's include/hip is, for .cpp kernels")
     ap.add_argument("--known", action="append", default=[], help="known target failures")
     ap.add_argument("--exclusions", action="append", default=[], help="kernels out of reach")
     ap.add_argument("--work", type=Path, help="objects and logs (default: a new temp dir)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--only", help="regex: sweep only kernel files whose name matches")
+    ap.add_argument("--json", type=Path, help="also write the results here, one object per compile")
     a = ap.parse_args()
-    targets = kc.targets_arg(ap, a.targets)
+    # The control among the targets (the MIOpen audit passes the same list to every check) is
+    # compiled once, as the control.
+    targets = [t for t in kc.targets_arg(ap, a.targets) if t != a.control] or ap.error("no --targets but the control")
     a.libflags = ["--rocm-device-lib-path=" + a.device_libs] if a.device_libs else ["-nogpulib"]
     a.rocmflags = ["--rocm-path=" + a.rocm_path] if a.rocm_path else []
     src = a.src.resolve()
-    work = kc.work_dir(a.work, "miopen-sweep-")
+    work = kc.work_dir(a.work, "miopen-sweep-").resolve()
     t_start = time.time()
+    assumed, unverified = [], []
     try:
-        kdir, kernels, hosts, helpers = read_tree(src)
+        manifest = kc.embedded_manifest(src)
         known = read_known(a.known)
-        exclusions = read_exclusions(a.exclusions, src)
-        dtypes = dtype_params(src)
-        a.clstd = cl_std(src)
+        if manifest is None:
+            kdir, kernels, hosts, helpers = read_tree(src)
+            exclusions = read_exclusions(a.exclusions, src)
+            dtypes = dtype_params(src)
+            a.clstd = cl_std(src)
+        else:
+            kdir, kernels, dtypes, a.clstd, assumed = read_embedded_tree(src, manifest)
+            exclusions, unverified = read_exclusions(a.exclusions, src, embedded=True)
+            hosts, helpers = {}, {}
         compiler = kc.compiler_version(a.clang)
     except (TreeError, OSError) as e:
         return kc.error(e, "sweep")
@@ -484,85 +669,132 @@ def main():
                         if p.suffix in (".h", ".hpp", ".inc")})
     lits_of = {p: literals(t) for p, t in hosts.items()}
     print("compiler: %s" % compiler)
-    print("tree: %s: %d kernel files, %d host files, %d device-testing helpers"
-          % (src, len(kernels), len(hosts), len(helpers)))
+    if manifest is None:
+        print("tree: %s: %d kernel files, %d host files, %d device-testing helpers"
+              % (src, len(kernels), len(hosts), len(helpers)))
+        embedded = {}
+    else:
+        swept = {k: p for k, p in kernels.items() if not a.only or re.search(a.only, k)}
+        embedded, lines = embedded_jobs(a, kdir, swept, manifest, targets + [a.control])
+        for g, tg, why in unverified:
+            assumed.append("exclusion not applied (no host code to check it against): %s %s, %s" % (g, tg, why))
+        assumed += lines
+        print("tree read out of %s (MIOpen %s): %d kernel files, no host code, so the defines are assumed:"
+              % (manifest.get("library"), manifest.get("miopen_version") or "?", len(kernels)))
+        for line in assumed:
+            print("assumed: " + line)
 
     rows, jobs = [], []   # rows: [kernel, variant, target, status, detail, errors, seconds]
     unnamed = []
     for kname, kpath in sorted(kernels.items()):
         if a.only and not re.search(a.only, kname):
             continue
-        users = users_of(kname, hosts, lits_of)
-        if not users:
-            unnamed.append(kname)
-            continue
-        params, mopts = set(), set()
-        for p, _ in users:
-            params |= build_params(hosts[p])
-            mopts |= set(mode_options(hosts[p]))
-        defines = {n: sample(n) for n in params}
+        if manifest is None:
+            users = users_of(kname, hosts, lits_of)
+            if not users:
+                unnamed.append(kname)
+                continue
+            params, mopts = set(), set()
+            for p, _ in users:
+                params |= build_params(hosts[p])
+                mopts |= set(mode_options(hosts[p]))
+            defines = {n: sample(n) for n in params}
+            users_s = ", ".join("%s (%s)" % (p.relative_to(src / "src"), how) for p, how in users[:3])
+        else:
+            users, mopts = [], set()
+            defines, per_target, users_s = embedded[kname]
+            defines = dict(defines)
         defines.update(dtypes)
-        users_s = ", ".join("%s (%s)" % (p.relative_to(src / "src"), how) for p, how in users[:3])
         reached = False
         for t in targets + [a.control]:
             dev = t.split(":")[0]
             excl = next((r for g, tg, r in exclusions if fnmatch.fnmatch(kname, g) and fnmatch.fnmatch(dev, tg)), None)
             refusals = [why for v, why in (gate(p.relative_to(src), hosts[p], gates, dev) for p, _ in users) if v is False]
-            if t != a.control and (len(refusals) == len(users) or excl):
+            if t != a.control and ((users and len(refusals) == len(users)) or excl):
                 rows.append([kname, "-", t, "skipped", "not applicable: " + (excl or refusals[0]), [], 0])
                 continue
             if t == a.control and not reached:
                 continue  # no target compile to compare with
             reached = True
             tdefs = dict(defines)
-            for p, _ in users:
-                for fn, chain in chains.items():
-                    if re.search(r"\b%s\s*\(" % fn, hosts[p]):
-                        hit = next((d for pre, d in chain if dev.startswith(pre)), None)
-                        if hit:
-                            tdefs[hit] = 1
+            tmodes = sorted(mopts)
+            if manifest is None:
+                for p, _ in users:
+                    for fn, chain in chains.items():
+                        if re.search(r"\b%s\s*\(" % fn, hosts[p]):
+                            hit = next((d for pre, d in chain if dev.startswith(pre)), None)
+                            if hit:
+                                tdefs[hit] = 1
+            else:
+                tdefs.update(per_target.get(t, {}))
+                if kpath.suffix == ".s" and re.match(r"gfx1\d", dev):
+                    tmodes = ["-mcumode", "-mwavefrontsize64"]
             for label, d in variants(tdefs, dtypes):
                 row = [kname, label, t, None, users_s]
                 rows.append(row)
                 stem = "%s.%s.%s" % (t.replace(":", "_"), kname, label)
-                jobs.append((row, compile_cmd(a, kdir, kpath, d, t, work / (stem + ".o"), sorted(mopts)), work / (stem + ".log")))
-    for (row, _, _), (ok, err, secs) in zip(jobs, kc.parallel(run_compile, [(cmd, log) for _, cmd, log in jobs], a.jobs)):
+                make = (lambda d, t, kpath, out, tmodes: lambda extra: compile_cmd(a, kdir, kpath, dict(d, **extra), t, out, tmodes))(
+                    d, t, kpath, work / (stem + ".o"), tmodes)
+                jobs.append((row, make, work / (stem + ".log")))
+    filled = {}
+    for (row, _, _), (ok, err, secs, extra) in zip(jobs, kc.parallel(run_compile, [(make, log, manifest is not None) for _, make, log in jobs], a.jobs)):
         row[3] = "ok" if ok else "FAILED"
         row += [err, secs]
+        if extra:
+            filled.setdefault(row[0], {}).update(extra)
+    for kname, extra in sorted(filled.items()):
+        assumed.append("%s: named unknown by the compiler, so defined: %s" % (kname, " ".join("%s=%s" % kv for kv in sorted(extra.items()))))
+        print("assumed: " + assumed[-1])
     # classify target failures against the control compile of the same variant
     ctl = {(r[0], r[1]): r[3] for r in rows if r[2] == a.control}
-    counts, unexpected, stale = {}, [], []
+    counts, unexpected, stale, out = {}, [], [], []
     print("\n%-12s %-8s %-46s %-10s %s" % ("status", "target", "kernel", "variant", "detail"))
     for r in rows:
         kname, label, t, st = r[:4]
         if t == a.control:
+            if st != "skipped":
+                out.append({"target": t, "kernel": kname, "variant": label, "ok": st == "ok", "status": "control",
+                            "message": r[5], "detail": r[4]})
             continue
         k = next((k for k in known if fnmatch.fnmatch(kname, k[0]) and fnmatch.fnmatch(t, k[1])), None)
+        u = next((u for u in unverified if fnmatch.fnmatch(kname, u[0]) and fnmatch.fnmatch(t.split(":")[0], u[1])), None)
         if st == "FAILED":
             if k and ctl.get((kname, label)) != "FAILED":
                 st, r[4] = "known", "%s (%s)" % (k[2], k[3])
             elif ctl.get((kname, label)) == "FAILED":
                 st = "inconclusive"
                 r[4] = "fails on the control %s too: the sweep's sample defines, not the target" % a.control
+            elif u:
+                st = "unverified"
+                r[4] = ("fails on %s alone, but the rocm-6.2 host code never builds it there (%s); this tree has "
+                        "no host code to confirm that: not proved either way" % (t, u[2]))
             else:
                 unexpected.append(r)
         elif st == "ok" and k:
             stale.append("%s %s compiles now; %s names it as failing" % (kname, t, k[3]))
         counts[st] = counts.get(st, 0) + 1
         print("%-12s %-8s %-46s %-10s %s" % (st, t, kname, label, r[4]))
-        if st in ("FAILED", "known", "inconclusive"):
+        if st in ("FAILED", "known", "inconclusive", "unverified"):
             for line in r[5]:
                 print("             | " + line.replace(str(src) + "/", ""))
+        if st != "skipped":
+            out.append({"target": t, "kernel": kname, "variant": label, "ok": st == "ok", "status": st,
+                        "message": r[5], "detail": r[4]})
     core_s = sum(r[6] for r in rows)
-    print("\nkernel files no host file names (names built in ways the sweep does not read, or "
-          "unused): %d%s" % (len(unnamed), (": " + " ".join(unnamed[:30]) + (" ..." if len(unnamed) > 30 else "")) if unnamed else ""))
+    if manifest is None:
+        print("\nkernel files no host file names (names built in ways the sweep does not read, or "
+              "unused): %d%s" % (len(unnamed), (": " + " ".join(unnamed[:30]) + (" ..." if len(unnamed) > 30 else "")) if unnamed else ""))
     for s_ in stale:
         print("STALE   " + s_)
     print("summary: %s: %s; control %s: %d compiles; %d compiles in all, %.0f core-s, %.0f s wall; logs in %s"
           % (";".join(targets), ", ".join("%d %s" % (v, k) for k, v in sorted(counts.items())),
              a.control, sum(1 for r in rows if r[2] == a.control), len(jobs), core_s,
              time.time() - t_start, work))
-    bad = unexpected or stale
+    # A known list is about the stack's own tree: on a library's tree a line that compiles is
+    # news of that library, not a stale list.
+    problems = stale if manifest is None else []
+    bad = unexpected or problems
+    kc.write_json(a.json, "miopen-sweep", out, problems, assumed, compiler, not bad)
     return kc.verdict(bad)
 
 
