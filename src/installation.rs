@@ -215,9 +215,16 @@ impl Installation {
     /// (`lib/llvm-21/bin/ld.lld` over `lib/llvm-19/...`), kept at the path as written, where a
     /// profile may name it (`rocmforge_rocm/llvm/bin/ld.lld`); a glob's matches keep the
     /// installation's own paths, since its libraries find their data from where they lie.
-    pub fn wheel_members(&self, rel: &str) -> Vec<(String, PathBuf)> {
+    /// `llvm` is the taken LLVM's folder (the plan's `{rocm_llvm}`), when the plan has one: an
+    /// `llvm/...` path is looked for there first, so the wheel's ld.lld is the compiler's own.
+    pub fn runtime_wheel_files(&self, rel: &str, llvm: Option<&Path>) -> Vec<(String, PathBuf)> {
         if !rel.contains(['*', '?', '[', '{']) {
-            return self.locate(rel).filter(|p| p.is_file()).map(|p| (rel.to_string(), p)).into_iter().collect();
+            let taken = llvm.zip(rel.strip_prefix("llvm/")).map(|(d, r)| d.join(r)).filter(|p| p.is_file());
+            return taken
+                .or_else(|| self.locate(rel).filter(|p| p.is_file()))
+                .map(|p| (rel.to_string(), p))
+                .into_iter()
+                .collect();
         }
         self.matching(rel).into_iter().map(|m| (m.clone(), self.root.join(m))).collect()
     }
@@ -616,7 +623,7 @@ mod tests {
     }
 
     /// Issue 38: under `--rocm-path /usr` the runtime wheel's `llvm/bin/ld.lld` (Triton's linker,
-    /// named by the profile at `rocmforge_rocm/llvm/bin/ld.lld`) is the newest LLVM's, once, at
+    /// named by the profile at `rocmforge_rocm/llvm/bin/ld.lld`) is the taken LLVM's (else the newest), once, at
     /// ROCm's path; a library glob keeps the distribution's folder.
     #[test]
     fn a_runtime_wheels_literal_path_is_the_newest_file_at_rocms_path_and_a_glob_keeps_the_installations() {
@@ -630,13 +637,19 @@ mod tests {
         std::fs::write(lib.join("libamd_comgr.so.3"), "").unwrap();
         let i = Installation::open(&d.path().join("usr"), d.path());
         assert_eq!(
-            i.wheel_members("llvm/bin/ld.lld"),
+            i.runtime_wheel_files("llvm/bin/ld.lld", None),
             vec![("llvm/bin/ld.lld".to_string(), d.path().join("usr/lib/llvm-21/bin/ld.lld"))]
         );
+        // The taken LLVM's own, when the plan took an older one.
+        let taken = d.path().join("usr/lib/llvm-19");
         assert_eq!(
-            i.wheel_members("lib/libamd_comgr.so*"),
+            i.runtime_wheel_files("llvm/bin/ld.lld", Some(taken.as_path())),
+            vec![("llvm/bin/ld.lld".to_string(), taken.join("bin/ld.lld"))]
+        );
+        assert_eq!(
+            i.runtime_wheel_files("lib/libamd_comgr.so*", None),
             vec![("lib/x86_64-linux-gnu/libamd_comgr.so.3".to_string(), lib.join("libamd_comgr.so.3"))]
         );
-        assert!(i.wheel_members("llvm/bin/llvm-mc").is_empty());
+        assert!(i.runtime_wheel_files("llvm/bin/llvm-mc", Some(taken.as_path())).is_empty());
     }
 }

@@ -234,7 +234,7 @@ impl Engine<'_> {
                             let m = crate::offload::coverage::matcher(g).map_err(&fail)?;
                             files.iter().filter(|f| m.is_match(f.as_str())).map(|f| (f.clone(), root.join(f))).collect()
                         }
-                        (None, Some(inst)) => inst.wheel_members(g),
+                        (None, Some(inst)) => inst.runtime_wheel_files(g, self.plan.rocm_llvm.as_deref()),
                         (None, None) => Vec::new(),
                     };
                     found.extend(matched);
