@@ -698,6 +698,19 @@ fn run_check(
 mod tests {
     use super::*;
 
+    /// A check's outcome of `compiles`, as the audit records it (no error, nothing left out).
+    fn outcome(name: &str, status: &str, compiles: Vec<Compile>) -> CheckOutcome {
+        CheckOutcome {
+            name: name.into(),
+            what: "w".into(),
+            status: status.into(),
+            error: None,
+            left_out: vec![],
+            result: CheckJson { compiles, ..Default::default() },
+            log: PathBuf::new(),
+        }
+    }
+
     fn compile(target: &str, kernel: &str, ok: bool) -> Compile {
         Compile {
             target: target.into(),
@@ -712,25 +725,18 @@ mod tests {
 
     #[test]
     fn a_failure_on_the_control_too_proves_nothing_and_only_the_targets_alone_count() {
-        let c = CheckOutcome {
-            name: "batchnorm".into(),
-            what: String::new(),
-            status: "fail".into(),
-            error: None,
-            left_out: vec![],
-            result: CheckJson {
-                compiles: vec![
-                    compile("gfx1010", "a.cl", false),
-                    compile(CONTROL, "a.cl", true),
-                    compile("gfx1010", "b.cl", false),
-                    compile(CONTROL, "b.cl", false),
-                    compile("gfx1010", "c.cl", true),
-                    compile(CONTROL, "c.cl", true),
-                ],
-                ..Default::default()
-            },
-            log: PathBuf::new(),
-        };
+        let c = outcome(
+            "batchnorm",
+            "fail",
+            vec![
+                compile("gfx1010", "a.cl", false),
+                compile(CONTROL, "a.cl", true),
+                compile("gfx1010", "b.cl", false),
+                compile(CONTROL, "b.cl", false),
+                compile("gfx1010", "c.cl", true),
+                compile(CONTROL, "c.cl", true),
+            ],
+        );
         assert_eq!(c.failures().map(|f| f.kernel.as_str()).collect::<Vec<_>>(), ["a.cl"]);
         assert_eq!(c.inconclusive().map(|f| f.kernel.as_str()).collect::<Vec<_>>(), ["b.cl"]);
         assert_eq!(c.on_targets(), 3);
@@ -744,25 +750,18 @@ mod tests {
         let mut unverified = compile("gfx1010", "u.s", false);
         unverified.status = Some("unverified".into());
         unverified.detail = Some("fails on gfx1010 alone, but the rocm-6.2 host code never builds it there".into());
-        let mut c = CheckOutcome {
-            name: "sweep".into(),
-            what: "w".into(),
-            status: String::new(),
-            error: None,
-            left_out: vec![],
-            result: CheckJson {
-                compiles: vec![
-                    compile("gfx1010", "b.cl", false),
-                    compile(CONTROL, "b.cl", false),
-                    compile("gfx1010", "c.cl", true),
-                    compile(CONTROL, "c.cl", true),
-                    unverified,
-                    compile(CONTROL, "u.s", true),
-                ],
-                ..Default::default()
-            },
-            log: PathBuf::new(),
-        };
+        let mut c = outcome(
+            "sweep",
+            "",
+            vec![
+                compile("gfx1010", "b.cl", false),
+                compile(CONTROL, "b.cl", false),
+                compile("gfx1010", "c.cl", true),
+                compile(CONTROL, "c.cl", true),
+                unverified,
+                compile(CONTROL, "u.s", true),
+            ],
+        );
         assert_eq!(c.failures().count(), 0);
         assert_eq!(c.inconclusive().map(|f| f.kernel.as_str()).collect::<Vec<_>>(), ["b.cl", "u.s"]);
         c.status = c.verdict().into();

@@ -126,6 +126,16 @@ fn run_with(
 }
 
 /// EF_AMDGPU_MACH of an AMDGPU code object's ELF header (e_flags, low byte).
+/// The check's PASS line for kernel `k` on gfx1010, whose code object it read back as gfx1010 wave32.
+fn gfx1010_pass_line<'a>(out: &'a str, k: &str) -> &'a str {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(&format!("PASS gfx1010 {k}: ")))
+        .unwrap_or_else(|| panic!("no PASS line for {k}:\n{out}"));
+    assert!(line.contains(": amdgcn-amd-amdhsa--gfx1010 wave32, "), "{line}");
+    line
+}
+
 fn mach(obj: &Path) -> u32 {
     let b = std::fs::read(obj).unwrap_or_else(|e| panic!("{}: {e}", obj.display()));
     assert!(b.len() >= 64 && &b[..4] == b"\x7fELF" && b[4] == 2, "{}: not an ELF64 file", obj.display());
@@ -180,11 +190,7 @@ fn the_shipped_triton_check_holds_for_gfx1010_with_pypi_triton_3_2_0() {
         "{out}"
     );
     for k in KERNELS {
-        let line = out
-            .lines()
-            .find(|l| l.starts_with(&format!("PASS gfx1010 {k}: ")))
-            .unwrap_or_else(|| panic!("no PASS line for {k}:\n{out}"));
-        assert!(line.contains(": amdgcn-amd-amdhsa--gfx1010 wave32, "), "{line}");
+        let line = gfx1010_pass_line(&out, k);
         assert!(line.ends_with(", no row_bcast, buffer descriptors: none"), "{line}");
         let n: usize = line.split(" wave32, ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
         assert!(n > 100, "{k}: {n} instructions: {line}");
@@ -268,11 +274,7 @@ fn the_rocm_7_14_profile_keeps_triton_3_7_off_buffer_operations_on_gfx1010() {
     assert!(!out.contains("buffer descriptor 0x"), "the profile's Triton builds no buffer descriptor:\n{out}");
     assert_eq!(code, 0, "{out}");
     for k in KERNELS {
-        let line = out
-            .lines()
-            .find(|l| l.starts_with(&format!("PASS gfx1010 {k}: ")))
-            .unwrap_or_else(|| panic!("no PASS line for {k}:\n{out}"));
-        assert!(line.contains(": amdgcn-amd-amdhsa--gfx1010 wave32, "), "{line}");
+        let line = gfx1010_pass_line(&out, k);
         // Every instruction re-assembled to the bytes read, some VOP3 among them read with src2 0.
         let (n, cleared) = line
             .split_once(" instructions re-assembled (0 to other bytes; ")
